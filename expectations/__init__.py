@@ -1,0 +1,1 @@
+"""Great Expectations suites built from the public schema (GX is imported lazily)."""

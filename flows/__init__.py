@@ -1,0 +1,1 @@
+"""The release flow, its spec and the ``dprelease`` command line."""

@@ -1,0 +1,225 @@
+"""``dprelease``: the command line of the release pipeline."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+
+from mechanisms.errors import DPReleaseError
+
+DEMO_SPEC = Path(__file__).parent / "demo" / "adult.yaml"
+_PREFECT_DEFAULTS = {
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+    "GX_ANALYTICS_ENABLED": "false",
+}
+
+app = typer.Typer(
+    help="Publish differentially private synthetic microdata with an audit trail.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console(stderr=True)
+
+SpecArg = Annotated[
+    Path, typer.Argument(help="Release spec (YAML): dataset, public schema, privacy budget, mechanism.")
+]
+OutOpt = Annotated[
+    Path,
+    typer.Option(
+        "--out", help="Folder that receives <release_id>/public, <release_id>/internal and failures/."
+    ),
+]
+SeedOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--insecure-seed",
+        help="Fix the noise seed for a reproducible run. The bundle then says it is NOT fit for publication.",
+    ),
+]
+IdOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--release-id",
+        help="Override the spec's release_id ([a-z0-9-]); "
+        "default: the spec's, else <dataset>-<UTC timestamp>.",
+    ),
+]
+VerboseOpt = Annotated[
+    bool, typer.Option("--verbose", help="Show Prefect's INFO logs (no data values are logged).")
+]
+
+
+def _fail(message: str, hint: str, code: int) -> None:
+    console.print(
+        Panel(f"{message}\n\n[bold]Next:[/bold] {hint}", title="dprelease: error", border_style="red")
+    )
+    raise typer.Exit(code)
+
+
+def _run_release(spec: Path, out: Path, release_id: str | None, seed: int | None, verbose: bool) -> None:
+    for k, v in _PREFECT_DEFAULTS.items():
+        os.environ.setdefault(k, v)
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from flows.release import STAGES, release, set_progress
+
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        bar = progress.add_task("starting Prefect", total=len(STAGES))
+        started: list[str] = []
+
+        def on_stage(name: str) -> None:
+            if started:
+                progress.advance(bar)
+            started.append(name)
+            progress.update(bar, description=f"[{len(started)}/{len(STAGES)}] {STAGES[name]}")
+
+        set_progress(on_stage)
+        try:
+            path = release(str(spec), str(out), release_id=release_id, insecure_seed=seed)
+        except DPReleaseError as e:
+            progress.stop()
+            _fail(
+                str(e),
+                "fix what the message names and run again; nothing was published "
+                f"(a failure record is in {out / 'failures'} if the run had started).",
+                2,
+            )
+        finally:
+            set_progress(None)
+        progress.update(bar, completed=len(STAGES), description="release published")
+    _summary(Path(path))
+
+
+def _summary(bundle: Path) -> None:
+    import json
+
+    doc = json.loads((bundle / "public" / "release.json").read_text())
+    t = doc["privacy"]["ledger"]["totals"]
+    table = Table(title=f"release {doc['release_id']}", show_header=True)
+    for col in ("stage", "statistics", "spent", "allocated"):
+        table.add_column(col)
+    key = "rho" if doc["privacy"]["accountant"] == "zcdp" else "epsilon"
+    for s in doc["privacy"]["ledger"]["stages"]:
+        count = sum(r["stage"] == s["stage"] for r in doc["privacy"]["ledger"]["measurements"])
+        table.add_row(
+            s["stage"], str(count), f"{key}={s[key + '_spent']:.6g}", f"{key}={s[key + '_allocated']:.6g}"
+        )
+    console.print(table)
+    console.print(
+        f"privacy: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP, replace-one neighbours; "
+        f"{doc['privacy']['synthetic_rows']} synthetic rows"
+    )
+    if not doc["randomness"]["fit_for_publication"]:
+        console.print("[bold red]made with --insecure-seed: not fit for publication[/bold red]")
+    print(f"bundle: {bundle}")
+
+
+@app.command()
+def release(
+    spec: SpecArg,
+    out: OutOpt = Path("releases"),
+    release_id: IdOpt = None,
+    insecure_seed: SeedOpt = None,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Run a release: validate, allocate the budget, synthesise, write the bundle."""
+    _run_release(spec, out, release_id, insecure_seed, verbose)
+
+
+@app.command()
+def demo(out: OutOpt = Path("releases"), insecure_seed: SeedOpt = None, verbose: VerboseOpt = False) -> None:
+    """Release the embedded UCI Adult data (factor_gauss, epsilon = 1, delta = 1e-6)."""
+    _run_release(DEMO_SPEC, out, None, insecure_seed, verbose)
+
+
+@app.command()
+def validate(
+    spec: SpecArg,
+    report: Annotated[
+        Path | None,
+        typer.Option(
+            "--report",
+            help="Also write the full validation report, with affected-row counts "
+            "(confidential), to this JSON file.",
+        ),
+    ] = None,
+) -> None:
+    """Check the spec and its data against the public schema. Spends no budget."""
+    for k, v in _PREFECT_DEFAULTS.items():
+        os.environ.setdefault(k, v)
+    from flows.spec import load_spec
+    from tasks.files import write_json
+    from tasks.tables import read_table
+    from tasks.validate import failing_rules
+
+    try:
+        s = load_spec(spec)
+        schema = s.public_schema()
+        df = read_table(s.data_path, schema, s.missing_tokens())
+        from expectations.suite import validate_table
+
+        suite, records = validate_table(df, schema, "input")
+    except DPReleaseError as e:
+        _fail(str(e), "fix what the message names and run `dprelease validate` again.", 2)
+    if report is not None:
+        write_json(report, {"suite": suite, "results": records, "rows": len(df)})
+    table = Table(title=f"{spec}: {len(records)} expectations")
+    for col in ("column", "rule", "result"):
+        table.add_column(col)
+    failures = failing_rules(records)
+    for r in records:
+        table.add_row(r["column"], r["rule"], "[green]pass" if r["success"] else "[red]FAIL")
+    console.print(table)
+    if failures:
+        _fail(
+            f"{len(failures)} column(s) break the schema.",
+            "fix the data or the schema; --report FILE writes the affected-row counts.",
+            2,
+        )
+    console.print("[green]spec and data conform to the public schema; no budget was spent.")
+
+
+@app.command()
+def mechanisms() -> None:
+    """List the mechanisms a spec can name, with their privacy notions and stages."""
+    from mechanisms.registry import MECHANISMS
+
+    table = Table(title="mechanisms")
+    for col in ("name", "accountants", "stages (default weights)", "what it does"):
+        table.add_column(col)
+    for m in MECHANISMS.values():
+        table.add_row(
+            m.name,
+            ", ".join(m.notions),
+            ", ".join(f"{k}={v:g}" for k, v in m.stage_weights.items()),
+            m.summary,
+        )
+    Console().print(table)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        console.print("interrupted: nothing was published")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""The release flow: validated input → budget plan → private synthesis → audited bundle.
+
+Stages (each a Prefect task, run in this order):
+validate_input → allocate_budget → encode → estimate_private_moments →
+project_and_sample → decode → validate_output → write_bundle.
+
+A failure at any stage publishes nothing: the staging folder is removed and a failure
+record (stage, error, internal reports) is left in ``<out>/failures/``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from uuid import uuid4
+
+import numpy as np
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+from flows.spec import load_spec
+from mechanisms.errors import DPReleaseError
+from tasks.budget import allocate_budget
+from tasks.bundle import release_document, write_bundle, write_failure_record
+from tasks.synthesis import decode, encode, estimate_private_moments, project_and_sample
+from tasks.validate import validate_input, validate_output
+
+__all__ = ["STAGES", "release", "set_progress"]
+
+STAGES = {
+    "validate_input": "validating the input against the public schema (GX)",
+    "allocate_budget": "allocating the privacy budget",
+    "encode": "measuring private marginals and encoding",
+    "estimate_private_moments": "measuring the private latent second moment",
+    "project_and_sample": "fitting the factor model and sampling",
+    "decode": "decoding to the schema's types",
+    "validate_output": "validating the synthetic data (GX)",
+    "write_bundle": "writing the release bundle",
+}
+
+_progress: Callable[[str], None] | None = None
+
+
+def set_progress(callback: Callable[[str], None] | None) -> None:
+    """Register a callback told the name of each stage as it starts (the CLI's display)."""
+    global _progress
+    _progress = callback
+
+
+def _prepare(out: Path, release_id: str) -> tuple[Path, Path]:
+    dest = out / release_id
+    if dest.exists():
+        raise DPReleaseError(
+            f"release '{release_id}' already exists at '{dest}'; choose another release_id "
+            "(or omit it for a timestamped one)"
+        )
+    try:
+        staging = out / f".staging-{release_id}-{uuid4().hex[:8]}"
+        (staging / "public").mkdir(parents=True)
+        (staging / "internal").mkdir()
+    except OSError as e:
+        raise DPReleaseError(
+            f"output folder '{out}' is not writable ({e.strerror}); pass --out with a folder you can write to"
+        ) from None
+    return dest, staging
+
+
+def _artifacts(release_id: str, document: dict, path: Path) -> None:
+    """Prefect artifacts: a budget table and a summary; both hold only public facts."""
+    led = document["privacy"]["ledger"]
+    create_table_artifact(
+        key=f"{release_id}-budget",
+        table=[
+            {
+                k: r[k]
+                for k in ("stage", "statistic", "mechanism", "sensitivity", "noise_scale", "rho", "epsilon")
+            }
+            for r in led["measurements"]
+        ],
+        description=f"Budget ledger of release {release_id}",
+    )
+    t = led["totals"]
+    rows = "\n".join(
+        f"| {s['stage']} | {s['weight']:g} | {s.get('rho_spent', s.get('epsilon_spent')):.6g} |"
+        for s in led["stages"]
+    )
+    create_markdown_artifact(
+        key=f"{release_id}-summary",
+        markdown=(
+            f"# Release `{release_id}`\n\n"
+            f"- mechanism: `{document['mechanism']['name']}`\n"
+            f"- privacy: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP, "
+            f"{document['privacy']['accountant']} accounting, replace-one neighbours\n"
+            f"- synthetic rows: {document['privacy']['synthetic_rows']}\n"
+            f"- bundle: `{path}`\n\n| stage | weight | spent |\n|---|---|---|\n{rows}\n"
+        ),
+        description=f"Summary of release {release_id}",
+    )
+
+
+@flow(name="dp-release")
+def release(
+    spec_path: str,
+    out_dir: str = "releases",
+    release_id: str | None = None,
+    insecure_seed: int | None = None,
+) -> str:
+    """Run one release of the spec at ``spec_path`` into ``out_dir``; returns the bundle.
+
+    ``insecure_seed`` makes the noise reproducible; the bundle then says it is not fit
+    for publication. Without it every draw comes from OS entropy.
+    """
+    started = datetime.now(UTC)
+    spec = load_spec(spec_path)
+    if release_id is not None and not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,79}", release_id):
+        raise DPReleaseError(f"release_id ({release_id!r}) must match [a-z0-9][a-z0-9-]*")
+    rid = release_id or spec.resolved_release_id(started)
+    out = Path(out_dir)
+    dest, staging = _prepare(out, rid)
+    stage = "validate_input"
+
+    def step(name: str) -> None:
+        nonlocal stage
+        stage = name
+        if _progress is not None:
+            _progress(name)
+
+    try:
+        step("validate_input")
+        table = validate_input(spec, staging / "internal")
+        step("allocate_budget")
+        plan = allocate_budget(spec, staging / "public")
+        schema, params = spec.public_schema(), spec.mechanism_params()
+        n = len(table)
+        m = spec.synthetic_rows or n
+        rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(insecure_seed).spawn(4)]
+        step("encode")
+        encoded = encode(table, schema, plan, params, rngs[0])
+        del table
+        step("estimate_private_moments")
+        moments = estimate_private_moments(encoded, plan, rngs[1])
+        step("project_and_sample")
+        z, factors = project_and_sample(moments, encoded.code, params, m, rngs[2])
+        step("decode")
+        synthetic = decode(z, encoded.code, schema, rngs[3])
+        step("validate_output")
+        validate_output(synthetic, schema, staging / "internal")
+        step("write_bundle")
+        document = release_document(
+            spec,
+            rid,
+            plan,
+            [*encoded.marginals, moments],
+            n=n,
+            m=m,
+            factors=factors,
+            insecure_seed=insecure_seed,
+            started=started,
+        )
+        path = write_bundle(staging, dest, synthetic, document)
+    except BaseException as e:
+        write_failure_record(out, rid, stage, e, staging)
+        raise
+    _artifacts(rid, document, path)
+    return str(path)

@@ -1,0 +1,184 @@
+"""The release spec: a YAML file validated with pydantic; every error names its field."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from mechanisms.errors import DPReleaseError
+from mechanisms.registry import MECHANISMS
+from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+
+__all__ = ["ReleaseSpec", "SpecError", "load_spec"]
+
+
+class SpecError(DPReleaseError):
+    """The release spec is invalid; the message names the field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ContinuousSpec(_Strict):
+    type: Literal["continuous"]
+    bounds: tuple[float, float]
+    integer: bool = False
+    transform: Literal["none", "log"] = "none"
+
+    @field_validator("bounds")
+    @classmethod
+    def _ordered(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not all(math.isfinite(b) for b in v) or not v[0] < v[1]:
+            raise ValueError(f"bounds ({list(v)}) must be two finite numbers, lower < upper")
+        return v
+
+
+class OrdinalSpec(_Strict):
+    type: Literal["ordinal"]
+    levels: list[str] = Field(min_length=2)
+    missing: str | None = None
+
+
+class NominalSpec(_Strict):
+    type: Literal["nominal"]
+    categories: list[str] = Field(min_length=2)
+    missing: str | None = None
+
+
+ColumnSpec = Annotated[ContinuousSpec | OrdinalSpec | NominalSpec, Field(discriminator="type")]
+
+
+class DatasetSpec(_Strict):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    path: Path
+
+
+class PrivacySpec(_Strict):
+    epsilon: float = Field(gt=0, le=100, allow_inf_nan=False)
+    delta: float = Field(default=1e-6, ge=0, lt=1, allow_inf_nan=False)
+    accountant: Literal["zcdp", "pure"] = "zcdp"
+
+    @model_validator(mode="after")
+    def _delta_fits(self) -> PrivacySpec:
+        if self.accountant == "pure" and self.delta != 0:
+            raise ValueError("delta must be 0 with accountant 'pure' (pure ε-DP has no δ)")
+        if self.accountant == "zcdp" and self.delta == 0:
+            raise ValueError("delta must be > 0 with accountant 'zcdp'")
+        return self
+
+
+class MechanismSpec(_Strict):
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _known(self) -> MechanismSpec:
+        if self.name not in MECHANISMS:
+            raise ValueError(f"name ({self.name!r}) must be one of {sorted(MECHANISMS)}")
+        fields = {f.name for f in dataclasses.fields(MECHANISMS[self.name].params_type)}
+        unknown = sorted(set(self.params) - fields)
+        if unknown:
+            raise ValueError(f"params {unknown} are not parameters of {self.name}: {sorted(fields)}")
+        return self
+
+
+class ReleaseSpec(_Strict):
+    release_id: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=80)
+    dataset: DatasetSpec
+    columns: dict[str, ColumnSpec] = Field(alias="schema", min_length=1)
+    privacy: PrivacySpec
+    mechanism: MechanismSpec = MechanismSpec(name="factor_gauss")
+    allocation: dict[str, float] = Field(default_factory=dict)
+    synthetic_rows: int | None = Field(default=None, gt=0)
+    base_dir: Path = Path(".")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ReleaseSpec:
+        info = MECHANISMS[self.mechanism.name]
+        if self.privacy.accountant not in info.notions:
+            raise ValueError(f"accountant {self.privacy.accountant!r} is not supported by {info.name}")
+        unknown = sorted(set(self.allocation) - set(info.stage_weights))
+        if unknown:
+            raise ValueError(f"allocation stages {unknown} must be among {sorted(info.stage_weights)}")
+        bad = {k: w for k, w in self.allocation.items() if not (math.isfinite(w) and w > 0)}
+        if bad:
+            raise ValueError(f"allocation weights {bad} must be finite numbers > 0")
+        self.mechanism_params()  # raises on bad parameter values
+        return self
+
+    @property
+    def data_path(self) -> Path:
+        return self.dataset.path if self.dataset.path.is_absolute() else self.base_dir / self.dataset.path
+
+    def resolved_release_id(self, now: datetime | None = None) -> str:
+        stamp = (now or datetime.now(UTC)).strftime("%Y%m%dt%H%M%Sz")
+        return self.release_id or f"{self.dataset.name}-{stamp}"
+
+    def stage_weights(self) -> dict[str, float]:
+        return {**MECHANISMS[self.mechanism.name].stage_weights, **self.allocation}
+
+    def mechanism_params(self) -> Any:
+        try:
+            return MECHANISMS[self.mechanism.name].params_type(**self.mechanism.params)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"mechanism.{e}") from None
+
+    def missing_tokens(self) -> dict[str, str]:
+        return {
+            name: c.missing
+            for name, c in self.columns.items()
+            if not isinstance(c, ContinuousSpec) and c.missing is not None
+        }
+
+    def public_schema(self) -> Schema:
+        """The public schema; a declared ``missing`` token is one more category/level
+        (for ordinal columns, the lowest)."""
+        cols = []
+        for name, c in self.columns.items():
+            if isinstance(c, ContinuousSpec):
+                transform = "log" if c.transform == "log" else "identity"
+                cols.append(Continuous(name, c.bounds[0], c.bounds[1], c.integer, transform))
+            elif isinstance(c, OrdinalSpec):
+                extra = [c.missing] if c.missing is not None and c.missing not in c.levels else []
+                cols.append(Ordinal(name, tuple(extra + c.levels)))
+            else:
+                extra = [c.missing] if c.missing is not None and c.missing not in c.categories else []
+                cols.append(Nominal(name, tuple(c.categories + extra)))
+        return Schema(tuple(cols))
+
+    def public_dict(self) -> dict:
+        """The spec as published: schema, privacy, mechanism; never the data path."""
+        d = self.model_dump(mode="json", by_alias=True, exclude={"base_dir", "dataset"})
+        d["dataset"] = {"name": self.dataset.name}
+        return d
+
+
+def _field(loc: tuple) -> str:
+    return ".".join(str(p) for p in loc if not str(p).endswith("Spec"))
+
+
+def load_spec(path: str | Path) -> ReleaseSpec:
+    """Read and validate a YAML spec; relative dataset paths resolve against its folder."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"spec file '{path}' does not exist; pass the path of a release YAML")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise SpecError(f"spec file '{path}' is not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise SpecError(f"spec file '{path}' must contain a YAML mapping")
+    try:
+        return ReleaseSpec(**raw, base_dir=path.resolve().parent)
+    except ValidationError as e:
+        lines = [f"spec field '{_field(err['loc']) or '(top level)'}': {err['msg']}" for err in e.errors()]
+        raise SpecError(f"invalid release spec '{path}':\n  " + "\n  ".join(lines)) from None
+    except (TypeError, ValueError) as e:
+        raise SpecError(f"invalid release spec '{path}': {e}") from None

@@ -1,0 +1,152 @@
+"""Privacy accountants and the budget plan.
+
+Two notions, both under the replace-one neighbour relation (n is public):
+
+* ``zcdp`` (default): the spec's (ε, δ) is converted to the largest ρ whose (ε, δ)-DP
+  guarantee holds by Canonne–Kamath–Steinke (2020, Cor. 13); stages get ρ_i with
+  Σ ρ_i ≤ ρ (zCDP composes additively, adaptively too) and use the Gaussian mechanism.
+* ``pure``: stages get ε_i with Σ ε_i ≤ ε (basic composition) and use Laplace; δ = 0.
+
+Splits are rounded *down* with ``nextafter`` and re-checked with the same sums the audit
+uses, so a plan never exceeds the spec by a floating-point ulp.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from scipy.optimize import brentq
+
+from mechanisms.errors import BudgetError
+
+__all__ = [
+    "BudgetPlan",
+    "StageBudget",
+    "plan_budget",
+    "split_budget",
+    "zcdp_delta",
+    "zcdp_epsilon",
+    "zcdp_rho",
+]
+
+Notion = Literal["zcdp", "pure"]
+
+
+def zcdp_delta(rho: float, epsilon: float) -> float:
+    """δ such that ρ-zCDP implies (ε, δ)-DP (Canonne, Kamath, Steinke 2020, Cor. 13).
+
+    δ = inf_{α>1} exp((α−1)(αρ−ε)) / (α−1) · (1 − 1/α)^α. The log is convex in α with
+    derivative (2α−1)ρ − ε + ln(1 − 1/α); any α > 1 gives a valid δ, so root-finding
+    error only makes δ larger (safe).
+    """
+    if rho <= 0:
+        return 0.0
+
+    def dlog(a: float) -> float:
+        return (2 * a - 1) * rho - epsilon + math.log1p(-1 / a)
+
+    hi = max(2.0, (epsilon + 1) / (2 * rho) + 2)
+    a = brentq(dlog, 1 + 1e-12, hi) if dlog(1 + 1e-12) < 0 < dlog(hi) else hi
+    logd = (a - 1) * (a * rho - epsilon) + a * math.log1p(-1 / a) - math.log(a - 1)
+    return min(1.0, math.exp(logd))
+
+
+def zcdp_rho(epsilon: float, delta: float, iters: int = 200) -> float:
+    """Largest ρ (to bisection precision, rounded down) with zcdp_delta(ρ, ε) ≤ δ.
+
+    Starts from the simple bound ρ = (√(ln(1/δ)+ε) − √ln(1/δ))², which always satisfies
+    the target, and bisects on [ρ_simple, ε] keeping the end that satisfies it.
+    """
+    log_inv = math.log(1 / delta)
+    lo = math.nextafter((math.sqrt(log_inv + epsilon) - math.sqrt(log_inv)) ** 2, 0.0)
+    hi = epsilon
+    if zcdp_delta(lo, epsilon) > delta:  # pragma: no cover - the simple bound is valid
+        raise BudgetError("zCDP conversion failed: the simple bound does not hold")
+    for _ in range(iters):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if zcdp_delta(mid, epsilon) <= delta else (lo, mid)
+    return lo
+
+
+def zcdp_epsilon(rho: float, delta: float, iters: int = 200) -> float:
+    """Smallest ε (rounded up) with zcdp_delta(ρ, ε) ≤ δ: what a spent ρ is worth."""
+    if rho <= 0:
+        return 0.0
+    lo, hi = 0.0, rho + 2 * math.sqrt(rho * math.log(1 / delta))  # the simple bound holds
+    for _ in range(iters):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if zcdp_delta(rho, mid) <= delta else (mid, hi)
+    return hi
+
+
+def split_budget(total: float, weights: list[float]) -> list[float]:
+    """Shares of ``total`` proportional to ``weights``, each rounded down, Σ ≤ total."""
+    s = math.fsum(weights)
+    parts = [math.nextafter(total * w / s, 0.0) for w in weights]
+    while math.fsum(parts) > total or sum(parts) > total:
+        i = parts.index(max(parts))
+        parts[i] = math.nextafter(parts[i], 0.0)
+    return parts
+
+
+@dataclass(frozen=True)
+class StageBudget:
+    """One stage's share: ρ under zCDP, ε under pure DP (the other is None)."""
+
+    stage: str
+    weight: float
+    rho: float | None
+    epsilon: float | None
+
+
+@dataclass(frozen=True)
+class BudgetPlan:
+    """The whole budget, fixed from the spec before any data is read."""
+
+    notion: Notion
+    epsilon: float
+    delta: float
+    rho: float | None
+    stages: tuple[StageBudget, ...]
+
+    def stage(self, name: str) -> StageBudget:
+        for s in self.stages:
+            if s.stage == name:
+                return s
+        raise KeyError(name)
+
+    @property
+    def spent_rho(self) -> float | None:
+        return None if self.notion == "pure" else math.fsum(s.rho for s in self.stages)
+
+    @property
+    def spent_epsilon(self) -> float:
+        """ε of the composed stages: Σε_i (pure) or ρ_total converted at δ (zCDP)."""
+        if self.notion == "pure":
+            return math.fsum(s.epsilon for s in self.stages)
+        return zcdp_epsilon(self.spent_rho, self.delta)
+
+
+def plan_budget(notion: Notion, epsilon: float, delta: float, weights: dict[str, float]) -> BudgetPlan:
+    """Split (ε, δ) across the named stages by weight; refuse invalid budgets."""
+    if not (isinstance(epsilon, int | float) and math.isfinite(epsilon) and epsilon > 0):
+        raise BudgetError(f"privacy.epsilon ({epsilon}) must be a finite number > 0")
+    if not weights or any(not (math.isfinite(w) and w > 0) for w in weights.values()):
+        raise BudgetError(f"allocation weights ({weights}) must all be finite numbers > 0")
+    names, ws = list(weights), list(weights.values())
+    if notion == "pure":
+        if delta != 0:
+            raise BudgetError(f"privacy.delta ({delta}) must be 0 with accountant 'pure'")
+        parts = split_budget(epsilon, ws)
+        stages = tuple(StageBudget(n, w, None, e) for n, w, e in zip(names, ws, parts, strict=True))
+        return BudgetPlan("pure", epsilon, 0.0, None, stages)
+    if notion != "zcdp":
+        raise BudgetError(f"privacy.accountant ({notion}) must be 'zcdp' or 'pure'")
+    if not (math.isfinite(delta) and 0 < delta < 1):
+        raise BudgetError(f"privacy.delta ({delta}) must be in (0, 1) with accountant 'zcdp'")
+    rho = zcdp_rho(epsilon, delta)
+    parts = split_budget(rho, ws)
+    stages = tuple(StageBudget(n, w, r, None) for n, w, r in zip(names, ws, parts, strict=True))
+    return BudgetPlan("zcdp", epsilon, delta, rho, stages)

@@ -1,0 +1,233 @@
+"""``factor_gauss``: private marginals, a private latent second moment, a factor model,
+fresh Gaussian samples decoded through the private marginals.
+
+Stages and their budgets (default weights 0.5 / 0.5):
+
+1. ``marginals`` — one private histogram per column over public bins
+   (``mechanisms.marginals``), post-processed to private CDFs.
+2. encoding (post-processing) — latent scores z = Φ⁻¹(U) (``mechanisms.latent``),
+   clipped to [−c, c] and each row to L2 norm ≤ B (public c and B; B = √p by default).
+3. ``moments`` — S = ZᵀZ/n released with noise on its upper triangle (mirrored).
+4. projection and sampling (post-processing) — eigendecomposition of the noisy S, r
+   factors, Σ = ΛΛᵀ + Ψ rescaled to unit diagonal, m fresh rows z ~ N(0, Σ).
+5. decoding (post-processing) — z → U = Φ(z) → bin through the private CDF.
+
+Privacy: stages 1 and 3 compose: ρ = ρ₁ + ρ₂ (zCDP) or ε = ε₁ + ε₂ (pure). Stage 3's
+input Z depends on the data through the private CDFs (post-processing of stage 1) and on
+each row's own bins; for a *fixed* stage-1 output, replacing one record changes one row
+of Z, which is what the sensitivity below bounds (adaptive composition).
+Synthetic rows are fresh draws: no output row corresponds to an input row.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from mechanisms.accounting import BudgetPlan, StageBudget
+from mechanisms.latent import LatentCode, from_latent, latent_code, score_attenuation, to_latent
+from mechanisms.marginals import measure_histograms, private_distribution
+from mechanisms.primitives import Measurement, gaussian_mechanism, laplace_mechanism
+from mechanisms.schema import Schema
+
+__all__ = [
+    "STAGE_WEIGHTS",
+    "Encoded",
+    "FactorGaussParams",
+    "FactorGaussRelease",
+    "bound_rows",
+    "encode",
+    "factor_correlation",
+    "fit",
+    "latent_model",
+    "measure_moments",
+    "sample_latent",
+    "second_moment_sensitivity",
+]
+
+STAGE_WEIGHTS = {"marginals": 0.5, "moments": 0.5}
+
+
+@dataclass(frozen=True)
+class FactorGaussParams:
+    """Public hyperparameters. ``row_norm`` None means B = √p; ``factors`` None means r is
+    chosen from the *noisy* eigenvalues; ``attenuation_correction`` undoes the shrinkage
+    of latent correlations by coarse bins (both post-processing)."""
+
+    clip: float = 4.0
+    row_norm: float | None = None
+    factors: int | None = None
+    attenuation_correction: bool = True
+
+    def __post_init__(self) -> None:
+        if not (self.clip > 0 and math.isfinite(self.clip)):
+            raise ValueError(f"params.clip ({self.clip}) must be a finite number > 0")
+        if self.row_norm is not None and not (self.row_norm > 0 and math.isfinite(self.row_norm)):
+            raise ValueError(f"params.row_norm ({self.row_norm}) must be a finite number > 0")
+        if self.factors is not None and self.factors < 1:
+            raise ValueError(f"params.factors ({self.factors}) must be an integer >= 1")
+
+    def bound(self, p: int) -> float:
+        return self.row_norm if self.row_norm is not None else math.sqrt(p)
+
+
+def second_moment_sensitivity(n: int, bound: float, p: int, norm: Literal["l1", "l2"]) -> float:
+    """Sensitivity of the upper triangle (with diagonal) of S = ZᵀZ/n, rows ‖z‖₂ ≤ B.
+
+    Replace-one changes S by A/n with A = zzᵀ − z'z'ᵀ.
+    L2: ‖A‖_F² = ‖z‖⁴ + ‖z'‖⁴ − 2(z·z')² ≤ 2B⁴, and the upper triangle u(A) has
+    ‖u‖₂² = (‖A‖_F² + Σᵢ aᵢᵢ²)/2 ≤ ‖A‖_F². So Δ₂ = √2·B²/n, attained by z = B·e₁,
+    z' = B·e₂ (u = (B², −B²)). The triangle inequality gives the looser 2B²/n.
+    L1: ‖u‖₁ ≤ √(p(p+1)/2)·‖u‖₂ (Cauchy–Schwarz over p(p+1)/2 entries), so
+    Δ₁ = √(p(p+1))·B²/n, below the triangle-inequality bound (p+1)B²/n.
+    """
+    if norm == "l2":
+        return math.sqrt(2.0) * bound**2 / n
+    return math.sqrt(p * (p + 1)) * bound**2 / n
+
+
+def bound_rows(z: np.ndarray, clip: float, bound: float) -> np.ndarray:
+    """Clip entries to [−c, c], then scale any row with ‖z‖₂ > B down to norm B."""
+    z = np.clip(z, -clip, clip)
+    norms = np.linalg.norm(z, axis=1)
+    scale = np.minimum(1.0, bound / np.maximum(norms, 1e-300))
+    return z * scale[:, None]
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """Confidential latent rows ``z`` (‖z‖₂ ≤ ``bound``) and the private code behind them."""
+
+    z: np.ndarray = field(repr=False)
+    code: LatentCode
+    marginals: tuple[Measurement, ...]
+    bound: float
+
+
+def encode(
+    bins: np.ndarray,
+    schema: Schema,
+    budget: StageBudget,
+    params: FactorGaussParams,
+    *,
+    rng: np.random.Generator,
+) -> Encoded:
+    """Stage 1 (private histograms → CDFs, nominal order) and stage 2 (bounded scores)."""
+    marginals = measure_histograms(bins, schema.names, schema.n_bins, budget, rng=rng)
+    n = bins.shape[0]
+    distributions = [private_distribution(m, n) for m in marginals]
+    code = latent_code(distributions, [c.kind == "nominal" for c in schema.columns])
+    bound = params.bound(len(schema))
+    z = bound_rows(to_latent(bins, code, rng=rng), params.clip, bound)
+    return Encoded(z, code, tuple(marginals), bound)
+
+
+def measure_moments(
+    z: np.ndarray, bound: float, budget: StageBudget, *, rng: np.random.Generator
+) -> Measurement:
+    """Stage 3: the upper triangle of S = ZᵀZ/n plus noise (value = the vector).
+
+    Sensitivity: ``second_moment_sensitivity`` (rows must satisfy ‖z‖₂ ≤ B, enforced by
+    ``bound_rows``). Noise: σ = Δ₂/√(2ρ) (Gaussian) or b = Δ₁/ε (Laplace) per entry.
+    """
+    n, p = z.shape
+    if np.any(np.linalg.norm(z, axis=1) > bound * (1 + 1e-12)):
+        raise ValueError("latent rows must be bounded with bound_rows before measuring")
+    iu = np.triu_indices(p)
+    upper = (z.T @ z / n)[iu]
+    if budget.rho is not None:
+        return gaussian_mechanism(
+            upper,
+            l2_sensitivity=second_moment_sensitivity(n, bound, p, "l2"),
+            rho=budget.rho,
+            rng=rng,
+            name="latent_second_moment",
+            stage=budget.stage,
+        )
+    return laplace_mechanism(
+        upper,
+        l1_sensitivity=second_moment_sensitivity(n, bound, p, "l1"),
+        epsilon=budget.epsilon,
+        rng=rng,
+        name="latent_second_moment",
+        stage=budget.stage,
+    )
+
+
+def latent_model(moments: Measurement, code: LatentCode, params: FactorGaussParams) -> tuple[np.ndarray, int]:
+    """Stage 4's model: the factor correlation, with the attenuation correction if set."""
+    attenuation = score_attenuation(code) if params.attenuation_correction else None
+    return factor_correlation(moments, len(code.cdfs), params.factors, attenuation)
+
+
+def _symmetric(upper: np.ndarray, p: int) -> np.ndarray:
+    s = np.zeros((p, p))
+    s[np.triu_indices(p)] = upper
+    return s + np.triu(s, 1).T
+
+
+def factor_correlation(
+    moments: Measurement, p: int, factors: int | None, attenuation: np.ndarray | None = None
+) -> tuple[np.ndarray, int]:
+    """Post-processing: noisy S → a unit-diagonal correlation matrix of a factor model.
+
+    With ``attenuation`` a (``latent.score_attenuation``), S̃ is first turned into a
+    correlation and each off-diagonal entry divided by aᵢaⱼ (clipped to ±0.99), undoing
+    the shrinkage that within-bin jitter causes for coarse columns. Then S̃ = VΛVᵀ; keep
+    r factors (given, or the eigenvalues above the noise level 2σ√p, the spectral norm
+    of a symmetric p×p noise matrix with entry s.d. σ); loadings L = V_r Λ_r^{1/2};
+    Ψ = max(diag(S̃) − diag(LLᵀ), floor); Σ = LLᵀ + Ψ, rescaled to
+    unit diagonal.
+    """
+    s = _symmetric(moments.value, p)
+    if attenuation is not None:
+        d = np.sqrt(np.maximum(np.diag(s), 1e-3))
+        s = np.clip(s / np.outer(d, d) / np.outer(attenuation, attenuation), -0.99, 0.99)
+        np.fill_diagonal(s, 1.0)
+    eigval, eigvec = np.linalg.eigh(s)
+    eigval, eigvec = eigval[::-1], eigvec[:, ::-1]
+    sd = moments.scale if moments.mechanism == "gaussian" else math.sqrt(2) * moments.scale
+    noise_level = 2.0 * sd * math.sqrt(p)
+    r = factors if factors is not None else int(np.sum(eigval > noise_level))
+    r = max(0, min(r, p, int(np.sum(eigval > 0))))
+    loadings = eigvec[:, :r] * np.sqrt(eigval[:r])
+    common = np.sum(loadings**2, axis=1)
+    psi = np.maximum(np.diag(s) - common, max(noise_level, 1e-6))
+    sigma = loadings @ loadings.T + np.diag(psi)
+    d = 1.0 / np.sqrt(np.diag(sigma))
+    return sigma * d[:, None] * d[None, :], r
+
+
+def sample_latent(corr: np.ndarray, m: int, *, rng: np.random.Generator) -> np.ndarray:
+    """m fresh rows z ~ N(0, corr)."""
+    chol = np.linalg.cholesky(corr)
+    return rng.standard_normal((m, corr.shape[0])) @ chol.T
+
+
+@dataclass(frozen=True)
+class FactorGaussRelease:
+    """Synthetic bin indices (m, p) and every measurement that produced them."""
+
+    bins: np.ndarray
+    measurements: tuple[Measurement, ...]
+    factors: int
+
+
+def fit(
+    bins: np.ndarray,
+    schema: Schema,
+    plan: BudgetPlan,
+    params: FactorGaussParams,
+    *,
+    m: int,
+    rng: np.random.Generator,
+) -> FactorGaussRelease:
+    """All stages in one call (the Prefect flow runs them as separate tasks)."""
+    encoded = encode(bins, schema, plan.stage("marginals"), params, rng=rng)
+    moments = measure_moments(encoded.z, encoded.bound, plan.stage("moments"), rng=rng)
+    corr, r = latent_model(moments, encoded.code, params)
+    synthetic = from_latent(sample_latent(corr, m, rng=rng), encoded.code)
+    return FactorGaussRelease(synthetic, (*encoded.marginals, moments), r)

@@ -1,0 +1,1 @@
+"""Thin Prefect tasks around ``mechanisms``; each states its cache and persistence policy."""

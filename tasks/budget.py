@@ -1,0 +1,42 @@
+"""``allocate_budget``: split the spec's (ε, δ) — or ρ under zCDP — across the stages.
+
+Policy: ``cache_policy=NO_CACHE, persist_result=False``. Its inputs are public, but the
+plan is the audit record, so we persist it ourselves as ``public/budget_plan.json``
+rather than in Prefect's opaque result store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from flows.spec import ReleaseSpec
+from mechanisms.accounting import BudgetPlan, plan_budget
+from mechanisms.errors import BudgetError
+from tasks.files import write_json
+
+__all__ = ["allocate_budget", "plan_to_dict"]
+
+
+def plan_to_dict(plan: BudgetPlan) -> dict:
+    d = dataclasses.asdict(plan)
+    d["spent_epsilon"] = plan.spent_epsilon
+    d["spent_rho"] = plan.spent_rho
+    return d
+
+
+@task(name="allocate_budget", cache_policy=NO_CACHE, persist_result=False)
+def allocate_budget(spec: ReleaseSpec, public_dir: Path) -> BudgetPlan:
+    """Build the plan from the spec alone and refuse it if it exceeds the spec."""
+    p = spec.privacy
+    plan = plan_budget(p.accountant, p.epsilon, p.delta, spec.stage_weights())
+    if plan.spent_epsilon > p.epsilon:
+        raise BudgetError(
+            f"budget plan ({plan.spent_epsilon!r}) must not exceed privacy.epsilon ({p.epsilon!r})"
+        )
+    write_json(public_dir / "budget_plan.json", plan_to_dict(plan))
+    get_run_logger().info("budget plan: %s", ", ".join(f"{s.stage} w={s.weight:g}" for s in plan.stages))
+    return plan

@@ -1,0 +1,241 @@
+"""``write_bundle``: the release document, the manifests, the atomic publish; and the
+failure record a failed run leaves instead.
+
+Layout of ``<out>/<release_id>/``:
+
+* ``public/``: ``synthetic.csv``, ``budget_plan.json``, ``release.json``, ``README.txt``,
+  ``manifest.json`` (sha256 of every other public file);
+* ``internal/``: validation reports (with counts) and ``manifest.json`` — for the steward
+  and the auditor only.
+
+Everything is written into a staging folder ``<out>/.staging-<release_id>-<uuid>`` that
+is renamed to ``<out>/<release_id>`` as the very last step, so a failed run never
+leaves a half-written release.
+
+Policy: ``cache_policy=NO_CACHE, persist_result=False`` (it receives the synthetic
+table before publication and writes our own files; Prefect keeps nothing).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import shutil
+import subprocess
+import traceback
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+
+import pandas as pd
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from flows.spec import ReleaseSpec
+from mechanisms.accounting import BudgetPlan, zcdp_epsilon
+from mechanisms.errors import BudgetError, DPReleaseError
+from mechanisms.primitives import FLOAT_SAMPLER_NOTE, Measurement
+from tasks.budget import plan_to_dict
+from tasks.files import sha256, write_json
+
+__all__ = [
+    "NEIGHBOUR_STATEMENT",
+    "ledger",
+    "release_document",
+    "write_bundle",
+    "write_failure_record",
+]
+
+NEIGHBOUR_STATEMENT = (
+    "Neighbouring data sets differ by replacing one record (bounded DP). Under this "
+    "relation the number of input rows n is identical on neighbours, so it is treated as "
+    "public: it is used without noise and published here; it is not protected."
+)
+_PACKAGES = ["dprelease", "numpy", "scipy", "pandas", "prefect", "great_expectations", "pydantic"]
+
+
+def ledger(plan: BudgetPlan, measurements: list[Measurement]) -> dict:
+    """Per-measurement rows, per-stage sums against the plan, and totals; refuses (raises)
+    if any stage or the total exceeds what the plan allows."""
+    rows = [m.ledger_row() for m in measurements]
+    key = "rho" if plan.notion == "zcdp" else "epsilon"
+    stages = []
+    for s in plan.stages:
+        spent = math.fsum(r[key] for r in rows if r["stage"] == s.stage)
+        allowed = s.rho if plan.notion == "zcdp" else s.epsilon
+        if spent > allowed:
+            raise BudgetError(f"stage '{s.stage}' spent {key} {spent!r} > its allocation {allowed!r}")
+        stages.append(
+            {"stage": s.stage, "weight": s.weight, f"{key}_allocated": allowed, f"{key}_spent": spent}
+        )
+    total = math.fsum(st[f"{key}_spent"] for st in stages)
+    if plan.notion == "zcdp":
+        eps = zcdp_epsilon(total, plan.delta)
+        totals = {
+            "rho": total,
+            "epsilon": eps,
+            "delta": plan.delta,
+            "conversion": "rho-zCDP -> (epsilon, delta)-DP, Canonne-Kamath-Steinke 2020 Cor. 13",
+        }
+    else:
+        eps = total
+        totals = {"epsilon": total, "delta": 0.0, "conversion": "basic composition"}
+    if eps > plan.epsilon:
+        raise BudgetError(f"total epsilon spent ({eps!r}) exceeds privacy.epsilon ({plan.epsilon!r})")
+    return {"measurements": rows, "stages": stages, "totals": totals}
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _versions() -> dict:
+    out = {"python": platform.python_version()}
+    for pkg in _PACKAGES:
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def release_document(
+    spec: ReleaseSpec,
+    release_id: str,
+    plan: BudgetPlan,
+    measurements: list[Measurement],
+    *,
+    n: int,
+    m: int,
+    factors: int,
+    insecure_seed: int | None,
+    started: datetime,
+) -> dict:
+    """``public/release.json``: what was released and how; no data path, no raw value."""
+    return {
+        "release_id": release_id,
+        "dataset": spec.dataset.name,
+        "differentially_private": True,
+        "spec": spec.public_dict(),
+        "mechanism": {
+            "name": spec.mechanism.name,
+            "params": spec.mechanism.params,
+            "factors_used": factors,
+            "factors_note": "chosen from the noisy eigenvalues (post-processing)"
+            if spec.mechanism.params.get("factors") is None
+            else "given in the spec",
+            "rows_correspond_to_input_rows": False,
+        },
+        "privacy": {
+            "accountant": plan.notion,
+            "neighbour_relation": "replace-one",
+            "statement": NEIGHBOUR_STATEMENT,
+            "input_rows_n_public": n,
+            "synthetic_rows": m,
+            "budget_plan": plan_to_dict(plan),
+            "ledger": ledger(plan, measurements),
+            "numerics": FLOAT_SAMPLER_NOTE,
+        },
+        "randomness": (
+            {"source": "os-entropy", "fit_for_publication": True}
+            if insecure_seed is None
+            else {
+                "source": "insecure-seed",
+                "seed": insecure_seed,
+                "fit_for_publication": False,
+                "warning": "a fixed seed makes the noise reproducible by anyone who knows it; "
+                "do not publish this release",
+            }
+        ),
+        "software": {"versions": _versions(), "git_commit": _git_commit()},
+        "times": {"started": started.isoformat(), "finished": datetime.now(UTC).isoformat()},
+    }
+
+
+def _readme(doc: dict) -> str:
+    t = doc["privacy"]["ledger"]["totals"]
+    lines = [
+        f"differentially private synthetic data: release {doc['release_id']} of '{doc['dataset']}'",
+        "",
+        f"Mechanism: {doc['mechanism']['name']}. Privacy: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP"
+        f" under the replace-one neighbour relation ({doc['privacy']['accountant']} accounting).",
+        f"Rows: {doc['privacy']['synthetic_rows']} synthetic rows, freshly sampled; no row "
+        "corresponds to a person in the input.",
+        NEIGHBOUR_STATEMENT,
+        "",
+        "synthetic.csv      the synthetic data, with the columns and types of the public schema",
+        "release.json       schema, mechanism, parameters, budget ledger, software versions",
+        "budget_plan.json   the budget split fixed before the data was read",
+        "manifest.json      sha256 of every file above",
+    ]
+    if not doc["randomness"]["fit_for_publication"]:
+        lines.insert(0, "NOT FIT FOR PUBLICATION: made with a fixed (insecure) seed.")
+    return "\n".join(lines) + "\n"
+
+
+def _manifest(folder: Path) -> None:
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "manifest.json")
+    write_json(
+        folder / "manifest.json",
+        {"algorithm": "sha256", "files": {str(p.relative_to(folder)): sha256(p) for p in files}},
+    )
+
+
+@task(name="write_bundle", cache_policy=NO_CACHE, persist_result=False)
+def write_bundle(staging: Path, dest: Path, synthetic: pd.DataFrame, document: dict) -> Path:
+    """Write the public files and manifests into ``staging``, then rename it to ``dest``."""
+    public = staging / "public"
+    synthetic.to_csv(public / "synthetic.csv", index=False)
+    write_json(public / "release.json", document)
+    (public / "README.txt").write_text(_readme(document))
+    _manifest(public)
+    _manifest(staging / "internal")
+    if dest.exists():
+        raise DPReleaseError(f"release folder '{dest}' appeared during the run; nothing published")
+    os.replace(staging, dest)
+    get_run_logger().info("published release bundle %s", dest)
+    return dest
+
+
+def write_failure_record(
+    out_dir: Path, release_id: str, stage: str, error: BaseException, staging: Path | None
+) -> Path:
+    """``<out>/failures/<release_id>-<utc>/``: failure.json plus whatever ``internal/``
+    reports the run had made (for the steward); the staging folder is removed."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    record = out_dir / "failures" / f"{release_id}-{stamp}"
+    record.mkdir(parents=True)
+    if staging is not None and (staging / "internal").is_dir():
+        shutil.copytree(staging / "internal", record / "internal")
+    if isinstance(error, DPReleaseError):  # our messages name rules, never values
+        message = str(error)
+    else:  # an unexpected message may quote data: keep it with the internal reports
+        message = "unexpected error; the traceback is in internal/traceback.txt"
+        (record / "internal").mkdir(exist_ok=True)
+        (record / "internal" / "traceback.txt").write_text("".join(traceback.format_exception(error)))
+    write_json(
+        record / "failure.json",
+        {
+            "release_id": release_id,
+            "stage": stage,
+            "error": type(error).__name__,
+            "message": message,
+            "published": False,
+            "time": datetime.now(UTC).isoformat(),
+        },
+    )
+    if staging is not None:
+        shutil.rmtree(staging, ignore_errors=True)
+    return record

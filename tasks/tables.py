@@ -1,0 +1,100 @@
+"""Reading the confidential table and converting it to and from bin indices.
+
+Plain functions (no Prefect): the tasks call them. Error messages name the file, the
+column and the rule; they never quote a data value or a count.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from mechanisms.errors import DPReleaseError
+from mechanisms.schema import Continuous, Schema
+
+__all__ = ["DataError", "bins_to_table", "check_columns", "read_table", "table_to_bins"]
+
+_NUMERIC_NA = ["", "NA", "NaN", "nan", "null", "NULL"]
+
+
+class DataError(DPReleaseError):
+    """The confidential input does not match the public schema."""
+
+
+def read_table(path: Path, schema: Schema, missing: dict[str, str]) -> pd.DataFrame:
+    """CSV (optionally gzipped) or Parquet. Categorical columns are read as text; a
+    declared ``missing`` token replaces empty cells of its column."""
+    if not path.is_file():
+        raise DataError(f"dataset file '{path}' does not exist; fix dataset.path in the spec")
+    numeric = [c.name for c in schema.columns if isinstance(c, Continuous)]
+    text = [c.name for c in schema.columns if not isinstance(c, Continuous)]
+    suffixes = "".join(path.suffixes[-2:]).lower()
+    try:
+        if path.suffix.lower() == ".parquet":
+            df = pd.read_parquet(path)
+        elif suffixes.endswith((".csv", ".csv.gz")):
+            df = pd.read_csv(
+                path,
+                dtype={c: str for c in text},
+                keep_default_na=False,
+                na_values={c: _NUMERIC_NA for c in numeric},
+            )
+        else:
+            raise DataError(f"dataset file '{path}' must end in .csv, .csv.gz or .parquet")
+    except DataError:
+        raise
+    except Exception as e:  # parser errors may quote raw lines: report the kind only
+        raise DataError(
+            f"dataset file '{path}' could not be read ({type(e).__name__}); check that it "
+            "is a complete, well-formed file with one header row"
+        ) from None
+    check_columns(list(df.columns), schema)
+    df = df[schema.names].copy()
+    for name in text:
+        col = df[name]
+        if not (pd.api.types.is_string_dtype(col) or col.isna().all()):
+            df[name] = col.astype("string").astype(str).where(col.notna())
+        if name in missing:
+            df[name] = df[name].fillna(missing[name])
+    return df
+
+
+def check_columns(columns: list[str], schema: Schema) -> None:
+    """The data's header must hold exactly the schema's columns (any order)."""
+    extra = [c for c in columns if c not in schema.names]
+    absent = [c for c in schema.names if c not in columns]
+    if len(set(columns)) != len(columns):
+        dup = sorted({c for c in columns if columns.count(c) > 1})
+        raise DataError(f"columns {dup} appear more than once in the data header")
+    if extra or absent:
+        parts = [f"column '{c}' is in the data but not declared in the schema" for c in extra]
+        parts += [f"column '{c}' is declared in the schema but missing from the data" for c in absent]
+        raise DataError("; ".join(parts) + "; make the spec's schema match the data header")
+
+
+def table_to_bins(df: pd.DataFrame, schema: Schema) -> np.ndarray:
+    """(n, p) int32 bin indices on the public bins; the table must have passed validation."""
+    out = np.empty((len(df), len(schema)), dtype=np.int32)
+    for j, c in enumerate(schema.columns):
+        if isinstance(c, Continuous):
+            out[:, j] = c.to_bins(df[c.name].to_numpy(dtype=float))
+        else:
+            codes = pd.Categorical(df[c.name], categories=list(c.values)).codes
+            if np.any(codes < 0):
+                raise DataError(f"column '{c.name}': values must be in the declared list")
+            out[:, j] = codes
+    return out
+
+
+def bins_to_table(bins: np.ndarray, schema: Schema, *, rng: np.random.Generator) -> pd.DataFrame:
+    """Synthetic bin indices → a table with the schema's columns and types."""
+    data = {}
+    for j, c in enumerate(schema.columns):
+        if isinstance(c, Continuous):
+            values = c.from_bins(bins[:, j], rng.random(bins.shape[0]))
+            data[c.name] = values.astype(np.int64) if c.integer else values
+        else:
+            data[c.name] = pd.array(np.asarray(c.values, dtype=object)[bins[:, j]], dtype="str")
+    return pd.DataFrame(data)
