@@ -28,7 +28,14 @@ from typing import Literal
 import numpy as np
 
 from mechanisms.accounting import BudgetPlan, StageBudget
-from mechanisms.latent import LatentCode, from_latent, latent_code, score_attenuation, to_latent
+from mechanisms.latent import (
+    LatentCode,
+    from_latent,
+    hermite_coefficients,
+    latent_code,
+    latent_correlation,
+    to_latent,
+)
 from mechanisms.marginals import measure_histograms, private_distribution
 from mechanisms.primitives import Measurement, gaussian_mechanism, laplace_mechanism
 from mechanisms.schema import Schema
@@ -159,8 +166,8 @@ def measure_moments(
 
 def latent_model(moments: Measurement, code: LatentCode, params: FactorGaussParams) -> tuple[np.ndarray, int]:
     """Stage 4's model: the factor correlation, with the attenuation correction if set."""
-    attenuation = score_attenuation(code) if params.attenuation_correction else None
-    return factor_correlation(moments, len(code.cdfs), params.factors, attenuation)
+    coefficients = hermite_coefficients(code) if params.attenuation_correction else None
+    return factor_correlation(moments, len(code.cdfs), params.factors, coefficients)
 
 
 def _symmetric(upper: np.ndarray, p: int) -> np.ndarray:
@@ -170,23 +177,23 @@ def _symmetric(upper: np.ndarray, p: int) -> np.ndarray:
 
 
 def factor_correlation(
-    moments: Measurement, p: int, factors: int | None, attenuation: np.ndarray | None = None
+    moments: Measurement, p: int, factors: int | None, coefficients: np.ndarray | None = None
 ) -> tuple[np.ndarray, int]:
     """Post-processing: noisy S → a unit-diagonal correlation matrix of a factor model.
 
-    With ``attenuation`` a (``latent.score_attenuation``), S̃ is first turned into a
-    correlation and each off-diagonal entry divided by aᵢaⱼ (clipped to ±0.99), undoing
-    the shrinkage that within-bin jitter causes for coarse columns. Then S̃ = VΛVᵀ; keep
+    With Hermite ``coefficients`` (``latent.hermite_coefficients``), S̃ is first turned
+    into a correlation and each entry mapped to the latent normal correlation
+    (``latent.latent_correlation``), undoing the shrinkage that within-bin jitter causes
+    for coarse columns. Then S̃ = VΛVᵀ; keep
     r factors (given, or the eigenvalues above the noise level 2σ√p, the spectral norm
     of a symmetric p×p noise matrix with entry s.d. σ); loadings L = V_r Λ_r^{1/2};
     Ψ = max(diag(S̃) − diag(LLᵀ), floor); Σ = LLᵀ + Ψ, rescaled to
     unit diagonal.
     """
     s = _symmetric(moments.value, p)
-    if attenuation is not None:
+    if coefficients is not None:
         d = np.sqrt(np.maximum(np.diag(s), 1e-3))
-        s = np.clip(s / np.outer(d, d) / np.outer(attenuation, attenuation), -0.99, 0.99)
-        np.fill_diagonal(s, 1.0)
+        s = latent_correlation(s / np.outer(d, d), coefficients)
     eigval, eigvec = np.linalg.eigh(s)
     eigval, eigvec = eigval[::-1], eigvec[:, ::-1]
     sd = moments.scale if moments.mechanism == "gaussian" else math.sqrt(2) * moments.scale

@@ -13,12 +13,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import brentq
 from scipy.special import ndtr, ndtri
 from scipy.stats import norm
 
-__all__ = ["LatentCode", "from_latent", "latent_code", "score_attenuation", "to_latent"]
+__all__ = [
+    "HERMITE_ORDER",
+    "LatentCode",
+    "from_latent",
+    "hermite_coefficients",
+    "latent_code",
+    "latent_correlation",
+    "to_latent",
+]
 
 _U_FLOOR = 1e-12
+_R_MAX = 0.99
+HERMITE_ORDER = 40
 
 
 @dataclass(frozen=True)
@@ -62,21 +73,52 @@ def from_latent(z: np.ndarray, code: LatentCode) -> np.ndarray:
     return bins
 
 
-def score_attenuation(code: LatentCode) -> np.ndarray:
-    """Per column, a = √Var(E[Z | bin]) under the private CDF: the factor by which
-    within-bin jitter shrinks latent correlations.
+def hermite_coefficients(code: LatentCode, order: int = HERMITE_ORDER) -> np.ndarray:
+    """(p, K) coefficients dₖ = E[s(Z)·hₖ(Z)] of each column's bin score
+    s(Z) = E[Z | bin(Z)] in the normalised Hermite basis hₖ = Heₖ/√k!, k = 1..K.
 
-    Bin k spans z ∈ [αₖ, βₖ] with αₖ = Φ⁻¹(Fₖ), βₖ = Φ⁻¹(Fₖ₊₁), so
-    E[Z | bin k] = (φ(αₖ) − φ(βₖ))/pₖ and a² = Σₖ (φ(αₖ) − φ(βₖ))²/pₖ. If Zᵢ, Zⱼ are
-    jointly normal with correlation r, E[Zᵢ | binᵢ] has covariance r·aⱼ² with
-    E[Zⱼ | binⱼ] (exactly) and ≈ r·aᵢ·aⱼ with the other column's bin score (first
-    Hermite term); the jittered scores share those covariances. a → 1 for many fine bins;
-    a = 0.80 for a balanced binary column. Post-processing of private CDFs: no budget.
+    Bin b spans z ∈ [α_b, β_b] (α_b = Φ⁻¹(F_b), β_b = Φ⁻¹(F_{b+1})); s_b =
+    (φ(α_b) − φ(β_b))/p_b, and ∫_α^β Heₖφ = Heₖ₋₁(α)φ(α) − Heₖ₋₁(β)φ(β), so
+    dₖ = Σ_b s_b (hₖ₋₁(α_b)φ(α_b) − hₖ₋₁(β_b)φ(β_b)) / √k. d₁ = Var(s) = a².
     """
-    out = np.empty(len(code.cdfs))
+    out = np.zeros((len(code.cdfs), order))
     for j, cdf in enumerate(code.cdfs):
         probs = np.diff(cdf)
-        dens = norm.pdf(norm.ppf(cdf))
+        edges = norm.ppf(cdf)  # ±inf at the ends, where hₖφ vanishes
+        dens = norm.pdf(edges)
         keep = probs > 0
-        out[j] = np.sqrt(np.sum((dens[:-1] - dens[1:])[keep] ** 2 / probs[keep]))
-    return np.clip(out, 1e-3, 1.0)
+        score = np.where(keep, (dens[:-1] - dens[1:]) / np.where(keep, probs, 1.0), 0.0)
+        x = np.where(np.isfinite(edges), edges, 0.0)
+        h_prev, h = np.zeros_like(x), np.ones_like(x)  # h₋₁, h₀
+        for k in range(1, order + 1):
+            g = h * dens  # h_{k-1}(edge)·φ(edge)
+            out[j, k - 1] = np.sum(score * (g[:-1] - g[1:])) / np.sqrt(k)
+            h_prev, h = h, (x * h - np.sqrt(k - 1) * h_prev) / np.sqrt(k)
+    return out
+
+
+def latent_correlation(score_corr: np.ndarray, coefficients: np.ndarray) -> np.ndarray:
+    """Invert the shrinkage of within-bin jitter: the latent normal correlation r whose
+    bin scores would have the observed correlation.
+
+    Jittered scores z̃ = Φ⁻¹(U) have unit variance and Cov(z̃ᵢ, z̃ⱼ) = E[sᵢ(Zᵢ) sⱼ(Zⱼ)];
+    for (Zᵢ, Zⱼ) standard bivariate normal with correlation r, Mehler's expansion gives
+    E[sᵢ sⱼ] = Σₖ rᵏ dᵢₖ dⱼₖ, increasing in r because the scores are monotone in z. Each
+    off-diagonal entry is solved for r on [−0.99, 0.99] (clipped at the ends); a
+    polychoric-type estimate, and post-processing of private quantities (no budget).
+    """
+    p = score_corr.shape[0]
+    out = np.eye(p)
+    powers = np.arange(1, coefficients.shape[1] + 1)
+    for i in range(p):
+        for j in range(i + 1, p):
+            w = coefficients[i] * coefficients[j]
+            gap = lambda t, w=w, c=score_corr[i, j]: float(np.sum(w * t**powers)) - c  # noqa: E731
+            if gap(-_R_MAX) >= 0:
+                r = -_R_MAX
+            elif gap(_R_MAX) <= 0:
+                r = _R_MAX
+            else:
+                r = brentq(gap, -_R_MAX, _R_MAX)
+            out[i, j] = out[j, i] = r
+    return out

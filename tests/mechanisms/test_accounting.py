@@ -1,0 +1,82 @@
+import itertools
+import math
+import re
+
+import numpy as np
+import pytest
+
+from mechanisms.accounting import plan_budget, split_budget, zcdp_delta, zcdp_epsilon, zcdp_rho
+from mechanisms.errors import BudgetError
+from mechanisms.primitives import gaussian_sigma, laplace_scale
+
+
+def test_zcdp_rho_matches_published_values():
+    # privacy-testing note §1: eps = 1, delta = 1e-6 gives rho_simple = 0.01747, rho_CKS = 0.02436.
+    L = math.log(1e6)
+    assert (math.sqrt(L + 1) - math.sqrt(L)) ** 2 == pytest.approx(0.01747, abs=1e-5)
+    assert zcdp_rho(1.0, 1e-6) == pytest.approx(0.02436, abs=1e-5)
+
+
+@pytest.mark.parametrize("eps", [0.1, 0.5, 1.0, 2.0, 8.0])
+@pytest.mark.parametrize("delta", [1e-9, 1e-6, 1e-3])
+def test_conversions_round_trip_and_never_overshoot(eps, delta):
+    rho = zcdp_rho(eps, delta)
+    assert zcdp_delta(rho, eps) <= delta
+    back = zcdp_epsilon(rho, delta)
+    assert back <= eps
+    assert back == pytest.approx(eps, rel=1e-9)
+    # the simple bound eps = rho + 2 sqrt(rho ln 1/delta) is always looser
+    assert back <= rho + 2 * math.sqrt(rho * math.log(1 / delta))
+
+
+def test_zcdp_delta_is_monotone_in_rho():
+    rhos = np.linspace(1e-4, 0.5, 50)
+    deltas = [zcdp_delta(r, 1.0) for r in rhos]
+    assert all(a <= b for a, b in itertools.pairwise(deltas))
+
+
+def test_split_budget_never_exceeds_total():
+    rng = np.random.default_rng(0)
+    for _ in range(20_000):
+        total = float(rng.uniform(1e-4, 10))
+        w = list(rng.uniform(0.01, 1, size=int(rng.integers(1, 20))))
+        parts = split_budget(total, w)
+        assert math.fsum(parts) <= total and sum(parts) <= total
+        assert all(p > 0 for p in parts)
+        assert math.fsum(parts) == pytest.approx(total, rel=1e-12)
+
+
+def test_plan_never_exceeds_spec():
+    for notion, delta in (("zcdp", 1e-6), ("pure", 0.0)):
+        plan = plan_budget(notion, 1.0, delta, {"marginals": 0.3, "moments": 0.7})
+        assert plan.spent_epsilon <= 1.0
+        parts = [s.rho if notion == "zcdp" else s.epsilon for s in plan.stages]
+        assert parts[0] / parts[1] == pytest.approx(0.3 / 0.7)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"epsilon": 0.0}, "privacy.epsilon (0.0) must be a finite number > 0"),
+        ({"epsilon": math.nan}, "privacy.epsilon (nan) must be a finite number > 0"),
+        ({"epsilon": math.inf}, "privacy.epsilon (inf) must be a finite number > 0"),
+        ({"delta": 0.0}, "privacy.delta (0.0) must be in (0, 1)"),
+        ({"delta": 1.0}, "privacy.delta (1.0) must be in (0, 1)"),
+        ({"notion": "pure"}, "privacy.delta (1e-06) must be 0 with accountant 'pure'"),
+        ({"notion": "rdp"}, "privacy.accountant (rdp) must be 'zcdp' or 'pure'"),
+        ({"weights": {"a": 0.0}}, "allocation weights ({'a': 0.0}) must all be finite numbers > 0"),
+    ],
+)
+def test_plan_budget_refuses_invalid_budgets(kwargs, message):
+    args = {"notion": "zcdp", "epsilon": 1.0, "delta": 1e-6, "weights": {"a": 1.0}} | kwargs
+    with pytest.raises(BudgetError, match=re.escape(message)):
+        plan_budget(args["notion"], args["epsilon"], args["delta"], args["weights"])
+
+
+def test_noise_scales():
+    # Gaussian: sigma = Delta2 / sqrt(2 rho); Laplace: b = Delta1 / eps; both rounded up
+    assert gaussian_sigma(math.sqrt(2), 0.5) == math.nextafter(math.sqrt(2), math.inf)
+    assert gaussian_sigma(3.0, 2.0) >= 1.5
+    assert laplace_scale(2.0, 0.5) == math.nextafter(4.0, math.inf)
+    with pytest.raises(BudgetError, match=re.escape("rho (0.0) must be a finite number > 0")):
+        gaussian_sigma(1.0, 0.0)
