@@ -76,6 +76,8 @@ def build_suite(schema: Schema, name: str) -> gx.ExpectationSuite:
                     meta=_rule(c.name, f"values must be among the {len(c.values)} declared {what}"),
                 ),
             ]
+    for i, e in enumerate(expectations):  # GX reports results in its own order
+        e.meta["order"] = i
     return gx.ExpectationSuite(name=name, expectations=expectations)
 
 
@@ -106,4 +108,4 @@ def validate_table(df: pd.DataFrame, schema: Schema, name: str) -> tuple[dict, l
                 "raised_exception": bool(r.exception_info.get("raised_exception", False)),
             }
         )
-    return suite.to_json_dict(), records
+    return suite.to_json_dict(), sorted(records, key=lambda r: r["order"])

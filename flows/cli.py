@@ -71,6 +71,13 @@ def _run_release(spec: Path, out: Path, release_id: str | None, seed: int | None
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    from flows.spec import load_spec
+
+    try:  # a broken spec should not wait for Prefect to start
+        load_spec(spec)
+    except DPReleaseError as e:
+        _fail(str(e), "fix the field the message names; nothing was read or spent.", 2)
+
     from flows.release import STAGES, release, set_progress
 
     with Progress(

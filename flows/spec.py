@@ -111,6 +111,7 @@ class ReleaseSpec(_Strict):
         if bad:
             raise ValueError(f"allocation weights {bad} must be finite numbers > 0")
         self.mechanism_params()  # raises on bad parameter values
+        self.public_schema()  # raises on inconsistent columns
         return self
 
     @property

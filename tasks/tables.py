@@ -39,7 +39,7 @@ def read_table(path: Path, schema: Schema, missing: dict[str, str]) -> pd.DataFr
                 path,
                 dtype={c: str for c in text},
                 keep_default_na=False,
-                na_values={c: _NUMERIC_NA for c in numeric},
+                na_values={**{c: _NUMERIC_NA for c in numeric}, **{c: [""] for c in text}},
             )
         else:
             raise DataError(f"dataset file '{path}' must end in .csv, .csv.gz or .parquet")

@@ -1,0 +1,157 @@
+"""End to end: the real Prefect flow under one session-scoped prefect_test_harness."""
+
+import json
+import re
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli import app
+from flows.release import release
+from mechanisms.errors import DPReleaseError
+from tasks.files import sha256
+from tasks.validate import InputValidationError
+from tests.flows.helpers import DEMO_DIR, adult_rows, write_spec
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="session", autouse=True)
+def prefect_harness():
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=90):
+        yield
+
+
+def _check_manifest(folder):
+    manifest = json.loads((folder / "manifest.json").read_text())
+    listed = set(manifest["files"])
+    on_disk = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()} - {"manifest.json"}
+    assert listed == on_disk
+    for name, digest in manifest["files"].items():
+        assert sha256(folder / name) == digest
+
+
+def test_demo_release_end_to_end(tmp_path):
+    from prefect.artifacts import Artifact
+
+    bundle = release(str(DEMO_DIR / "adult.yaml"), str(tmp_path), release_id="e2e-adult", insecure_seed=3)
+    bundle = tmp_path / "e2e-adult"
+    public, internal = bundle / "public", bundle / "internal"
+    assert sorted(p.name for p in public.iterdir()) == [
+        "README.txt",
+        "budget_plan.json",
+        "manifest.json",
+        "release.json",
+        "synthetic.csv",
+    ]
+    _check_manifest(public)
+    _check_manifest(internal)
+    assert [p.name for p in tmp_path.iterdir()] == ["e2e-adult"]  # no staging, no failures
+
+    doc = json.loads((public / "release.json").read_text())
+    text = (public / "release.json").read_text()
+    assert "adult.csv" not in text and str(DEMO_DIR) not in text  # no data path
+    ledger = doc["privacy"]["ledger"]
+    assert ledger["totals"]["epsilon"] <= 1.0 and ledger["totals"]["delta"] == 1e-6
+    plan = json.loads((public / "budget_plan.json").read_text())
+    assert ledger["totals"]["rho"] <= plan["rho"]
+    for stage in ledger["stages"]:
+        assert stage["rho_spent"] <= stage["rho_allocated"]
+    assert len(ledger["measurements"]) == 16  # 15 histograms + the second moment
+    assert doc["privacy"]["input_rows_n_public"] == 32561
+    assert "replacing one record" in doc["privacy"]["statement"]
+    assert doc["randomness"] == {**doc["randomness"], "source": "insecure-seed", "fit_for_publication": False}
+    assert (public / "README.txt").read_text().startswith("NOT FIT FOR PUBLICATION")
+
+    syn = pd.read_csv(public / "synthetic.csv", dtype={"sex": str})
+    real = pd.read_csv(DEMO_DIR / "adult.csv", nrows=5)
+    assert list(syn.columns) == list(real.columns) and len(syn) == 32561
+    assert syn["age"].between(17, 90).all() and set(syn["sex"]) <= {"Female", "Male"}
+
+    table = Artifact.get("e2e-adult-budget")
+    assert table is not None and "histogram[age]" in str(table.data)
+    assert Artifact.get("e2e-adult-summary") is not None
+
+
+def test_failed_release_publishes_nothing(tmp_path):
+    data = adult_rows(200)
+    data.loc[7, "age"] = "150"
+    spec = write_spec(tmp_path, data)
+    out = tmp_path / "out"
+    with pytest.raises(InputValidationError, match=re.escape("column 'age': values must lie within")):
+        release(str(spec), str(out), release_id="bad-age")
+    assert not (out / "bad-age").exists()
+    assert not list(out.glob(".staging-*"))
+    (record,) = list((out / "failures").iterdir())
+    failure = json.loads((record / "failure.json").read_text())
+    assert failure["stage"] == "validate_input" and failure["published"] is False
+    assert (record / "internal" / "validation_input.json").is_file()
+
+
+def test_existing_release_is_never_overwritten_and_pure_dp_works(tmp_path):
+    spec = write_spec(
+        tmp_path,
+        adult_rows(400),
+        privacy={"epsilon": 2.0, "delta": 0.0, "accountant": "pure"},
+        synthetic_rows=123,
+        allocation={"moments": 3.0},
+    )
+    out = tmp_path / "out"
+    release(str(spec), str(out), release_id="r1")
+    before = (out / "r1" / "public" / "manifest.json").read_text()
+    with pytest.raises(DPReleaseError, match="release 'r1' already exists"):
+        release(str(spec), str(out), release_id="r1")
+    assert (out / "r1" / "public" / "manifest.json").read_text() == before
+    doc = json.loads((out / "r1" / "public" / "release.json").read_text())
+    assert {m["mechanism"] for m in doc["privacy"]["ledger"]["measurements"]} == {"laplace"}
+    assert doc["privacy"]["ledger"]["totals"]["epsilon"] <= 2.0
+    assert doc["randomness"]["source"] == "os-entropy"
+    assert len(pd.read_csv(out / "r1" / "public" / "synthetic.csv")) == 123
+    weights = {s["stage"]: s["weight"] for s in doc["privacy"]["ledger"]["stages"]}
+    assert weights == {"marginals": 0.5, "moments": 3.0}
+
+
+def _text(output: str) -> str:
+    """The CLI's words without rich's panel borders and line wrapping."""
+    return " ".join(re.sub("[│╭╮╰╯─]", " ", output).split())
+
+
+def test_cli(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(app, ["mechanisms"])
+    assert result.exit_code == 0 and "factor_gauss" in result.output
+
+    result = runner.invoke(app, ["release", str(tmp_path / "missing.yaml"), "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "does not exist" in _text(result.output)
+
+    spec = write_spec(tmp_path, adult_rows(300))
+    result = runner.invoke(app, ["validate", str(spec)])
+    assert result.exit_code == 0 and "no budget was spent" in _text(result.output)
+
+    result = runner.invoke(
+        app,
+        [
+            "release",
+            str(spec),
+            "--out",
+            str(tmp_path / "out"),
+            "--release-id",
+            "cli-run",
+            "--insecure-seed",
+            "5",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert (
+        "bundle:" in _text(result.output)
+        and (tmp_path / "out" / "cli-run" / "public" / "synthetic.csv").is_file()
+    )
+
+    bad = adult_rows(300)
+    bad.loc[0, "sex"] = "Unknown"
+    spec = write_spec(tmp_path, bad)
+    result = runner.invoke(app, ["validate", str(spec)])
+    assert result.exit_code == 2 and "break the schema" in _text(result.output)

@@ -1,0 +1,133 @@
+import copy
+import re
+
+import pytest
+import yaml
+
+from flows.spec import SpecError, load_spec
+from tests.flows.helpers import DEMO_DIR, DEMO_SPEC
+
+
+def test_demo_spec_loads():
+    spec = load_spec(DEMO_DIR / "adult.yaml")
+    assert spec.data_path == DEMO_DIR / "adult.csv"
+    assert spec.public_schema().names[0] == "age"
+    assert spec.missing_tokens() == {"workclass": "?", "occupation": "?", "native-country": "?"}
+    assert "?" in spec.public_schema()["workclass"].values
+    assert spec.stage_weights() == {"marginals": 0.5, "moments": 0.5}
+    assert "path" not in spec.public_dict()["dataset"]
+
+
+def _mutate(change):
+    spec = copy.deepcopy(DEMO_SPEC)
+    change(spec)
+    return spec
+
+
+CASES = [
+    # (what is wrong, mutation, expected text in the message)
+    (
+        "epsilon zero",
+        lambda s: s["privacy"].update(epsilon=0),
+        "spec field 'privacy.epsilon': Input should be greater than 0",
+    ),
+    ("epsilon NaN", lambda s: s["privacy"].update(epsilon=float("nan")), "spec field 'privacy.epsilon'"),
+    (
+        "epsilon absurd",
+        lambda s: s["privacy"].update(epsilon=1e9),
+        "spec field 'privacy.epsilon': Input should be less than or equal to 100",
+    ),
+    ("delta >= 1", lambda s: s["privacy"].update(delta=1.5), "spec field 'privacy.delta'"),
+    (
+        "pure with delta",
+        lambda s: s["privacy"].update(accountant="pure"),
+        "delta must be 0 with accountant 'pure'",
+    ),
+    (
+        "zcdp without delta",
+        lambda s: s["privacy"].update(delta=0),
+        "delta must be > 0 with accountant 'zcdp'",
+    ),
+    (
+        "unknown mechanism",
+        lambda s: s["mechanism"].update(name="magic"),
+        "spec field 'mechanism': Value error, name ('magic') must be one of ['factor_gauss']",
+    ),
+    (
+        "unknown param",
+        lambda s: s["mechanism"].update(params={"rank": 3}),
+        "params ['rank'] are not parameters of factor_gauss",
+    ),
+    (
+        "bad param value",
+        lambda s: s["mechanism"].update(params={"clip": -1}),
+        "params.clip (-1) must be a finite number > 0",
+    ),
+    (
+        "reversed bounds",
+        lambda s: s["schema"]["age"].update(bounds=[90, 17]),
+        "spec field 'schema.age.continuous.bounds'",
+    ),
+    ("unknown type", lambda s: s["schema"]["age"].update(type="date"), "spec field 'schema.age'"),
+    (
+        "missing on continuous",
+        lambda s: s["schema"]["age"].update(missing="?"),
+        "spec field 'schema.age.continuous.missing': Extra inputs are not permitted",
+    ),
+    (
+        "duplicate levels",
+        lambda s: s["schema"]["education"].update(levels=["a", "b", "a"]),
+        "column 'education': levels must be distinct; repeated: ['a']",
+    ),
+    (
+        "one category",
+        lambda s: s["schema"]["sex"].update(categories=["F"]),
+        "spec field 'schema.sex.nominal.categories'",
+    ),
+    (
+        "bad release id",
+        lambda s: s.update(release_id="Bad_ID"),
+        "spec field 'release_id': String should match pattern",
+    ),
+    (
+        "unknown stage",
+        lambda s: s.update(allocation={"noise": 1}),
+        "allocation stages ['noise'] must be among ['marginals', 'moments']",
+    ),
+    (
+        "zero weight",
+        lambda s: s.update(allocation={"moments": 0}),
+        "allocation weights {'moments': 0.0} must be finite numbers > 0",
+    ),
+    (
+        "negative rows",
+        lambda s: s.update(synthetic_rows=-5),
+        "spec field 'synthetic_rows': Input should be greater than 0",
+    ),
+    ("unknown key", lambda s: s.update(epsilon=1), "spec field 'epsilon': Extra inputs are not permitted"),
+    ("no dataset", lambda s: s.pop("dataset"), "spec field 'dataset': Field required"),
+]
+
+
+@pytest.mark.parametrize(("case", "change", "message"), CASES, ids=[c[0] for c in CASES])
+def test_spec_errors_name_the_field(case, change, message, tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(_mutate(change)))
+    with pytest.raises(SpecError, match=re.escape(message)):
+        load_spec(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("privacy: [1, 2", "is not valid YAML"), ("- a\n- b\n", "must contain a YAML mapping")],
+)
+def test_unreadable_specs(text, message, tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError, match=message):
+        load_spec(path)
+
+
+def test_missing_spec_file(tmp_path):
+    with pytest.raises(SpecError, match="does not exist"):
+        load_spec(tmp_path / "nope.yaml")
