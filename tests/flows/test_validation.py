@@ -127,3 +127,13 @@ def test_read_table_keeps_text_categories(tmp_path):
     spec = _toy(tmp_path, "x,k,c,o\n0.5,3,a,NA\n")
     df = read_table(spec.data_path, spec.public_schema(), spec.missing_tokens())
     assert df["o"].tolist() == ["NA"]  # the token itself, not a float NaN
+
+
+def test_write_csv_round_trips_awkward_text(tmp_path):
+    from tasks.bundle import write_csv
+
+    df = pd.DataFrame({"a,b": [1, 2], "c": pd.array(['x,"y"', "plain"], dtype="str")})
+    write_csv(df, tmp_path / "t.csv")
+    assert (tmp_path / "t.csv").read_text().splitlines()[0] == '"a,b",c'
+    back = pd.read_csv(tmp_path / "t.csv", dtype={"c": str})
+    assert back["a,b"].tolist() == [1, 2] and back["c"].tolist() == ['x,"y"', "plain"]
