@@ -1,0 +1,217 @@
+"""Out-of-process measurements: the real ``dprelease`` CLI (Prefect flow, GX, CSV writing)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import psutil
+import yaml
+from bench_common import VENV_BIN, median
+
+from flows.cli import DEMO_SPEC
+
+POLL_S = 0.1
+PREFECT_ENV = {
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+}
+
+_LOG = re.compile(r"^(\d\d:\d\d:\d\d\.\d{3}) \| \w+\s*\| (.*)$")
+_TASK_DONE = re.compile(r"^Task run '(\w+)-\w+' - Finished in state")
+
+
+@dataclass
+class CliRun:
+    """One CLI run: wall time, peak RSS (whole process tree, and the CLI process alone)
+    sampled every ``POLL_S`` seconds, and phase times parsed from Prefect's INFO log."""
+
+    command: str
+    wall_s: float
+    peak_rss_tree_mb: float
+    peak_rss_main_mb: float
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+def prefect_env(home: Path) -> dict[str, str]:
+    """The inherited environment without any PREFECT_* setting (a configured API URL would
+    bypass the temporary server), plus a private PREFECT_HOME and the settings above."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    return {**env, **PREFECT_ENV, "PREFECT_HOME": str(home)}
+
+
+def _tree_rss(proc: psutil.Process) -> tuple[int, int]:
+    """(RSS of the process and all its descendants, RSS of the process) in bytes."""
+    try:
+        main = proc.memory_info().rss
+        children = proc.children(recursive=True)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return 0, 0
+    total = main
+    for c in children:
+        try:
+            total += c.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return total, main
+
+
+def _log_times(text: str, launched: datetime) -> list[tuple[float, str]]:
+    """(seconds since launch, message) for each timestamped log line (local HH:MM:SS.mmm)."""
+    out = []
+    for line in text.splitlines():
+        m = _LOG.match(line.strip())
+        if not m:
+            continue
+        t = datetime.combine(launched.date(), datetime.strptime(m.group(1), "%H:%M:%S.%f").time())
+        if t < launched - timedelta(hours=1):  # the run crossed midnight
+            t += timedelta(days=1)
+        out.append(((t - launched).total_seconds(), m.group(2)))
+    return out
+
+
+def _phases(events: list[tuple[float, str]], wall_s: float) -> dict[str, float]:
+    """Split the wall time at the log events the verbose CLI prints. Task phases end at
+    each task's "Finished" line, so they include Prefect's per-task bookkeeping."""
+
+    def first(prefix: str) -> float | None:
+        return next((t for t, msg in events if msg.startswith(prefix)), None)
+
+    server = first("prefect - Starting temporary server")
+    begin = next((t for t, msg in events if "Beginning flow run" in msg), None)
+    end = next((t for t, msg in events if msg.startswith("Flow run") and "Finished in state" in msg), None)
+    if server is None or begin is None or end is None:
+        return {}
+    phases = {
+        "startup (imports, CLI) until the server starts": server,
+        "Prefect temporary server start": begin - server,
+    }
+    previous = begin
+    for t, msg in events:
+        m = _TASK_DONE.match(msg)
+        if m and begin <= t <= end:
+            phases[f"task {m.group(1)}"] = t - previous
+            previous = t
+    phases["flow run teardown"] = end - previous
+    phases["server stop and exit"] = wall_s - end
+    return phases
+
+
+def run_cli(args: list[str], env: dict[str, str], workdir: Path) -> CliRun:
+    """Run the CLI, polling the RSS of its process tree until it exits."""
+    out_path, err_path = workdir / "stdout.txt", workdir / "stderr.txt"
+    launched = datetime.now()
+    with out_path.open("w") as out, err_path.open("w") as err:
+        t0 = time.perf_counter()
+        proc = psutil.Popen(args, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        peak_tree = peak_main = 0
+        while proc.poll() is None:
+            tree, main = _tree_rss(proc)
+            peak_tree, peak_main = max(peak_tree, tree), max(peak_main, main)
+            time.sleep(POLL_S)
+        wall = time.perf_counter() - t0
+    text = out_path.read_text() + "\n" + err_path.read_text()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{shlex.join(args)} failed ({proc.returncode}):\n{text[-3000:]}")
+    return CliRun(
+        command=shlex.join(args),
+        wall_s=wall,
+        peak_rss_tree_mb=peak_tree / 2**20,
+        peak_rss_main_mb=peak_main / 2**20,
+        phases=_phases(_log_times(text, launched), wall),
+    )
+
+
+def dprelease() -> str:
+    return str(VENV_BIN / "dprelease")
+
+
+# -------------------------------------------------------------------------------- item 2: scale
+
+
+def write_big_adult(folder: Path, rows: int, seed: int) -> Path:
+    """``rows`` Adult rows drawn with replacement (raw text, so missing tokens stay as is),
+    and a spec with the demo's schema pointing at them; returns the spec's path."""
+    raw = pd.read_csv(DEMO_SPEC.parent / "adult.csv", dtype=str, keep_default_na=False)
+    idx = np.random.default_rng(seed).integers(0, len(raw), rows)
+    csv = folder / f"adult_{rows}.csv"
+    raw.iloc[idx].to_csv(csv, index=False)
+    doc = yaml.safe_load(DEMO_SPEC.read_text())
+    doc["dataset"]["path"] = str(csv)
+    doc["release_id"] = f"bench-{rows}"
+    spec = folder / f"adult_{rows}.yaml"
+    spec.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+    return spec
+
+
+def release_run(spec: Path, root: Path, label: str, home: Path, release_id: str | None = None) -> CliRun:
+    """``dprelease release SPEC --out DIR --insecure-seed 1 --verbose`` with PREFECT_HOME ``home``."""
+    work = root / label
+    work.mkdir(parents=True)
+    args = [
+        dprelease(),
+        "release",
+        str(spec),
+        "--out",
+        str(work / "out"),
+        "--insecure-seed",
+        "1",
+        "--verbose",
+    ]
+    if release_id is not None:
+        args += ["--release-id", release_id]
+    return run_cli(args, prefect_env(home), work)
+
+
+def scale_cli(spec_big: Path, root: Path) -> dict[str, Any]:
+    """Steady state: one PREFECT_HOME whose database a first, discarded run creates (as on a
+    steward's machine after its first release; item 3 reports that cold cost), then the
+    1M-row release and the 32k-row demo data through the same CLI."""
+    home = root / "prefect-home"
+    home.mkdir(parents=True)
+    release_run(DEMO_SPEC, root, "warm-up", home, release_id="bench-warm-up")
+    big = release_run(spec_big, root, "big", home)
+    small = release_run(DEMO_SPEC, root, "adult", home, release_id="bench-adult")
+    csv_mb = (spec_big.parent / f"{spec_big.stem}.csv").stat().st_size / 2**20
+    return {
+        "big": asdict(big),
+        "adult": asdict(small),
+        "data_dependent_s": big.wall_s - small.wall_s,
+        "wall_ratio": big.wall_s / small.wall_s,
+        "input_csv_mb": csv_mb,
+    }
+
+
+# --------------------------------------------------------------------------------- item 3: demo
+
+
+def demo_runs(warm_repeats: int) -> dict[str, Any]:
+    """``dprelease demo --out DIR`` with one PREFECT_HOME: the first run creates Prefect's
+    database (a first-ever run), the next ``warm_repeats`` reuse it (any later run)."""
+    with tempfile.TemporaryDirectory(prefix="dprelease-bench-demo-") as tmp:
+        root = Path(tmp)
+        env = prefect_env(root / "prefect-home")
+        (root / "prefect-home").mkdir()
+        runs = []
+        for i in range(1 + warm_repeats):
+            work = root / f"run{i}"
+            work.mkdir()
+            runs.append(run_cli([dprelease(), "demo", "--out", str(work / "out")], env, work))
+    warm = runs[1:]
+    return {
+        "cold": asdict(runs[0]),
+        "warm_wall_s": [r.wall_s for r in warm],
+        "warm_median_s": median([r.wall_s for r in warm]),
+        "warm_peak_rss_tree_mb": max(r.peak_rss_tree_mb for r in warm),
+        "command": runs[0].command,
+    }

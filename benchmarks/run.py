@@ -1,0 +1,115 @@
+"""The benchmarks behind BENCHMARKS.md: ``.venv/bin/python benchmarks/run.py [--quick]``.
+
+Items: 1 ``mechanism`` (in-process time on Adult), 2 ``scale`` (1M rows through the CLI;
+the slowest, skipped by ``--quick``), 3 ``demo`` (``make demo`` wall time), 4 ``utility``
+(1-way TVD and income AUC at ε = 1). Results are merged into ``benchmarks/results.json``
+(items not rerun keep their last figures) and BENCHMARKS.md is rewritten from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_common import REPO, load_adult, machine, now_utc, timed
+from bench_report import ITEMS, markdown, section
+
+RESULTS = REPO / "benchmarks" / "results.json"
+MARKDOWN = REPO / "BENCHMARKS.md"
+SCALE_ROWS = 1_000_000
+SCALE_SEED = 0
+
+
+def _mechanism(repeats: int, seeds: int) -> dict[str, Any]:
+    from bench_inprocess import mechanism_adult
+
+    return mechanism_adult(load_adult(), repeats)
+
+
+def _scale(repeats: int, seeds: int) -> dict[str, Any]:
+    from bench_cli import scale_cli, write_big_adult
+    from bench_inprocess import mechanism_file
+
+    with tempfile.TemporaryDirectory(prefix="dprelease-bench-scale-") as tmp:
+        root = Path(tmp)
+        (root / "data").mkdir()
+        spec, make_s = timed(lambda: write_big_adult(root / "data", SCALE_ROWS, SCALE_SEED))
+        print(f"  wrote {SCALE_ROWS:,} rows in {make_s:.1f} s; timing the mechanism in-process", flush=True)
+        inprocess = mechanism_file(spec, repeats, load_repeats=3)
+        print("  running the CLI on 1M rows, then on the Adult demo data", flush=True)
+        cli = scale_cli(spec, root)
+        # Reproducible paths: the temporary root becomes $TMP, the venv a relative path.
+        for run in (cli["big"], cli["adult"]):
+            run["command"] = (
+                run["command"].replace(str(root), "$TMP").replace(str(REPO) + "/", "").replace(str(REPO), ".")
+            )
+    return {"rows": SCALE_ROWS, "seed": SCALE_SEED, "make_csv_s": make_s, "inprocess": inprocess, "cli": cli}
+
+
+def _demo(repeats: int, seeds: int) -> dict[str, Any]:
+    from bench_cli import demo_runs
+
+    result = demo_runs(warm_repeats=2)
+    cmd = result["command"].split(" --out ")[0].replace(str(REPO) + "/", "")
+    result["command"] = f"{cmd} --out $TMP/out"
+    return result
+
+
+def _utility(repeats: int, seeds: int) -> dict[str, Any]:
+    from bench_inprocess import utility
+
+    return utility(load_adult(), seeds)
+
+
+RUNNERS = {"mechanism": _mechanism, "scale": _scale, "demo": _demo, "utility": _utility}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="skip item 2 (1M rows through the CLI)")
+    parser.add_argument("--only", choices=ITEMS, action="append", help="run only this item (repeatable)")
+    parser.add_argument("--repeats", type=int, default=5, help="timing repeats of items 1 and 2 (default 5)")
+    parser.add_argument("--seeds", type=int, default=5, help="release seeds of item 4 (default 5)")
+    parser.add_argument("--no-write", action="store_true", help="print only; leave the files alone")
+    args = parser.parse_args(argv)
+
+    items = [i for i in ITEMS if (args.only is None or i in args.only) and not (args.quick and i == "scale")]
+    results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    started = time.perf_counter()
+    for item in items:
+        print(f"== {item} ...", flush=True)
+        t0 = time.perf_counter()
+        info = machine()
+        figures = RUNNERS[item](args.repeats, args.seeds)
+        command = ".venv/bin/python benchmarks/run.py --only " + item
+        if item in ("mechanism", "scale") and args.repeats != 5:
+            command += f" --repeats {args.repeats}"
+        if item == "utility" and args.seeds != 5:
+            command += f" --seeds {args.seeds}"
+        results[item] = {
+            "date": now_utc(),
+            "machine": info,
+            "command": command,
+            "elapsed_s": time.perf_counter() - t0,
+            "figures": figures,
+        }
+        print("\n".join(section(item, results[item])), flush=True)
+    elapsed = time.perf_counter() - started
+    results["_last_run"] = {"date": now_utc(), "items": items, "quick": args.quick, "elapsed_s": elapsed}
+    if not args.no_write:
+        RESULTS.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
+        MARKDOWN.write_text(markdown(results))
+        print(f"wrote {MARKDOWN.relative_to(REPO)} and {RESULTS.relative_to(REPO)}")
+    print(f"benchmarks/run.py took {elapsed:.0f} s ({', '.join(items)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
