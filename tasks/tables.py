@@ -10,6 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
 
 from mechanisms.errors import DPReleaseError
 from mechanisms.schema import Continuous, Schema
@@ -35,12 +38,7 @@ def read_table(path: Path, schema: Schema, missing: dict[str, str]) -> pd.DataFr
         if path.suffix.lower() == ".parquet":
             df = pd.read_parquet(path)
         elif suffixes.endswith((".csv", ".csv.gz")):
-            df = pd.read_csv(
-                path,
-                dtype={c: str for c in text},
-                keep_default_na=False,
-                na_values={**{c: _NUMERIC_NA for c in numeric}, **{c: [""] for c in text}},
-            )
+            df = _read_csv(path, numeric, text)
         else:
             raise DataError(f"dataset file '{path}' must end in .csv, .csv.gz or .parquet")
     except DataError:
@@ -59,6 +57,32 @@ def read_table(path: Path, schema: Schema, missing: dict[str, str]) -> pd.DataFr
         if name in missing:
             df[name] = df[name].fillna(missing[name])
     return df
+
+
+def _read_csv(path: Path, numeric: list[str], text: list[str]) -> pd.DataFrame:
+    """pyarrow's multithreaded reader (a numeric column with text anywhere comes back as
+    text, for the schema's type rule to name); pandas where pyarrow refuses the file, so
+    a malformed file is reported by kind, never by a parser message quoting a row."""
+    try:
+        table = pa_csv.read_csv(
+            path,
+            convert_options=pa_csv.ConvertOptions(
+                column_types={c: pa.string() for c in text},
+                null_values=_NUMERIC_NA,
+                strings_can_be_null=False,
+            ),
+        )
+        df = table.to_pandas()
+        for c in set(text) & set(df.columns):
+            df[c] = df[c].where(df[c] != "")  # an empty text cell is a missing value
+        return df
+    except pa.ArrowInvalid:
+        return pd.read_csv(
+            path,
+            dtype={c: str for c in text},
+            keep_default_na=False,
+            na_values={**{c: _NUMERIC_NA for c in numeric}, **{c: [""] for c in text}},
+        )
 
 
 def check_columns(columns: list[str], schema: Schema) -> None:
@@ -81,7 +105,8 @@ def table_to_bins(df: pd.DataFrame, schema: Schema) -> np.ndarray:
         if isinstance(c, Continuous):
             out[:, j] = c.to_bins(df[c.name].to_numpy(dtype=float))
         else:
-            codes = pd.Categorical(df[c.name], categories=list(c.values)).codes
+            found = pc.index_in(pa.array(df[c.name]), value_set=pa.array(list(c.values), pa.string()))
+            codes = found.fill_null(-1).to_numpy()
             if np.any(codes < 0):
                 raise DataError(f"column '{c.name}': values must be in the declared list")
             out[:, j] = codes
@@ -96,5 +121,6 @@ def bins_to_table(bins: np.ndarray, schema: Schema, *, rng: np.random.Generator)
             values = c.from_bins(bins[:, j], rng.random(bins.shape[0]))
             data[c.name] = values.astype(np.int64) if c.integer else values
         else:
-            data[c.name] = pd.array(np.asarray(c.values, dtype=object)[bins[:, j]], dtype="str")
+            labels = pa.DictionaryArray.from_arrays(pa.array(bins[:, j]), pa.array(list(c.values)))
+            data[c.name] = pd.array(labels.cast(pa.string()), dtype="str")
     return pd.DataFrame(data)

@@ -137,3 +137,13 @@ def test_write_csv_round_trips_awkward_text(tmp_path):
     assert (tmp_path / "t.csv").read_text().splitlines()[0] == '"a,b",c'
     back = pd.read_csv(tmp_path / "t.csv", dtype={"c": str})
     assert back["a,b"].tolist() == [1, 2] and back["c"].tolist() == ['x,"y"', "plain"]
+
+
+def test_text_far_down_a_numeric_column_is_a_type_error(tmp_path):
+    """Text past the reader's first block (types are inferred from it) still turns the
+    whole column into text, so the expectation names the column and no parser message
+    quoting the value reaches the user."""
+    rows = "".join(f"0.5,{i % 10},a,lo\n" for i in range(150_000))
+    spec = _toy(tmp_path, "x,k,c,o\n" + rows + "0.5,oops,a,lo\n")
+    with pytest.raises(InputValidationError, match=re.escape("column 'k': values must be whole numbers")):
+        _validate(spec, tmp_path)
