@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import socket
 import subprocess
 import tempfile
 import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -154,8 +158,11 @@ def write_big_adult(folder: Path, rows: int, seed: int) -> Path:
     return spec
 
 
-def release_run(spec: Path, root: Path, label: str, home: Path, release_id: str | None = None) -> CliRun:
-    """``dprelease release SPEC --out DIR --insecure-seed 1 --verbose`` with PREFECT_HOME ``home``."""
+def release_run(
+    spec: Path, root: Path, label: str, home: Path, release_id: str | None = None, api_url: str | None = None
+) -> CliRun:
+    """``dprelease release SPEC --out DIR --insecure-seed 1 --verbose`` with PREFECT_HOME
+    ``home``, against a running Prefect server if ``api_url`` is given."""
     work = root / label
     work.mkdir(parents=True)
     args = [
@@ -170,7 +177,45 @@ def release_run(spec: Path, root: Path, label: str, home: Path, release_id: str 
     ]
     if release_id is not None:
         args += ["--release-id", release_id]
-    return run_cli(args, prefect_env(home), work)
+    env = prefect_env(home) | ({"PREFECT_API_URL": api_url} if api_url else {})
+    return run_cli(args, env, work)
+
+
+@contextmanager
+def prefect_server(home: Path, workdir: Path) -> Iterator[str]:
+    """``prefect server start`` on a free loopback port; yields its API URL, then stops it."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = (workdir / "server.log").open("w")
+    proc = subprocess.Popen(
+        [str(VENV_BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=prefect_env(home),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/api"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"prefect server did not start; see {workdir / 'server.log'}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
 
 
 def scale_cli(spec_big: Path, root: Path) -> dict[str, Any]:
@@ -182,10 +227,15 @@ def scale_cli(spec_big: Path, root: Path) -> dict[str, Any]:
     release_run(DEMO_SPEC, root, "warm-up", home, release_id="bench-warm-up")
     big = release_run(spec_big, root, "big", home)
     small = release_run(DEMO_SPEC, root, "adult", home, release_id="bench-adult")
+    with prefect_server(home, root) as url:  # how scheduled releases run: a long-lived server
+        big_server = release_run(spec_big, root, "big-server", home, api_url=url)
+        small_server = release_run(DEMO_SPEC, root, "adult-server", home, "bench-adult-server", url)
     csv_mb = (spec_big.parent / f"{spec_big.stem}.csv").stat().st_size / 2**20
     return {
         "big": asdict(big),
         "adult": asdict(small),
+        "big_server": asdict(big_server),
+        "adult_server": asdict(small_server),
         "data_dependent_s": big.wall_s - small.wall_s,
         "wall_ratio": big.wall_s / small.wall_s,
         "input_csv_mb": csv_mb,

@@ -74,6 +74,24 @@ def _phase_table(big: dict[str, Any], small: dict[str, Any], n_big: str) -> list
     return [*lines, ""]
 
 
+def _server_rows(cli: dict[str, Any], rows: str) -> list[str]:
+    """Runs against a long-lived ``prefect server start`` (PREFECT_API_URL set): no
+    temporary server to start or stop; RSS excludes the server process."""
+    if "big_server" not in cli:
+        return []
+    big, small = cli["big_server"], cli["adult_server"]
+    return [
+        f"| 1M release, running Prefect server | {rows} | **{big['wall_s']:.1f} s** | "
+        f"{big['peak_rss_tree_mb'] / 1024:.2f} GB | {big['peak_rss_main_mb'] / 1024:.2f} GB | "
+        f"< 30 s: {_met(big['wall_s'] < 30)} |",
+        f"| Adult demo data, running Prefect server | 32,561 | {small['wall_s']:.1f} s | "
+        f"{small['peak_rss_tree_mb'] / 1024:.2f} GB | {small['peak_rss_main_mb'] / 1024:.2f} GB | |",
+        "",
+        "The last two rows ran with `PREFECT_API_URL` pointing at a `prefect server start` on "
+        "loopback (same PREFECT_HOME), as scheduled releases run; their RSS excludes the server.",
+    ]
+
+
 def _scale(f: dict[str, Any]) -> list[str]:
     cli, mech = f["cli"], f["inprocess"]
     big, small = cli["big"], cli["adult"]
@@ -102,6 +120,7 @@ def _scale(f: dict[str, Any]) -> list[str]:
         f"< 3 GB: {_met(gb < 3)} |",
         f"| Adult demo data | 32,561 | {small['wall_s']:.1f} s | {small['peak_rss_tree_mb'] / 1024:.2f} GB | "
         f"{small['peak_rss_main_mb'] / 1024:.2f} GB | |",
+        *_server_rows(cli, rows),
         "",
         f"Fixed cost vs data-dependent part: the 32k-row run ({small['wall_s']:.1f} s) is mostly "
         "fixed cost (imports, Prefect's temporary server start, GX context set-up, flow "
@@ -225,7 +244,15 @@ def _summary(results: dict[str, Any]) -> list[str]:
     if s := results.get("scale"):
         big = s["figures"]["cli"]["big"]
         gb = big["peak_rss_tree_mb"] / 1024
-        rows.append(f"| 2 | 1M-row CLI release < 30 s | {big['wall_s']:.1f} s | {_met(big['wall_s'] < 30)} |")
+        rows.append(
+            f"| 2 | 1M-row CLI release < 30 s (temporary Prefect server) | {big['wall_s']:.1f} s | "
+            f"{_met(big['wall_s'] < 30)} |"
+        )
+        if srv := s["figures"]["cli"].get("big_server"):
+            rows.append(
+                f"| 2 | 1M-row CLI release < 30 s (running Prefect server) | {srv['wall_s']:.1f} s | "
+                f"{_met(srv['wall_s'] < 30)} |"
+            )
         rows.append(f"| 2 | 1M-row CLI release peak RSS < 3 GB | {gb:.2f} GB | {_met(gb < 3)} |")
     if d := results.get("demo"):
         f = d["figures"]

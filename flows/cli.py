@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
-import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -80,8 +78,6 @@ def _run_release(spec: Path, out: Path, release_id: str | None, seed: int | None
     except DPReleaseError as e:
         _fail(str(e), "fix the field the message names; nothing was read or spent.", 2)
 
-    # GX takes seconds to import; do it while Prefect's temporary server starts.
-    threading.Thread(target=importlib.import_module, args=("expectations.suite",), daemon=True).start()
     from flows.release import STAGES, release, set_progress
 
     with Progress(
