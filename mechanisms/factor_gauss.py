@@ -37,7 +37,7 @@ from mechanisms.latent import (
     to_latent,
 )
 from mechanisms.marginals import measure_histograms, private_distribution
-from mechanisms.primitives import Measurement, gaussian_mechanism, laplace_mechanism
+from mechanisms.primitives import Measurement, measure
 from mechanisms.schema import Schema
 
 __all__ = [
@@ -145,19 +145,13 @@ def measure_moments(
         raise ValueError("latent rows must be bounded with bound_rows before measuring")
     iu = np.triu_indices(p)
     upper = (z.T @ z / n)[iu]
-    if budget.rho is not None:
-        return gaussian_mechanism(
-            upper,
-            l2_sensitivity=second_moment_sensitivity(n, bound, p, "l2"),
-            rho=budget.rho,
-            rng=rng,
-            name="latent_second_moment",
-            stage=budget.stage,
-        )
-    return laplace_mechanism(
+    zcdp = budget.rho is not None
+    return measure(
         upper,
+        share=budget.rho if zcdp else budget.epsilon,
+        zcdp=zcdp,
+        l2_sensitivity=second_moment_sensitivity(n, bound, p, "l2"),
         l1_sensitivity=second_moment_sensitivity(n, bound, p, "l1"),
-        epsilon=budget.epsilon,
         rng=rng,
         name="latent_second_moment",
         stage=budget.stage,

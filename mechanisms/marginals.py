@@ -13,7 +13,7 @@ from typing import Literal
 import numpy as np
 
 from mechanisms.accounting import StageBudget, split_budget
-from mechanisms.primitives import Measurement, gaussian_mechanism, laplace_mechanism
+from mechanisms.primitives import Measurement, measure
 
 __all__ = [
     "histogram",
@@ -48,31 +48,20 @@ def measure_histograms(
     Noise: σ_j = √2/√(2ρ_j) with ρ_j = ρ/p; or b_j = 2/ε_j with ε_j = ε/p.
     Privacy: Σ_j ρ_j ≤ ρ (zCDP composition) or Σ_j ε_j ≤ ε (basic composition).
     """
-    p = len(names)
-    if budget.rho is not None:
-        shares = split_budget(budget.rho, [1.0] * p)
-        return [
-            gaussian_mechanism(
-                histogram(bins[:, j], n_bins[j]),
-                l2_sensitivity=histogram_sensitivity("l2"),
-                rho=shares[j],
-                rng=rng,
-                name=f"histogram[{names[j]}]",
-                stage=budget.stage,
-            )
-            for j in range(p)
-        ]
-    shares = split_budget(budget.epsilon, [1.0] * p)
+    zcdp = budget.rho is not None
+    shares = split_budget(budget.rho if zcdp else budget.epsilon, [1.0] * len(names))
     return [
-        laplace_mechanism(
+        measure(
             histogram(bins[:, j], n_bins[j]),
+            share=shares[j],
+            zcdp=zcdp,
+            l2_sensitivity=histogram_sensitivity("l2"),
             l1_sensitivity=histogram_sensitivity("l1"),
-            epsilon=shares[j],
             rng=rng,
             name=f"histogram[{names[j]}]",
             stage=budget.stage,
         )
-        for j in range(p)
+        for j in range(len(names))
     ]
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "gaussian_sigma",
     "laplace_mechanism",
     "laplace_scale",
+    "measure",
 ]
 
 FLOAT_SAMPLER_NOTE = (
@@ -104,3 +105,25 @@ def laplace_mechanism(
     b = laplace_scale(l1_sensitivity, epsilon)
     noisy = np.asarray(value, dtype=float) + rng.laplace(0.0, b, size=np.shape(value))
     return Measurement(name, stage, noisy, "laplace", l1_sensitivity, "l1", b, None, epsilon)
+
+
+def measure(
+    value: np.ndarray,
+    *,
+    share: float,
+    zcdp: bool,
+    l2_sensitivity: float,
+    l1_sensitivity: float,
+    rng: np.random.Generator,
+    name: str,
+    stage: str,
+) -> Measurement:
+    """The accountant's mechanism for a budget share: Gaussian with ρ = ``share`` under
+    zCDP, Laplace with ε = ``share`` under pure DP."""
+    if zcdp:
+        return gaussian_mechanism(
+            value, l2_sensitivity=l2_sensitivity, rho=share, rng=rng, name=name, stage=stage
+        )
+    return laplace_mechanism(
+        value, l1_sensitivity=l1_sensitivity, epsilon=share, rng=rng, name=name, stage=stage
+    )
