@@ -49,7 +49,7 @@ IdOpt = Annotated[
     str | None,
     typer.Option(
         "--release-id",
-        help="Override the spec's release_id ([a-z0-9-]); "
+        help="Override the spec's release_id (lowercase letters, digits and '-'); "
         "default: the spec's, else <dataset>-<UTC timestamp>.",
     ),
 ]
