@@ -12,14 +12,16 @@ import logging
 import os
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-logging.getLogger("great_expectations").setLevel(logging.WARNING)
 
-import great_expectations as gx  # noqa: E402
-import great_expectations.expectations as gxe  # noqa: E402
-import pandas as pd  # noqa: E402
-from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: E402
+import great_expectations as gx
+import great_expectations.expectations as gxe
+import pandas as pd
+from great_expectations.data_context.types.base import ProgressBarsConfig
 
-from mechanisms.schema import Continuous, Ordinal, Schema  # noqa: E402
+from mechanisms.schema import Continuous, Ordinal, Schema
+
+for _name in [n for n in logging.root.manager.loggerDict if n.startswith("great_expectations")]:
+    logging.getLogger(_name).setLevel(logging.WARNING)  # GX sets some of its loggers to INFO
 
 __all__ = ["RESULT_FORMAT", "build_suite", "validate_table"]
 
