@@ -2,8 +2,10 @@
 
 Items: 1 ``mechanism`` (in-process time on Adult), 2 ``scale`` (1M rows through the CLI;
 the slowest, skipped by ``--quick``), 3 ``demo`` (``make demo`` wall time), 4 ``utility``
-(1-way TVD and income AUC at ε = 1). Results are merged into ``benchmarks/results.json``
-(items not rerun keep their last figures) and BENCHMARKS.md is rewritten from it.
+(1-way TVD and income AUC at ε = 1), 5 ``peers`` (``factor_gauss`` beside smartnoise-synth's
+MST and AIM; needs a separate venv, see ``benchmarks/peers.py``, and runs only when named:
+``--only peers``). Results are merged into ``benchmarks/results.json`` (items not rerun keep
+their last figures) and BENCHMARKS.md is rewritten from it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from bench_common import REPO, load_adult, machine, now_utc, timed
 from bench_report import ITEMS, markdown, section
+from peers import DEFAULT_AIM_TIMEOUT_S, DEFAULT_PEER_PYTHON, DEFAULT_SEEDS
 
 RESULTS = REPO / "benchmarks" / "results.json"
 MARKDOWN = REPO / "BENCHMARKS.md"
@@ -66,7 +69,14 @@ def _utility(repeats: int, seeds: int) -> dict[str, Any]:
     return utility(load_adult(), seeds)
 
 
+def _peers(args: argparse.Namespace) -> dict[str, Any]:
+    from peers import peers
+
+    return peers(load_adult(), args.peer_python, args.peer_seeds, args.aim_timeout)
+
+
 RUNNERS = {"mechanism": _mechanism, "scale": _scale, "demo": _demo, "utility": _utility}
+ON_REQUEST = ("peers",)  # run only when named with --only (item 5 needs the peer venv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,17 +88,43 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5, help="timing repeats of items 1 and 2 (default 5)")
     parser.add_argument("--seeds", type=int, default=5, help="release seeds of item 4 (default 5)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave the files alone")
+    parser.add_argument(
+        "--peer-python",
+        type=Path,
+        default=DEFAULT_PEER_PYTHON,
+        help="item 5: python of the venv holding smartnoise-synth (default .venv-peers/bin/python)",
+    )
+    parser.add_argument(
+        "--peer-seeds",
+        type=int,
+        default=DEFAULT_SEEDS,
+        help="item 5: seeds of factor_gauss and MST (default 3)",
+    )
+    parser.add_argument(
+        "--aim-timeout",
+        type=float,
+        default=DEFAULT_AIM_TIMEOUT_S,
+        help="item 5: seconds before the AIM run is killed (default 1800)",
+    )
     args = parser.parse_args(argv)
 
-    items = [i for i in ITEMS if (args.only is None or i in args.only) and not (args.quick and i == "scale")]
+    items = [
+        i
+        for i in ITEMS
+        if (i in args.only if args.only else i not in ON_REQUEST) and not (args.quick and i == "scale")
+    ]
     results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
     started = time.perf_counter()
     for item in items:
         print(f"== {item} ...", flush=True)
         t0 = time.perf_counter()
         info = machine()
-        figures = RUNNERS[item](args.repeats, args.seeds)
+        figures = _peers(args) if item == "peers" else RUNNERS[item](args.repeats, args.seeds)
         command = ".venv/bin/python benchmarks/run.py --only " + item
+        if item == "peers" and args.peer_seeds != DEFAULT_SEEDS:
+            command += f" --peer-seeds {args.peer_seeds}"
+        if item == "peers" and args.aim_timeout != DEFAULT_AIM_TIMEOUT_S:
+            command += f" --aim-timeout {args.aim_timeout:g}"
         if item in ("mechanism", "scale") and args.repeats != 5:
             command += f" --repeats {args.repeats}"
         if item == "utility" and args.seeds != 5:

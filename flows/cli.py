@@ -79,6 +79,7 @@ def _run_release(spec: Path, out: Path, release_id: str | None, seed: int | None
         _fail(str(e), "fix the field the message names; nothing was read or spent.", 2)
 
     from flows.release import STAGES, release, set_progress
+    from tasks.checks.gates import GateError
 
     with Progress(
         SpinnerColumn(),
@@ -99,6 +100,9 @@ def _run_release(spec: Path, out: Path, release_id: str | None, seed: int | None
         set_progress(on_stage)
         try:
             path = release(str(spec), str(out), release_id=release_id, insecure_seed=seed)
+        except GateError as e:
+            progress.stop()
+            _fail(str(e), "read the internal report named above before deciding what to change.", 3)
         except DPReleaseError as e:
             progress.stop()
             _fail(

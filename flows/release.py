@@ -17,14 +17,21 @@ from pathlib import Path
 from uuid import uuid4
 
 import numpy as np
+import pandas as pd
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from flows.spec import load_spec
 from mechanisms.errors import DPReleaseError
+from mechanisms.registry import MECHANISMS
 from tasks.budget import allocate_budget
 from tasks.bundle import release_document, write_bundle, write_failure_record
+from tasks.checks.gates import GateError, evaluate_gates, failed_gates_message
+from tasks.checks.reports import flat_metrics
+from tasks.files import write_json
+from tasks.post_release import check_linkage, check_utility, write_report
 from tasks.synthesis import decode, encode, estimate_private_moments, project_and_sample
+from tasks.tables import table_to_bins
 from tasks.validate import validate_input, validate_output
 
 __all__ = ["STAGES", "release", "set_progress"]
@@ -37,6 +44,9 @@ STAGES = {
     "project_and_sample": "fitting the factor model and sampling",
     "decode": "decoding to the schema's types",
     "validate_output": "validating the synthetic data (GX)",
+    "check_utility": "checking utility (internal report)",
+    "check_linkage": "checking record linkage (internal report)",
+    "write_report": "writing the internal report",
     "write_bundle": "writing the release bundle",
 }
 
@@ -100,6 +110,52 @@ def _artifacts(release_id: str, document: dict, path: Path) -> None:
     )
 
 
+def _holdout_split(
+    table: pd.DataFrame, fraction: float, rng: np.random.Generator
+) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """Keep ⌊fraction·n⌋ random rows out of the release, for the membership check and as
+    unseen test rows. The split ignores the data, so the release stays DP for the whole
+    table (a replaced record is either held out, changing nothing, or a neighbour)."""
+    if fraction == 0:
+        return table, None
+    k = int(fraction * len(table))
+    perm = rng.permutation(len(table))
+    return table.iloc[np.sort(perm[k:])].reset_index(drop=True), table.iloc[np.sort(perm[:k])].reset_index(
+        drop=True
+    )
+
+
+def _run_checks(spec, schema, train, holdout, synthetic, document, staging, rng, step):
+    """check_utility, check_linkage, the gates and the internal report."""
+    internal = staging / "internal"
+    real = (train, table_to_bins(train, schema))
+    syn = (synthetic, table_to_bins(synthetic, schema))
+    held = None if holdout is None else (holdout, table_to_bins(holdout, schema))
+    step("check_utility")
+    utility = check_utility(real, syn, schema, spec.checks.target, held, internal, rng)
+    step("check_linkage")
+    keeps_order = MECHANISMS[spec.mechanism.name].keeps_row_order
+    linkage = check_linkage(real, syn, schema, keeps_order, held, internal, rng)
+    gates = evaluate_gates(
+        {k: g.model_dump() for k, g in spec.checks.gates.items()}, flat_metrics(utility, linkage)
+    )
+    write_json(internal / "gates.json", gates)
+    if not all(g["passed"] for g in gates):
+        document = {**document, "status": "gated"}
+    step("write_report")
+    write_report(real, syn, schema, utility, linkage, gates, document, internal)
+    return gates, document
+
+
+def _gate_artifact(release_id: str, gates: list[dict]) -> None:
+    """Pass/fail per gate, with its public bound; never the measured value."""
+    create_table_artifact(
+        key=f"{release_id}-gates",
+        table=[{"gate": g["gate"], "min": g["min"], "max": g["max"], "passed": g["passed"]} for g in gates],
+        description=f"Gates of release {release_id} (measured values are in internal/)",
+    )
+
+
 @flow(name="dp-release")
 def release(
     spec_path: str,
@@ -133,12 +189,12 @@ def release(
         step("allocate_budget")
         plan = allocate_budget(spec, staging / "public")
         schema, params = spec.public_schema(), spec.mechanism_params()
+        rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(insecure_seed).spawn(6)]
         n = len(table)
-        m = spec.synthetic_rows or n
-        rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(insecure_seed).spawn(4)]
+        train, holdout = _holdout_split(table, spec.checks.holdout_fraction, rngs[4])
+        m = spec.synthetic_rows or len(train)
         step("encode")
-        encoded = encode(table, schema, plan, params, rngs[0])
-        del table
+        encoded = encode(train, schema, plan, params, rngs[0])
         step("estimate_private_moments")
         moments = estimate_private_moments(encoded, plan, rngs[1])
         step("project_and_sample")
@@ -147,7 +203,7 @@ def release(
         synthetic = decode(z, encoded.code, schema, rngs[3])
         step("validate_output")
         validate_output(synthetic, schema, staging / "internal")
-        step("write_bundle")
+        gates: list[dict] = []
         document = release_document(
             spec,
             rid,
@@ -158,10 +214,22 @@ def release(
             factors=factors,
             insecure_seed=insecure_seed,
             started=started,
+            n_fitted=len(train),
         )
-        path = write_bundle(staging, dest, synthetic, document)
+        if spec.checks.enabled:
+            gates, document = _run_checks(
+                spec, schema, train, holdout, synthetic, document, staging, rngs[5], step
+            )
+        passed = all(g["passed"] for g in gates)
+        step("write_bundle")
+        path = write_bundle(staging, dest, synthetic, document, publish=passed)
+        if not passed:
+            _gate_artifact(rid, gates)
+            raise GateError(failed_gates_message(gates, str(dest / "internal")))
     except BaseException as e:
-        write_failure_record(out, rid, stage, e, staging)
+        write_failure_record(out, rid, stage, e, staging if staging.exists() else None)
         raise
+    if gates:
+        _gate_artifact(rid, gates)
     _artifacts(rid, document, path)
     return str(path)

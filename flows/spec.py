@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from mechanisms.errors import DPReleaseError
 from mechanisms.registry import MECHANISMS
 from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from tasks.checks.gates import GATE_METRICS
 
 __all__ = ["ReleaseSpec", "SpecError", "load_spec"]
 
@@ -89,6 +90,36 @@ class MechanismSpec(_Strict):
         return self
 
 
+class GateSpec(_Strict):
+    min: float | None = Field(default=None, allow_inf_nan=False)
+    max: float | None = Field(default=None, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _some_bound(self) -> GateSpec:
+        if self.min is None and self.max is None:
+            raise ValueError("a gate needs min, max or both")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min ({self.min}) must not exceed max ({self.max})")
+        return self
+
+
+class ChecksSpec(_Strict):
+    """Post-release checks (internal reports) and the gates that can stop a release."""
+
+    enabled: bool = True
+    target: str | None = None
+    holdout_fraction: float = Field(default=0.0, ge=0.0, le=0.5)
+    gates: dict[str, GateSpec] = Field(default_factory=dict)
+
+    @field_validator("gates")
+    @classmethod
+    def _known_metrics(cls, v: dict[str, GateSpec]) -> dict[str, GateSpec]:
+        unknown = sorted(set(v) - set(GATE_METRICS))
+        if unknown:
+            raise ValueError(f"gates {unknown} must be among {list(GATE_METRICS)}")
+        return v
+
+
 class ReleaseSpec(_Strict):
     release_id: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=80)
     dataset: DatasetSpec
@@ -97,6 +128,7 @@ class ReleaseSpec(_Strict):
     mechanism: MechanismSpec = MechanismSpec(name="factor_gauss")
     allocation: dict[str, float] = Field(default_factory=dict)
     synthetic_rows: int | None = Field(default=None, gt=0)
+    checks: ChecksSpec = ChecksSpec()
     base_dir: Path = Path(".")
 
     @model_validator(mode="after")
@@ -112,7 +144,30 @@ class ReleaseSpec(_Strict):
             raise ValueError(f"allocation weights {bad} must be finite numbers > 0")
         self.mechanism_params()  # raises on bad parameter values
         self.public_schema()  # raises on inconsistent columns
+        self._check_checks(info.keeps_row_order)
         return self
+
+    def _check_checks(self, keeps_row_order: bool) -> None:
+        c = self.checks
+        if c.target is not None and c.target not in self.columns:
+            raise ValueError(f"checks.target ({c.target!r}) must be a column of the schema")
+        gates = set(c.gates)
+        if not c.enabled and gates:
+            raise ValueError("checks.gates need checks.enabled: true")
+        if gates & {"tstr_auc", "tstr_r2", "tstr_ratio"} and c.target is None:
+            raise ValueError("checks.gates on tstr_* need checks.target")
+        kind = None if c.target is None else self.columns[c.target].type
+        if "tstr_auc" in gates and kind == "continuous":
+            raise ValueError("gate tstr_auc needs a nominal or ordinal checks.target; use tstr_r2")
+        if "tstr_r2" in gates and kind not in (None, "continuous"):
+            raise ValueError("gate tstr_r2 needs a continuous checks.target; use tstr_auc")
+        if "membership_share" in gates and c.holdout_fraction == 0:
+            raise ValueError("gate membership_share needs checks.holdout_fraction > 0")
+        if "correct_link_rate" in gates and not keeps_row_order:
+            raise ValueError(
+                f"gate correct_link_rate applies only to mechanisms that keep row order, "
+                f"not {self.mechanism.name}"
+            )
 
     @property
     def data_path(self) -> Path:

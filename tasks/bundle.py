@@ -127,11 +127,15 @@ def release_document(
     factors: int,
     insecure_seed: int | None,
     started: datetime,
+    status: str = "released",
+    n_fitted: int | None = None,
 ) -> dict:
-    """``public/release.json``: what was released and how; no data path, no raw value."""
+    """``public/release.json``: what was released and how; no data path, no raw value.
+    ``n_fitted`` < n when ``checks.holdout_fraction`` keeps rows out of the release."""
     return {
         "release_id": release_id,
         "dataset": spec.dataset.name,
+        "status": status,
         "differentially_private": True,
         "spec": spec.public_dict(),
         "mechanism": {
@@ -148,6 +152,8 @@ def release_document(
             "neighbour_relation": "replace-one",
             "statement": NEIGHBOUR_STATEMENT,
             "input_rows_n_public": n,
+            "rows_fitted": n if n_fitted is None else n_fitted,
+            "holdout_fraction": spec.checks.holdout_fraction,
             "synthetic_rows": m,
             "budget_plan": plan_to_dict(plan),
             "ledger": ledger(plan, measurements),
@@ -212,18 +218,29 @@ def _manifest(folder: Path) -> None:
 
 
 @task(name="write_bundle", cache_policy=NO_CACHE, persist_result=False)
-def write_bundle(staging: Path, dest: Path, synthetic: pd.DataFrame, document: dict) -> Path:
-    """Write the public files and manifests into ``staging``, then rename it to ``dest``."""
-    public = staging / "public"
-    write_csv(synthetic, public / "synthetic.csv")
-    write_json(public / "release.json", document)
-    (public / "README.txt").write_text(_readme(document))
-    _manifest(public)
-    _manifest(staging / "internal")
+def write_bundle(
+    staging: Path, dest: Path, synthetic: pd.DataFrame, document: dict, *, publish: bool = True
+) -> Path:
+    """Write the public files and manifests into ``staging``, then rename it to ``dest``.
+    With ``publish=False`` (a gate failed) there is no ``public/``: the record of what was
+    spent goes to ``internal/release.json`` beside the budget plan and the reports."""
+    public, internal = staging / "public", staging / "internal"
+    if publish:
+        write_csv(synthetic, public / "synthetic.csv")
+        write_json(public / "release.json", document)
+        (public / "README.txt").write_text(_readme(document))
+        _manifest(public)
+    else:
+        os.replace(public / "budget_plan.json", internal / "budget_plan.json")
+        shutil.rmtree(public)
+        write_json(internal / "release.json", document)
+    _manifest(internal)
     if dest.exists():
         raise DPReleaseError(f"release folder '{dest}' appeared during the run; nothing published")
     os.replace(staging, dest)
-    get_run_logger().info("published release bundle %s", dest)
+    get_run_logger().info(
+        "%s %s", "published release bundle" if publish else "kept internal reports in", dest
+    )
     return dest
 
 

@@ -17,8 +17,10 @@ def adult_rows(n: int, seed: int = 0) -> pd.DataFrame:
 
 
 def write_spec(folder: Path, data: pd.DataFrame | None = None, **overrides) -> Path:
-    """A spec with the demo schema; ``data`` is written to data.csv beside it."""
-    spec = {**DEMO_SPEC, "dataset": {"name": "adult", "path": "data.csv"}, **overrides}
+    """A spec with the demo schema and checks without gates (small data cannot pass the
+    demo's); ``data`` is written to data.csv beside it."""
+    base = {**DEMO_SPEC, "dataset": {"name": "adult", "path": "data.csv"}, "checks": {"target": "income"}}
+    spec = {**base, **overrides}
     if data is not None:
         data.to_csv(folder / "data.csv", index=False)
     path = folder / "spec.yaml"

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 from flows.cli import app
 from flows.release import release
 from mechanisms.errors import DPReleaseError
+from tasks.checks.gates import GateError
 from tasks.files import sha256
 from tasks.validate import InputValidationError
 from tests.flows.helpers import DEMO_DIR, adult_rows, write_spec
@@ -62,18 +63,36 @@ def test_demo_release_end_to_end(tmp_path):
         assert stage["rho_spent"] <= stage["rho_allocated"]
     assert len(ledger["measurements"]) == 16  # 15 histograms + the second moment
     assert doc["privacy"]["input_rows_n_public"] == 32561
+    assert doc["privacy"]["rows_fitted"] == 32561 - 6512  # the demo holds 20 % out for the checks
+    assert doc["status"] == "released"
+    assert set(doc) == {
+        "release_id",
+        "dataset",
+        "status",
+        "differentially_private",
+        "spec",
+        "mechanism",
+        "privacy",
+        "randomness",
+        "software",
+        "times",
+    }  # no check results
     assert "replacing one record" in doc["privacy"]["statement"]
     assert doc["randomness"] == {**doc["randomness"], "source": "insecure-seed", "fit_for_publication": False}
     assert (public / "README.txt").read_text().startswith("NOT FIT FOR PUBLICATION")
 
     syn = pd.read_csv(public / "synthetic.csv", dtype={"sex": str})
     real = pd.read_csv(DEMO_DIR / "adult.csv", nrows=5)
-    assert list(syn.columns) == list(real.columns) and len(syn) == 32561
+    assert list(syn.columns) == list(real.columns) and len(syn) == 26049
     assert syn["age"].between(17, 90).all() and set(syn["sex"]) <= {"Female", "Male"}
 
     table = Artifact.get("e2e-adult-budget")
     assert table is not None and "histogram[age]" in str(table.data)
     assert Artifact.get("e2e-adult-summary") is not None
+    gates = Artifact.get("e2e-adult-gates")
+    assert gates is not None and "value" not in str(gates.data) and "passed" in str(gates.data)
+    report = (internal / "report.html").read_text()
+    assert report.count("data:image/png;base64,") == 3 and "all gates passed" in report
 
 
 def test_failed_release_publishes_nothing(tmp_path):
@@ -117,6 +136,38 @@ def test_existing_release_is_never_overwritten_and_pure_dp_works(tmp_path):
 def _text(output: str) -> str:
     """The CLI's words without rich's panel borders and line wrapping."""
     return " ".join(re.sub("[│╭╮╰╯─]", " ", output).split())
+
+
+def test_failed_gate_publishes_nothing_and_keeps_the_reports(tmp_path):
+    # a noisy release never has TVD 0; every release has an exact-match rate <= 1
+    checks = {"target": "income", "gates": {"tvd_1way": {"max": 0.0}, "exact_match_rate": {"max": 1.0}}}
+    spec = write_spec(tmp_path, adult_rows(400), checks=checks)
+    out = tmp_path / "out"
+    with pytest.raises(GateError, match=r"gate 'tvd_1way' \(max 0\) failed: measured 0\.\d+") as err:
+        release(str(spec), str(out), release_id="gated")
+    assert "exact_match_rate" not in str(err.value)  # only failed gates are named
+    bundle = out / "gated"
+    assert not (bundle / "public").exists()
+    internal = {p.name for p in (bundle / "internal").iterdir()}
+    assert {
+        "utility.json",
+        "linkage.json",
+        "gates.json",
+        "report.html",
+        "release.json",
+        "budget_plan.json",
+    } <= internal
+    _check_manifest(bundle / "internal")
+    doc = json.loads((bundle / "internal" / "release.json").read_text())
+    assert doc["status"] == "gated" and doc["privacy"]["ledger"]["totals"]["epsilon"] <= 1.0  # still spent
+    assert "STOPPED BY A GATE" in (bundle / "internal" / "report.html").read_text()
+    from prefect.artifacts import Artifact
+
+    rows = Artifact.get("gated-gates").data
+    assert "false" in str(rows).lower() and "0.0" in str(rows) and "measured" not in str(rows)
+
+    result = CliRunner().invoke(app, ["release", str(spec), "--out", str(out), "--release-id", "gated-cli"])
+    assert result.exit_code == 3 and "gate 'tvd_1way'" in _text(result.output)
 
 
 def test_cli(tmp_path):

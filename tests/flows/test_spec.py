@@ -106,6 +106,48 @@ CASES = [
     ),
     ("unknown key", lambda s: s.update(epsilon=1), "spec field 'epsilon': Extra inputs are not permitted"),
     ("no dataset", lambda s: s.pop("dataset"), "spec field 'dataset': Field required"),
+    (
+        "unknown gate",
+        lambda s: s["checks"].update(gates={"accuracy": {"min": 1}}),
+        "gates ['accuracy'] must be among",
+    ),
+    ("empty gate", lambda s: s["checks"].update(gates={"pmse": {}}), "a gate needs min, max or both"),
+    (
+        "gate min > max",
+        lambda s: s["checks"].update(gates={"pmse": {"min": 1, "max": 0}}),
+        "min (1.0) must not exceed max (0.0)",
+    ),
+    ("tstr without target", lambda s: s["checks"].pop("target"), "checks.gates on tstr_* need checks.target"),
+    (
+        "unknown target",
+        lambda s: s["checks"].update(target="salary"),
+        "checks.target ('salary') must be a column",
+    ),
+    (
+        "auc on a number",
+        lambda s: s["checks"].update(target="age"),
+        "gate tstr_auc needs a nominal or ordinal checks.target",
+    ),
+    (
+        "membership without holdout",
+        lambda s: s["checks"].update(holdout_fraction=0),
+        "gate membership_share needs checks.holdout_fraction > 0",
+    ),
+    (
+        "holdout too large",
+        lambda s: s["checks"].update(holdout_fraction=0.9),
+        "spec field 'checks.holdout_fraction'",
+    ),
+    (
+        "links for fresh rows",
+        lambda s: s["checks"].update(gates={"correct_link_rate": {"max": 0}}),
+        "gate correct_link_rate applies only to mechanisms that keep row order, not factor_gauss",
+    ),
+    (
+        "gates while disabled",
+        lambda s: s["checks"].update(enabled=False),
+        "checks.gates need checks.enabled: true",
+    ),
 ]
 
 

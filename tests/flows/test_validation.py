@@ -24,7 +24,7 @@ TOY_SCHEMA = {
 
 def _toy(tmp_path, csv: str):
     (tmp_path / "data.csv").write_text(csv)
-    return load_spec(write_spec(tmp_path, schema=TOY_SCHEMA))
+    return load_spec(write_spec(tmp_path, checks={}, schema=TOY_SCHEMA))
 
 
 def _validate(spec, tmp_path):
@@ -98,7 +98,7 @@ def test_header_mismatch(columns, message, tmp_path):
     ids=["binary", "unterminated-quote", "empty-file"],
 )
 def test_unreadable_files(content, tmp_path):
-    spec = load_spec(write_spec(tmp_path, schema=TOY_SCHEMA))
+    spec = load_spec(write_spec(tmp_path, checks={}, schema=TOY_SCHEMA))
     (tmp_path / "data.csv").write_bytes(content)
     with pytest.raises(DataError, match=r"could not be read \(\w+\)"):
         _validate(spec, tmp_path)
@@ -111,7 +111,7 @@ def test_no_rows(tmp_path):
 
 
 def test_missing_file(tmp_path):
-    spec = load_spec(write_spec(tmp_path, schema=TOY_SCHEMA))
+    spec = load_spec(write_spec(tmp_path, checks={}, schema=TOY_SCHEMA))
     with pytest.raises(DataError, match=re.escape("does not exist; fix dataset.path")):
         _validate(spec, tmp_path)
 
@@ -119,7 +119,9 @@ def test_missing_file(tmp_path):
 def test_parquet_input(tmp_path):
     df = pd.DataFrame({"x": [0.1, 0.9], "k": np.array([1, 2]), "c": ["a", "b"], "o": ["hi", None]})
     df.to_parquet(tmp_path / "data.parquet")
-    spec = load_spec(write_spec(tmp_path, schema=TOY_SCHEMA, dataset={"name": "toy", "path": "data.parquet"}))
+    spec = load_spec(
+        write_spec(tmp_path, checks={}, schema=TOY_SCHEMA, dataset={"name": "toy", "path": "data.parquet"})
+    )
     assert list(_validate(spec, tmp_path)["o"]) == ["hi", "NA"]
 
 

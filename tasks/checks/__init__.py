@@ -1,0 +1,1 @@
+"""Post-release checks: utility and linkage metrics, gates, the internal report."""

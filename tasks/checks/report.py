@@ -1,0 +1,206 @@
+"""``internal/report.html``: one self-contained page for the steward and the auditor —
+per-column marginals, the two association matrices, the DCR histograms, the gates, the
+budget. Pictures are matplotlib PNGs embedded as base64. Confidential: internal only.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+from mechanisms.schema import Continuous, Schema
+
+__all__ = ["render_report"]
+
+_REAL, _SYN = "#1f77b4", "#ff7f0e"
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
+h1{font-size:1.6em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}
+table{border-collapse:collapse;margin:.6em 0} td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
+th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
+.pass{color:#137333;font-weight:600} .fail{color:#c5221f;font-weight:600}
+.note{color:#555;font-size:.9em} img{max-width:100%}
+"""
+
+
+def _png(fig: plt.Figure) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return f'<img alt="figure" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+
+
+def _labels(col) -> list[str]:
+    if isinstance(col, Continuous):
+        e = col.edges
+        centres = (e[:-1] + e[1:]) / 2
+        return [
+            f"{(np.expm1(c) if col.transform == 'log' and not col.one_bin_per_integer else c):.3g}"
+            for c in centres
+        ]
+    return list(col.values)
+
+
+def _marginals(real: np.ndarray, syn: np.ndarray, schema: Schema) -> str:
+    cols = 3
+    rows = math.ceil(len(schema) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(15, 3.1 * rows), squeeze=False)
+    for ax, (j, c) in zip(axes.flat, enumerate(schema.columns), strict=False):
+        k = c.n_bins
+        p = np.bincount(real[:, j], minlength=k) / len(real)
+        q = np.bincount(syn[:, j], minlength=k) / len(syn)
+        x = np.arange(k)
+        if k > 20:
+            ax.step(x, p, where="mid", color=_REAL, label="real", linewidth=2.4, alpha=0.8)
+            ax.step(x, q, where="mid", color=_SYN, label="synthetic", linewidth=1.2, linestyle="--")
+        else:
+            ax.bar(x - 0.2, p, 0.4, color=_REAL, label="real")
+            ax.bar(x + 0.2, q, 0.4, color=_SYN, label="synthetic")
+        labels = _labels(c)
+        ticks = x if k <= 20 else x[:: max(1, k // 8)]
+        ax.set_xticks(ticks, [labels[t] for t in ticks], rotation=45, ha="right", fontsize=7)
+        ax.set_title(f"{c.name} ({c.kind})", fontsize=10)
+    for ax in list(axes.flat)[len(schema) :]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=8)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _heatmaps(utility: dict, schema: Schema) -> str:
+    fig, axes = plt.subplots(1, 2, figsize=(15, 6.5))
+    for ax, key in zip(axes, ("real", "synthetic"), strict=True):
+        im = ax.imshow(np.array(utility["corr_diff"][key]), vmin=-1, vmax=1, cmap="RdBu_r")
+        ax.set_xticks(range(len(schema)), schema.names, rotation=90, fontsize=7)
+        ax.set_yticks(range(len(schema)), schema.names, fontsize=7)
+        ax.set_title(f"{key} association", fontsize=11)
+    fig.colorbar(im, ax=axes, shrink=0.8)
+    return _png(fig)
+
+
+def _dcr(linkage: dict) -> str:
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    for key, color, label in (
+        ("dcr_synthetic_to_real", _SYN, "synthetic → closest real"),
+        ("dcr_real_to_real", _REAL, "real → closest other real (reference)"),
+    ):
+        h = linkage[key]["histogram"]
+        counts = np.array(h["counts"], dtype=float)
+        ax.stairs(counts / counts.sum(), h["edges"], color=color, label=label, linewidth=1.6)
+    ax.set_xlabel("Gower distance to the closest record")
+    ax.set_ylabel("share of rows")
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def _table(rows: list[dict], columns: list[str]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = []
+    for r in rows:
+        cells = []
+        for c in columns:
+            v = r.get(c)
+            if c == "passed":
+                cells.append(f'<td class="{"pass" if v else "fail"}">{"pass" if v else "FAIL"}</td>')
+            else:
+                text = "" if v is None else f"{v:.6g}" if isinstance(v, float) else str(v)
+                cells.append(f"<td>{html.escape(text)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def _summary(utility: dict, linkage: dict) -> list[dict]:
+    rows = [
+        {"metric": "mean 1-way TVD (public bins)", "value": utility["tvd_1way"]["mean"]},
+        {
+            "metric": f"mean 2-way TVD ({utility['tvd_2way']['pairs']} pairs)",
+            "value": utility["tvd_2way"]["mean"],
+        },
+        {"metric": "mean |association difference|", "value": utility["corr_diff"]["mean"]},
+        {"metric": "pMSE (0 best, 0.25 separable)", "value": utility["pmse"]["pmse"]},
+    ]
+    if t := utility.get("tstr"):
+        rows += [
+            {"metric": f"TSTR {t['metric']} for {t['target']}", "value": t["tstr"]},
+            {"metric": f"TRTR {t['metric']} (real → real)", "value": t["trtr"]},
+        ]
+    rows += [
+        {"metric": "exact-match rate", "value": linkage["exact_match_rate"]},
+        {"metric": "unique exact-match rate", "value": linkage["unique_exact_match_rate"]},
+        {
+            "metric": "DCR 5th percentile (synthetic → real)",
+            "value": linkage["dcr_synthetic_to_real"]["quantiles"]["q05"],
+        },
+        {
+            "metric": "DCR 5th percentile (real → real)",
+            "value": linkage["dcr_real_to_real"]["quantiles"]["q05"],
+        },
+        {
+            "metric": "correct-link rate",
+            "value": "n/a: output rows are fresh draws"
+            if linkage["correct_link_rate"] is None
+            else linkage["correct_link_rate"],
+        },
+        {
+            "metric": "membership share (0.5 ideal)",
+            "value": "n/a: no holdout"
+            if linkage["membership_share"] is None
+            else linkage["membership_share"],
+        },
+    ]
+    return rows
+
+
+def render_report(
+    real_bins: np.ndarray,
+    syn_bins: np.ndarray,
+    schema: Schema,
+    utility: dict,
+    linkage: dict,
+    gates: list[dict],
+    document: dict,
+) -> str:
+    led = document["privacy"]["ledger"]
+    t = led["totals"]
+    status = "all gates passed" if all(g["passed"] for g in gates) else "STOPPED BY A GATE"
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>dprelease report "
+        f"{html.escape(document['release_id'])}</title><style>{_CSS}</style></head><body>",
+        f"<h1>Release {html.escape(document['release_id'])} — internal report</h1>",
+        "<p class='note'>CONFIDENTIAL: computed from the input data without noise. For the "
+        "steward and the auditor; never publish this file.</p>",
+        f"<p>Mechanism <b>{html.escape(document['mechanism']['name'])}</b>, "
+        f"({t['epsilon']:.6g}, {t['delta']:.3g})-DP, {document['privacy']['synthetic_rows']} "
+        f"synthetic rows. Gates: <b>{status}</b>.</p>",
+        "<h2>Gates</h2>",
+        _table(gates, ["gate", "min", "max", "value", "passed"]) if gates else "<p>No gates declared.</p>",
+        "<h2>Summary</h2>",
+        _table(_summary(utility, linkage), ["metric", "value"]),
+        "<h2>Marginals on the public bins</h2>",
+        _marginals(real_bins, syn_bins, schema),
+        "<h2>Association matrices</h2>",
+        f"<p class='note'>{html.escape(utility['corr_diff']['method'])}.</p>",
+        _heatmaps(utility, schema),
+        "<h2>Distance to the closest record</h2>",
+        f"<p class='note'>{html.escape(linkage['distance'])}. A synthetic curve far left of "
+        "the reference means synthetic rows sit closer to real rows than real rows sit to "
+        "each other.</p>",
+        _dcr(linkage),
+        "<h2>Budget</h2>",
+        _table(
+            led["measurements"],
+            ["stage", "statistic", "mechanism", "sensitivity", "noise_scale", "rho", "epsilon"],
+        ),
+        f"<p>Total: ρ = {t.get('rho', float('nan')):.6g}, ε = {t['epsilon']:.6g}, δ = {t['delta']:.3g} "
+        f"({html.escape(t['conversion'])}).</p>",
+        "</body></html>",
+    ]
+    return "\n".join(parts)
