@@ -125,10 +125,10 @@ def _holdout_split(
     )
 
 
-def _run_checks(spec, schema, train, holdout, synthetic, document, staging, rng, step):
-    """check_utility, check_linkage, the gates and the internal report."""
+def _run_checks(spec, schema, real, holdout, synthetic, document, staging, rng, step):
+    """check_utility, check_linkage, the gates and the internal report; ``real`` is the
+    fitted table with its bins."""
     internal = staging / "internal"
-    real = (train, table_to_bins(train, schema))
     syn = (synthetic, table_to_bins(synthetic, schema))
     held = None if holdout is None else (holdout, table_to_bins(holdout, schema))
     step("check_utility")
@@ -194,7 +194,8 @@ def release(
         train, holdout = _holdout_split(table, spec.checks.holdout_fraction, rngs[4])
         m = spec.synthetic_rows or len(train)
         step("encode")
-        encoded = encode(train, schema, plan, params, rngs[0])
+        train_bins = table_to_bins(train, schema)  # once: for encode and for the checks
+        encoded = encode(train_bins, schema, plan, params, rngs[0])
         step("estimate_private_moments")
         moments = estimate_private_moments(encoded, plan, rngs[1])
         step("project_and_sample")
@@ -218,7 +219,7 @@ def release(
         )
         if spec.checks.enabled:
             gates, document = _run_checks(
-                spec, schema, train, holdout, synthetic, document, staging, rngs[5], step
+                spec, schema, (train, train_bins), holdout, synthetic, document, staging, rngs[5], step
             )
         passed = all(g["passed"] for g in gates)
         step("write_bundle")

@@ -18,21 +18,21 @@ from mechanisms.accounting import BudgetPlan
 from mechanisms.latent import LatentCode, from_latent
 from mechanisms.primitives import Measurement
 from mechanisms.schema import Schema
-from tasks.tables import bins_to_table, table_to_bins
+from tasks.tables import bins_to_table
 
 __all__ = ["decode", "encode", "estimate_private_moments", "project_and_sample"]
 
 
 @task(name="encode", cache_policy=NO_CACHE, persist_result=False)
 def encode(
-    table: pd.DataFrame,
+    bins: np.ndarray,
     schema: Schema,
     plan: BudgetPlan,
     params: fg.FactorGaussParams,
     rng: np.random.Generator,
 ) -> fg.Encoded:
     """Public bins → private marginals (stage ``marginals``) → bounded latent scores."""
-    encoded = fg.encode(table_to_bins(table, schema), schema, plan.stage("marginals"), params, rng=rng)
+    encoded = fg.encode(bins, schema, plan.stage("marginals"), params, rng=rng)
     get_run_logger().info("measured %d private marginals", len(encoded.marginals))
     return encoded
 
