@@ -103,7 +103,8 @@ def _scale(f: dict[str, Any]) -> list[str]:
     lines = [
         f"Input: {rows} rows drawn with replacement from Adult (seed {f['seed']}), "
         f"{cli['input_csv_mb']:.0f} MB of CSV written in {f['make_csv_s']:.1f} s (not counted); "
-        "the spec is `flows/demo/adult.yaml` with `dataset.path` pointing at it. "
+        "the spec is `flows/demo/adult.yaml` with `dataset.path` pointing at it, so each release also runs "
+        "the demo's post-release checks, report and gates. "
         "The runs share one PREFECT_HOME whose database a first, discarded 32k-row run created, "
         "as on a steward's machine after its first release (item 3 gives the cold first-run "
         "cost); any PREFECT_* variable of the caller's environment is removed. "
