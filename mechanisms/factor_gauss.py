@@ -39,9 +39,11 @@ from mechanisms.latent import (
 from mechanisms.marginals import measure_histograms, private_distribution
 from mechanisms.primitives import Measurement, measure
 from mechanisms.schema import Schema
+from mechanisms.synthesizer import MixedRows, Stage, Synthesizer
 
 __all__ = [
     "STAGE_WEIGHTS",
+    "SYNTHESIZER",
     "Encoded",
     "FactorGaussParams",
     "FactorGaussRelease",
@@ -232,3 +234,45 @@ def fit(
     corr, r = latent_model(moments, encoded.code, params)
     synthetic = from_latent(sample_latent(corr, m, rng=rng), encoded.code)
     return FactorGaussRelease(synthetic, (*encoded.marginals, moments), r)
+
+
+def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: FactorGaussParams, rng) -> Stage:
+    encoded = encode(rows.bins, schema, plan.stage("marginals"), params, rng=rng)
+    return Stage(encoded, encoded.marginals)
+
+
+def _estimate_stage(encoded: Encoded, plan: BudgetPlan, params: FactorGaussParams, rng) -> Stage:
+    moments = measure_moments(encoded.z, encoded.bound, plan.stage("moments"), rng=rng)
+    return Stage((moments, encoded.code), (moments,))
+
+
+def _sample_stage(state: tuple[Measurement, LatentCode], params: FactorGaussParams, m: int, rng) -> Stage:
+    moments, code = state
+    corr, r = latent_model(moments, code, params)
+    note = "given in the spec" if params.factors is not None else "chosen from the noisy eigenvalues"
+    return Stage((sample_latent(corr, m, rng=rng), code), facts={"factors_used": r, "factors_note": note})
+
+
+def _decode_stage(
+    state: tuple[np.ndarray, LatentCode], schema: Schema, params: FactorGaussParams, rng
+) -> MixedRows:
+    z, code = state
+    return MixedRows(from_latent(z, code))
+
+
+SYNTHESIZER = Synthesizer(
+    name="factor_gauss",
+    summary=(
+        "private marginals + private latent second moment -> factor model -> "
+        "fresh Gaussian rows decoded through the private marginals"
+    ),
+    notions=("zcdp", "pure"),
+    params_type=FactorGaussParams,
+    stage_weights=lambda schema, params: dict(STAGE_WEIGHTS),
+    defects=lambda params: [],
+    keeps_row_order=False,
+    encode=_encode_stage,
+    estimate=_estimate_stage,
+    sample=_sample_stage,
+    decode=_decode_stage,
+)

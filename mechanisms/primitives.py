@@ -26,6 +26,7 @@ __all__ = [
     "laplace_mechanism",
     "laplace_scale",
     "measure",
+    "unprotected",
 ]
 
 FLOAT_SAMPLER_NOTE = (
@@ -36,17 +37,23 @@ FLOAT_SAMPLER_NOTE = (
 
 @dataclass(frozen=True)
 class Measurement:
-    """A noisy statistic and the facts an auditor needs to check it."""
+    """A noisy statistic and the facts an auditor needs to check it.
+
+    ``defect`` is None for a measurement whose cost is a valid DP guarantee; otherwise it
+    says why not (a paper's too-small sensitivity, sorted noise, a value used without
+    noise). The ledger then marks the release *not differentially private*.
+    """
 
     name: str
     stage: str
     value: np.ndarray
-    mechanism: Literal["gaussian", "laplace"]
+    mechanism: Literal["gaussian", "laplace", "discrete_laplace", "none"]
     sensitivity: float
     norm: Literal["l1", "l2"]
     scale: float
     rho: float | None
     epsilon: float | None
+    defect: str | None = None
 
     def ledger_row(self) -> dict:
         """Everything but the value: safe to publish."""
@@ -60,6 +67,8 @@ class Measurement:
             "rho": self.rho,
             "epsilon": self.epsilon,
             "dimension": int(np.size(self.value)),
+            "differentially_private": self.defect is None,
+            "defect": self.defect,
         }
 
 
@@ -126,4 +135,12 @@ def measure(
         )
     return laplace_mechanism(
         value, l1_sensitivity=l1_sensitivity, epsilon=share, rng=rng, name=name, stage=stage
+    )
+
+
+def unprotected(value: np.ndarray, *, name: str, stage: str, defect: str) -> Measurement:
+    """A value computed from the data and used *without* noise (only a paper-literal
+    variant does this): recorded so the ledger shows it and marks the release non-DP."""
+    return Measurement(
+        name, stage, np.asarray(value, dtype=float), "none", 0.0, "l1", 0.0, None, None, defect
     )

@@ -95,6 +95,21 @@ class Continuous:
         idx = np.searchsorted(self.edges, t, side="right") - 1
         return np.clip(idx, 0, self.n_bins - 1).astype(np.int32)
 
+    def to_unit(self, values: np.ndarray) -> np.ndarray:
+        """Position in [0, 1] of each value on the public working scale (log1p for
+        ``transform="log"``): (f(x) − f(lower)) / (f(upper) − f(lower))."""
+        lo, hi = self._forward(self.lower), self._forward(self.upper)
+        t = self._forward(np.asarray(values, dtype=float))
+        return np.clip((t - lo) / (hi - lo), 0.0, 1.0)
+
+    def from_unit(self, unit: np.ndarray) -> np.ndarray:
+        """Inverse of ``to_unit`` after clipping to [0, 1]; rounded for integer columns."""
+        lo, hi = self._forward(self.lower), self._forward(self.upper)
+        x = np.clip(self._inverse(lo + np.clip(unit, 0.0, 1.0) * (hi - lo)), self.lower, self.upper)
+        if self.integer:
+            x = np.clip(np.round(x), math.ceil(self.lower), math.floor(self.upper))
+        return x
+
     def from_bins(self, bins: np.ndarray, uniform: np.ndarray) -> np.ndarray:
         """A value uniform inside each bin (working scale), back-transformed, rounded
         for integer columns and clipped to the public bounds."""

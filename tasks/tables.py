@@ -16,8 +16,17 @@ import pyarrow.csv as pa_csv
 
 from mechanisms.errors import DPReleaseError
 from mechanisms.schema import Continuous, Schema
+from mechanisms.synthesizer import MixedRows
 
-__all__ = ["DataError", "bins_to_table", "check_columns", "read_table", "table_to_bins"]
+__all__ = [
+    "DataError",
+    "bins_to_table",
+    "check_columns",
+    "read_table",
+    "rows_to_table",
+    "table_to_bins",
+    "table_to_rows",
+]
 
 _NUMERIC_NA = ["", "NA", "NaN", "nan", "null", "NULL"]
 
@@ -111,6 +120,30 @@ def table_to_bins(df: pd.DataFrame, schema: Schema) -> np.ndarray:
                 raise DataError(f"column '{c.name}': values must be in the declared list")
             out[:, j] = codes
     return out
+
+
+def table_to_rows(df: pd.DataFrame, bins: np.ndarray, schema: Schema) -> MixedRows:
+    """The public numeric view: ``bins`` plus continuous values on [0, 1] of the public
+    working scale (``Continuous.to_unit``); NaN in the other columns."""
+    unit = np.full(bins.shape, np.nan)
+    for j, c in enumerate(schema.columns):
+        if isinstance(c, Continuous):
+            unit[:, j] = c.to_unit(df[c.name].to_numpy(dtype=float))
+    return MixedRows(bins, unit)
+
+
+def rows_to_table(rows: MixedRows, schema: Schema, *, rng: np.random.Generator) -> pd.DataFrame:
+    """Synthetic rows → a table with the schema's columns and types. A continuous column
+    comes from ``rows.unit`` where the synthesizer set it, else from a uniform draw inside
+    its bin."""
+    if rows.unit is None:
+        return bins_to_table(rows.bins, schema, rng=rng)
+    table = bins_to_table(rows.bins, schema, rng=rng)
+    for j, c in enumerate(schema.columns):
+        if isinstance(c, Continuous) and not np.isnan(rows.unit[:, j]).any():
+            values = c.from_unit(rows.unit[:, j])
+            table[c.name] = values.astype(np.int64) if c.integer else values
+    return table
 
 
 def bins_to_table(bins: np.ndarray, schema: Schema, *, rng: np.random.Generator) -> pd.DataFrame:

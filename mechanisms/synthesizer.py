@@ -1,0 +1,82 @@
+"""The interface every synthesizer offers the release flow: four stages, one record.
+
+The flow runs, as separate Prefect tasks::
+
+    encode(rows, schema, plan, params, rng)      -> Stage   (may measure, e.g. marginals)
+    estimate(state, plan, params, rng)           -> Stage   (the private moments)
+    sample(state, params, m, rng)                -> Stage   (projection and sampling)
+    decode(state, schema, params, rng)           -> MixedRows
+
+Each ``Stage`` carries the state the next stage needs (it may hold confidential rows and
+never leaves the flow), the ``Measurement`` records made in it (the ledger's rows), and
+public ``facts`` for ``release.json`` (public parameters or post-processing of
+measurements, e.g. the number of factors chosen from noisy eigenvalues).
+
+Rows travel in the schema's public numeric view, ``MixedRows``: bin indices for every
+column (the category index for ordinal and nominal columns) and, for continuous
+columns, the position in [0, 1] of the value on the public working scale
+(``Continuous.to_unit``). Neither view uses anything but the declared schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mechanisms.accounting import BudgetPlan
+from mechanisms.primitives import Measurement
+from mechanisms.schema import Schema
+
+__all__ = ["MixedRows", "Stage", "Synthesizer"]
+
+
+@dataclass(frozen=True)
+class MixedRows:
+    """``bins``: (n, p) int bin / category indices. ``unit``: (n, p) float, a continuous
+    column's value on [0, 1] of its public working scale, NaN in other columns; ``None``
+    when a synthesizer works on bins only (values are then drawn inside each bin)."""
+
+    bins: np.ndarray = field(repr=False)
+    unit: np.ndarray | None = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return int(self.bins.shape[0])
+
+
+@dataclass(frozen=True)
+class Stage:
+    """What one stage hands on: ``state`` (possibly confidential), its measurements and
+    public facts."""
+
+    state: Any = field(repr=False)
+    measurements: tuple[Measurement, ...] = ()
+    facts: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Synthesizer:
+    """A mechanism the spec can name.
+
+    ``stage_weights(schema, params)`` gives the default budget split (stages a schema
+    does not need are absent, so no budget is allocated to them); ``defects(params)``
+    lists why a parameter choice is *not* differentially private (empty for a DP one);
+    ``keeps_row_order`` means the output has exactly one row per fitted input row, in
+    order; ``check(schema, params)`` raises ``ValueError`` (naming the parameter) when
+    the parameters do not fit the schema, before any data is read.
+    """
+
+    name: str
+    summary: str
+    notions: tuple[str, ...]
+    params_type: type
+    stage_weights: Callable[[Schema, Any], dict[str, float]]
+    defects: Callable[[Any], list[str]]
+    keeps_row_order: bool
+    encode: Callable[[MixedRows, Schema, BudgetPlan, Any, np.random.Generator], Stage]
+    estimate: Callable[[Any, BudgetPlan, Any, np.random.Generator], Stage]
+    sample: Callable[[Any, Any, int, np.random.Generator], Stage]
+    decode: Callable[[Any, Schema, Any, np.random.Generator], MixedRows]
+    check: Callable[[Schema, Any], None] = lambda schema, params: None
