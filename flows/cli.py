@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -212,13 +213,15 @@ def mechanisms() -> None:
     from mechanisms.registry import MECHANISMS
 
     table = Table(title="mechanisms")
-    for col in ("name", "accountants", "stages (default weights)", "what it does"):
+    for col in ("name", "accountants", "params (defaults)", "rows", "what it does"):
         table.add_column(col)
     for m in MECHANISMS.values():
+        defaults = m.params_type()
         table.add_row(
             m.name,
             ", ".join(m.notions),
-            ", ".join(f"{k}={v:g}" for k, v in m.stage_weights.items()),
+            "\n".join(f"{f.name}={getattr(defaults, f.name)!r}" for f in dataclasses.fields(defaults)),
+            "one per input row, in order" if m.keeps_row_order else "fresh draws",
             m.summary,
         )
     Console().print(table)

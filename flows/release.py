@@ -31,7 +31,7 @@ from tasks.checks.reports import flat_metrics
 from tasks.files import write_json
 from tasks.post_release import check_linkage, check_utility, write_report
 from tasks.synthesis import decode, encode, estimate_private_moments, project_and_sample
-from tasks.tables import table_to_bins
+from tasks.tables import table_to_bins, table_to_rows
 from tasks.validate import validate_input, validate_output
 
 __all__ = ["STAGES", "release", "set_progress"]
@@ -39,9 +39,9 @@ __all__ = ["STAGES", "release", "set_progress"]
 STAGES = {
     "validate_input": "validating the input against the public schema (GX)",
     "allocate_budget": "allocating the privacy budget",
-    "encode": "measuring private marginals and encoding",
-    "estimate_private_moments": "measuring the private latent second moment",
-    "project_and_sample": "fitting the factor model and sampling",
+    "encode": "encoding (and any private marginals or thresholds)",
+    "estimate_private_moments": "measuring the private moments",
+    "project_and_sample": "projecting and sampling",
     "decode": "decoding to the schema's types",
     "validate_output": "validating the synthetic data (GX)",
     "check_utility": "checking utility (internal report)",
@@ -188,31 +188,32 @@ def release(
         table = validate_input(spec, staging / "internal")
         step("allocate_budget")
         plan = allocate_budget(spec, staging / "public")
-        schema, params = spec.public_schema(), spec.mechanism_params()
+        schema, params, name = spec.public_schema(), spec.mechanism_params(), spec.mechanism.name
         rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(insecure_seed).spawn(6)]
         n = len(table)
         train, holdout = _holdout_split(table, spec.checks.holdout_fraction, rngs[4])
         m = spec.synthetic_rows or len(train)
         step("encode")
         train_bins = table_to_bins(train, schema)  # once: for encode and for the checks
-        encoded = encode(train_bins, schema, plan, params, rngs[0])
+        encoded = encode(name, table_to_rows(train, train_bins, schema), schema, plan, params, rngs[0])
         step("estimate_private_moments")
-        moments = estimate_private_moments(encoded, plan, rngs[1])
+        moments = estimate_private_moments(name, encoded.state, plan, params, rngs[1])
         step("project_and_sample")
-        z, factors = project_and_sample(moments, encoded.code, params, m, rngs[2])
+        sampled = project_and_sample(name, moments.state, params, m, rngs[2])
         step("decode")
-        synthetic = decode(z, encoded.code, schema, rngs[3])
+        synthetic = decode(name, sampled.state, schema, params, rngs[3])
         step("validate_output")
         validate_output(synthetic, schema, staging / "internal")
         gates: list[dict] = []
+        stages = (encoded, moments, sampled)
         document = release_document(
             spec,
             rid,
             plan,
-            [*encoded.marginals, moments],
+            [mm for st in stages for mm in st.measurements],
             n=n,
             m=m,
-            factors=factors,
+            facts={k: v for st in stages for k, v in st.facts.items()},
             insecure_seed=insecure_seed,
             started=started,
             n_fitted=len(train),

@@ -65,6 +65,7 @@ class PrivacySpec(_Strict):
     epsilon: float = Field(gt=0, le=100, allow_inf_nan=False)
     delta: float = Field(default=1e-6, ge=0, lt=1, allow_inf_nan=False)
     accountant: Literal["zcdp", "pure"] = "zcdp"
+    allow_non_dp: bool = False
 
     @model_validator(mode="after")
     def _delta_fits(self) -> PrivacySpec:
@@ -133,18 +134,42 @@ class ReleaseSpec(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> ReleaseSpec:
-        info = MECHANISMS[self.mechanism.name]
-        if self.privacy.accountant not in info.notions:
-            raise ValueError(f"accountant {self.privacy.accountant!r} is not supported by {info.name}")
-        unknown = sorted(set(self.allocation) - set(info.stage_weights))
+        synth = MECHANISMS[self.mechanism.name]
+        if self.privacy.accountant not in synth.notions:
+            raise ValueError(
+                f"privacy.accountant {self.privacy.accountant!r} is not supported by {synth.name}; "
+                f"use one of {list(synth.notions)}"
+            )
+        params = self.mechanism_params()  # raises on bad parameter values
+        schema = self.public_schema()  # raises on inconsistent columns
+        try:
+            synth.check(schema, params)
+        except ValueError as e:
+            raise ValueError(f"mechanism.{e}") from None
+        defects = synth.defects(params)
+        if defects and not self.privacy.allow_non_dp:
+            raise ValueError(
+                f"mechanism {synth.name} with these params is NOT differentially private "
+                f"({'; '.join(defects)}); set privacy.allow_non_dp: true to run it for comparison only "
+                "(the bundle is then marked not differentially private)"
+            )
+        if defects and self.privacy.accountant != "pure":
+            raise ValueError(
+                "a paper-literal variant reproduces a pure ε-DP paper; use privacy.accountant: pure"
+            )
+        weights = synth.stage_weights(schema, params)
+        unknown = sorted(set(self.allocation) - set(weights))
         if unknown:
-            raise ValueError(f"allocation stages {unknown} must be among {sorted(info.stage_weights)}")
+            raise ValueError(f"allocation stages {unknown} must be among {sorted(weights)}")
         bad = {k: w for k, w in self.allocation.items() if not (math.isfinite(w) and w > 0)}
         if bad:
             raise ValueError(f"allocation weights {bad} must be finite numbers > 0")
-        self.mechanism_params()  # raises on bad parameter values
-        self.public_schema()  # raises on inconsistent columns
-        self._check_checks(info.keeps_row_order)
+        if synth.keeps_row_order and self.synthetic_rows is not None:
+            raise ValueError(
+                f"synthetic_rows cannot be set for {synth.name}: it releases exactly one row per "
+                "fitted input row; remove synthetic_rows"
+            )
+        self._check_checks(synth.keeps_row_order)
         return self
 
     def _check_checks(self, keeps_row_order: bool) -> None:
@@ -178,7 +203,8 @@ class ReleaseSpec(_Strict):
         return self.release_id or f"{self.dataset.name}-{stamp}"
 
     def stage_weights(self) -> dict[str, float]:
-        return {**MECHANISMS[self.mechanism.name].stage_weights, **self.allocation}
+        synth = MECHANISMS[self.mechanism.name]
+        return {**synth.stage_weights(self.public_schema(), self.mechanism_params()), **self.allocation}
 
     def mechanism_params(self) -> Any:
         try:

@@ -40,6 +40,7 @@ from flows.spec import ReleaseSpec
 from mechanisms.accounting import BudgetPlan, zcdp_epsilon
 from mechanisms.errors import BudgetError, DPReleaseError
 from mechanisms.primitives import FLOAT_SAMPLER_NOTE, Measurement
+from mechanisms.registry import MECHANISMS
 from tasks.budget import plan_to_dict
 from tasks.files import sha256, write_json
 
@@ -57,17 +58,31 @@ NEIGHBOUR_STATEMENT = (
     "relation the number of input rows n is identical on neighbours, so it is treated as "
     "public: it is used without noise and published here; it is not protected."
 )
+ROW_ORDER_NOTE = (
+    "synthetic row i is computed from fitted input row i (plus noise); the rows keep the input's "
+    "order and count. The guarantee above still holds, but an analyst must not read a row as a "
+    "fresh draw."
+)
 _PACKAGES = ["dprelease", "numpy", "scipy", "pandas", "prefect", "great_expectations", "pydantic"]
 
 
-def ledger(plan: BudgetPlan, measurements: list[Measurement]) -> dict:
+def ledger(plan: BudgetPlan, measurements: list[Measurement], *, allow_non_dp: bool = False) -> dict:
     """Per-measurement rows, per-stage sums against the plan, and totals; refuses (raises)
-    if any stage or the total exceeds what the plan allows."""
+    if any stage or the total exceeds what the plan allows, or if a measurement is not DP
+    (``defect``) and the spec did not set ``privacy.allow_non_dp``. A value used without
+    noise (mechanism ``none``) costs nothing here, which is exactly why it makes the
+    release non-DP."""
     rows = [m.ledger_row() for m in measurements]
+    defects = [f"{r['stage']}/{r['statistic']}: {r['defect']}" for r in rows if r["defect"]]
+    if defects and not allow_non_dp:
+        raise BudgetError(
+            "measurements that are not differentially private were made without "
+            f"privacy.allow_non_dp: {'; '.join(defects)}"
+        )
     key = "rho" if plan.notion == "zcdp" else "epsilon"
     stages = []
     for s in plan.stages:
-        spent = math.fsum(r[key] for r in rows if r["stage"] == s.stage)
+        spent = math.fsum(r[key] or 0.0 for r in rows if r["stage"] == s.stage)
         allowed = s.rho if plan.notion == "zcdp" else s.epsilon
         if spent > allowed:
             raise BudgetError(f"stage '{s.stage}' spent {key} {spent!r} > its allocation {allowed!r}")
@@ -88,7 +103,12 @@ def ledger(plan: BudgetPlan, measurements: list[Measurement]) -> dict:
         totals = {"epsilon": total, "delta": 0.0, "conversion": "basic composition"}
     if eps > plan.epsilon:
         raise BudgetError(f"total epsilon spent ({eps!r}) exceeds privacy.epsilon ({plan.epsilon!r})")
-    return {"measurements": rows, "stages": stages, "totals": totals}
+    status = (
+        "differentially private"
+        if not defects
+        else "NOT differentially private: the totals are what the paper claims, not a guarantee"
+    )
+    return {"status": status, "defects": defects, "measurements": rows, "stages": stages, "totals": totals}
 
 
 def _git_commit() -> str:
@@ -124,28 +144,29 @@ def release_document(
     *,
     n: int,
     m: int,
-    factors: int,
+    facts: dict,
     insecure_seed: int | None,
     started: datetime,
     status: str = "released",
     n_fitted: int | None = None,
 ) -> dict:
     """``public/release.json``: what was released and how; no data path, no raw value.
-    ``n_fitted`` < n when ``checks.holdout_fraction`` keeps rows out of the release."""
+    ``n_fitted`` < n when ``checks.holdout_fraction`` keeps rows out of the release.
+    ``facts`` are the public facts the synthesis stages reported."""
+    book = ledger(plan, measurements, allow_non_dp=spec.privacy.allow_non_dp)
+    in_order = MECHANISMS[spec.mechanism.name].keeps_row_order
     return {
         "release_id": release_id,
         "dataset": spec.dataset.name,
         "status": status,
-        "differentially_private": True,
+        "differentially_private": not book["defects"],
         "spec": spec.public_dict(),
         "mechanism": {
             "name": spec.mechanism.name,
             "params": spec.mechanism.params,
-            "factors_used": factors,
-            "factors_note": "chosen from the noisy eigenvalues (post-processing)"
-            if spec.mechanism.params.get("factors") is None
-            else "given in the spec",
-            "rows_correspond_to_input_rows": False,
+            "facts": facts,
+            "rows_correspond_to_input_rows": in_order,
+            "rows_note": ROW_ORDER_NOTE if in_order else "synthetic rows are fresh draws",
         },
         "privacy": {
             "accountant": plan.notion,
@@ -156,7 +177,7 @@ def release_document(
             "holdout_fraction": spec.checks.holdout_fraction,
             "synthetic_rows": m,
             "budget_plan": plan_to_dict(plan),
-            "ledger": ledger(plan, measurements),
+            "ledger": book,
             "numerics": FLOAT_SAMPLER_NOTE,
         },
         "randomness": (
@@ -182,8 +203,12 @@ def _readme(doc: dict) -> str:
         "",
         f"Mechanism: {doc['mechanism']['name']}. Privacy: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP"
         f" under the replace-one neighbour relation ({doc['privacy']['accountant']} accounting).",
-        f"Rows: {doc['privacy']['synthetic_rows']} synthetic rows, freshly sampled; no row "
-        "corresponds to a person in the input.",
+        f"Rows: {doc['privacy']['synthetic_rows']} synthetic rows. "
+        + (
+            ROW_ORDER_NOTE
+            if doc["mechanism"]["rows_correspond_to_input_rows"]
+            else "Freshly sampled; no row corresponds to a person in the input."
+        ),
         NEIGHBOUR_STATEMENT,
         "",
         "synthetic.csv      the synthetic data, with the columns and types of the public schema",
@@ -191,6 +216,13 @@ def _readme(doc: dict) -> str:
         "budget_plan.json   the budget split fixed before the data was read",
         "manifest.json      sha256 of every file above",
     ]
+    if not doc["differentially_private"]:
+        lines[:0] = [
+            "NOT DIFFERENTIALLY PRIVATE: a paper-literal variant for comparison only "
+            "(privacy.allow_non_dp). Do not publish. Defects:",
+            *(f"  - {d}" for d in doc["privacy"]["ledger"]["defects"]),
+            "",
+        ]
     if not doc["randomness"]["fit_for_publication"]:
         lines.insert(0, "NOT FIT FOR PUBLICATION: made with a fixed (insecure) seed.")
     return "\n".join(lines) + "\n"

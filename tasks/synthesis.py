@@ -1,63 +1,59 @@
-"""The synthesis stages of ``factor_gauss`` as Prefect tasks.
+"""The four synthesis stages as Prefect tasks, for any registered mechanism.
 
-Policy for all four: ``cache_policy=NO_CACHE, persist_result=False``. ``encode`` and
-``estimate_private_moments`` take confidential rows; ``project_and_sample`` and
-``decode`` take only private outputs, but each draws fresh randomness for one release,
-so caching them would be wrong too. Nothing here logs a value computed from the data.
+Each task looks the mechanism up by name (``mechanisms.registry``) and runs its stage
+(``mechanisms.synthesizer``). Policy for all four: ``cache_policy=NO_CACHE,
+persist_result=False``: ``encode`` and ``estimate_private_moments`` take confidential
+rows, the state handed between stages may hold them too, and every stage draws fresh
+randomness for one release, so caching would be wrong. Logs carry only public facts
+(counts of measurements and the public facts a stage returns).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from mechanisms import factor_gauss as fg
 from mechanisms.accounting import BudgetPlan
-from mechanisms.latent import LatentCode, from_latent
-from mechanisms.primitives import Measurement
+from mechanisms.registry import MECHANISMS
 from mechanisms.schema import Schema
-from tasks.tables import bins_to_table
+from mechanisms.synthesizer import MixedRows, Stage
+from tasks.tables import rows_to_table
 
 __all__ = ["decode", "encode", "estimate_private_moments", "project_and_sample"]
 
 
+def _log(stage: Stage, what: str) -> Stage:
+    get_run_logger().info("%s: %d measurement(s)", what, len(stage.measurements))
+    return stage
+
+
 @task(name="encode", cache_policy=NO_CACHE, persist_result=False)
 def encode(
-    bins: np.ndarray,
-    schema: Schema,
-    plan: BudgetPlan,
-    params: fg.FactorGaussParams,
-    rng: np.random.Generator,
-) -> fg.Encoded:
-    """Public bins → private marginals (stage ``marginals``) → bounded latent scores."""
-    encoded = fg.encode(bins, schema, plan.stage("marginals"), params, rng=rng)
-    get_run_logger().info("measured %d private marginals", len(encoded.marginals))
-    return encoded
+    mechanism: str, rows: MixedRows, schema: Schema, plan: BudgetPlan, params: Any, rng: np.random.Generator
+) -> Stage:
+    """Confidential rows → the mechanism's encoding (may measure, e.g. marginals)."""
+    return _log(MECHANISMS[mechanism].encode(rows, schema, plan, params, rng), "encode")
 
 
 @task(name="estimate_private_moments", cache_policy=NO_CACHE, persist_result=False)
-def estimate_private_moments(encoded: fg.Encoded, plan: BudgetPlan, rng: np.random.Generator) -> Measurement:
-    """The noisy latent second moment (stage ``moments``)."""
-    return fg.measure_moments(encoded.z, encoded.bound, plan.stage("moments"), rng=rng)
+def estimate_private_moments(
+    mechanism: str, state: Any, plan: BudgetPlan, params: Any, rng: np.random.Generator
+) -> Stage:
+    """The private moments (second moments, loadings, means)."""
+    return _log(MECHANISMS[mechanism].estimate(state, plan, params, rng), "estimate_private_moments")
 
 
 @task(name="project_and_sample", cache_policy=NO_CACHE, persist_result=False)
-def project_and_sample(
-    moments: Measurement,
-    code: LatentCode,
-    params: fg.FactorGaussParams,
-    m: int,
-    rng: np.random.Generator,
-) -> tuple[np.ndarray, int]:
-    """Factor model from the noisy moments, then m fresh latent rows (post-processing)."""
-    corr, r = fg.latent_model(moments, code, params)
-    get_run_logger().info("factor model with r=%d of p=%d factors", r, len(code.cdfs))
-    return fg.sample_latent(corr, m, rng=rng), r
+def project_and_sample(mechanism: str, state: Any, params: Any, m: int, rng: np.random.Generator) -> Stage:
+    """Projection and sampling of m rows (post-processing, or a last measurement)."""
+    return _log(MECHANISMS[mechanism].sample(state, params, m, rng), "project_and_sample")
 
 
 @task(name="decode", cache_policy=NO_CACHE, persist_result=False)
-def decode(z: np.ndarray, code: LatentCode, schema: Schema, rng: np.random.Generator) -> pd.DataFrame:
-    """Latent rows → bins through the private CDFs → values of the schema's types."""
-    return bins_to_table(from_latent(z, code), schema, rng=rng)
+def decode(mechanism: str, state: Any, schema: Schema, params: Any, rng: np.random.Generator) -> pd.DataFrame:
+    """Synthetic rows → values of the schema's types (post-processing)."""
+    return rows_to_table(MECHANISMS[mechanism].decode(state, schema, params, rng), schema, rng=rng)
