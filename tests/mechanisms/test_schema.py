@@ -61,3 +61,28 @@ def test_log_bins_are_equal_width_on_log1p_scale():
 def test_schema_errors_name_the_column_and_rule(make, message):
     with pytest.raises(SchemaError, match=re.escape(message)):
         make()
+
+
+@pytest.mark.parametrize(
+    "col",
+    [
+        Continuous("x", -3.0, 5.0),
+        Continuous("age", 17, 90, integer=True),
+        Continuous("gain", 0, 99999, integer=True, transform="log"),
+    ],
+)
+def test_unit_scale_round_trips_and_stays_in_bounds(col, rng):
+    x = rng.uniform(col.lower, col.upper, size=2000)
+    if col.integer:
+        x = np.round(x)
+    u = col.to_unit(x)
+    assert u.min() >= 0.0 and u.max() <= 1.0
+    np.testing.assert_allclose(col.from_unit(u), x, rtol=1e-9, atol=1e-9)
+    # out-of-range positions are clipped to the public bounds
+    assert col.from_unit(np.array([-0.5, 1.5])).tolist() == [col.lower, col.upper]
+
+
+def test_unit_scale_is_linear_on_log1p_for_log_columns():
+    col = Continuous("gain", 0.0, 1e4, transform="log")
+    mid = col.from_unit(np.array([0.5]))[0]
+    assert mid == pytest.approx(np.expm1(np.log1p(1e4) / 2))
