@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 from typing import Any
 
-ITEMS = ("mechanism", "scale", "demo", "utility", "peers")
+ITEMS = ("mechanism", "scale", "demo", "utility", "peers", "dpfm", "ron_gauss", "private_pca")
+REPRODUCTIONS = ("dpfm", "ron_gauss", "private_pca")  # benchmarks/repro_<item>.py: run() and render()
 TITLES = {
     "mechanism": "1. Mechanism time on Adult (in-process, no Prefect)",
     "scale": "2. 1,000,000 rows × 15 columns through the CLI release",
     "demo": "3. `make demo` wall time",
     "utility": "4. Utility at ε = 1, δ = 1e-6 (Adult, 80/20 split)",
     "peers": "5. Peer benchmark: factor_gauss, smartnoise-synth MST and AIM at ε = 1 (Adult, 80/20 split)",
+    "dpfm": "6. Reproduction: DPFM (Zhang, Xu, Tang, Qu), simulations I/II and Adult",
+    "ron_gauss": "7. Reproduction: RON-Gauss (Chanyaswad, Liu, Mittal), the three tasks at ε = 1",
+    "private_pca": "8. Reproduction: private PCA + low-dimensional synthesis (He, Strohmer, Vershynin, Zhu)",
 }
 PEER_VENV = "python3 -m venv .venv-peers && .venv-peers/bin/pip install torch==2.13.0 smartnoise-synth"
 SERVER_VARS = "PREFECT_SERVER_ANALYTICS_ENABLED=false PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=90"
@@ -434,6 +439,9 @@ def section(item: str, entry: dict[str, Any] | None) -> list[str]:
         return [*lines, f"Not measured yet: run `.venv/bin/python benchmarks/run.py{run}.", ""]
     if item == "peers":
         return [*lines, *_machine(entry), *_peers(entry["figures"], entry["machine"])]
+    if item in REPRODUCTIONS:
+        render = importlib.import_module(f"repro_{item}").render
+        return [*lines, *_machine(entry), *render(entry["figures"]), ""]
     return [*lines, *_machine(entry), *RENDER[item](entry["figures"])]
 
 

@@ -4,13 +4,16 @@ Items: 1 ``mechanism`` (in-process time on Adult), 2 ``scale`` (1M rows through 
 the slowest, skipped by ``--quick``), 3 ``demo`` (``make demo`` wall time), 4 ``utility``
 (1-way TVD and income AUC at ε = 1), 5 ``peers`` (``factor_gauss`` beside smartnoise-synth's
 MST and AIM; needs a separate venv, see ``benchmarks/peers.py``, and runs only when named:
-``--only peers``). Results are merged into ``benchmarks/results.json`` (items not rerun keep
+``--only peers``), 6–8 the papers' reproductions ``dpfm``, ``ron_gauss``, ``private_pca``
+(``benchmarks/repro_<item>.py``; ``--quick`` runs them with fewer seeds). Results are
+merged into ``benchmarks/results.json`` (items not rerun keep
 their last figures) and BENCHMARKS.md is rewritten from it.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import tempfile
@@ -19,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_common import REPO, load_adult, machine, now_utc, timed
-from bench_report import ITEMS, markdown, section
+from bench_report import ITEMS, REPRODUCTIONS, markdown, section
 from peers import DEFAULT_AIM_TIMEOUT_S, DEFAULT_PEER_PYTHON, DEFAULT_SEEDS
 
 RESULTS = REPO / "benchmarks" / "results.json"
@@ -83,7 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="skip item 2 (1M rows through the CLI)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="skip item 2 (1M rows through the CLI); items 6-8 with fewer seeds",
+    )
     parser.add_argument("--only", choices=ITEMS, action="append", help="run only this item (repeatable)")
     parser.add_argument("--repeats", type=int, default=5, help="timing repeats of items 1 and 2 (default 5)")
     parser.add_argument("--seeds", type=int, default=5, help="release seeds of item 4 (default 5)")
@@ -119,7 +126,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {item} ...", flush=True)
         t0 = time.perf_counter()
         info = machine()
-        figures = _peers(args) if item == "peers" else RUNNERS[item](args.repeats, args.seeds)
+        if item == "peers":
+            figures = _peers(args)
+        elif item in REPRODUCTIONS:
+            figures = importlib.import_module(f"repro_{item}").run(quick=args.quick)
+        else:
+            figures = RUNNERS[item](args.repeats, args.seeds)
         command = ".venv/bin/python benchmarks/run.py --only " + item
         if item == "peers" and args.peer_seeds != DEFAULT_SEEDS:
             command += f" --peer-seeds {args.peer_seeds}"
@@ -127,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
             command += f" --aim-timeout {args.aim_timeout:g}"
         if item in ("mechanism", "scale") and args.repeats != 5:
             command += f" --repeats {args.repeats}"
+        if item in REPRODUCTIONS and args.quick:
+            command += " --quick"
         if item == "utility" and args.seeds != 5:
             command += f" --seeds {args.seeds}"
         results[item] = {
