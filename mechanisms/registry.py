@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from mechanisms import dpfm, factor_gauss
+from mechanisms import dpfm, factor_gauss, ron_gauss
 from mechanisms.synthesizer import Synthesizer
 
 __all__ = ["MECHANISMS"]
 
-MECHANISMS: dict[str, Synthesizer] = {s.name: s for s in (factor_gauss.SYNTHESIZER, dpfm.SYNTHESIZER)}
+MECHANISMS: dict[str, Synthesizer] = {
+    s.name: s for s in (factor_gauss.SYNTHESIZER, dpfm.SYNTHESIZER, ron_gauss.SYNTHESIZER)
+}
