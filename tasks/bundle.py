@@ -198,10 +198,13 @@ def release_document(
 
 def _readme(doc: dict) -> str:
     t = doc["privacy"]["ledger"]["totals"]
+    dp = doc["differentially_private"]
+    kind = "differentially private" if dp else "NOT differentially private"
     lines = [
-        f"differentially private synthetic data: release {doc['release_id']} of '{doc['dataset']}'",
+        f"{kind} synthetic data: release {doc['release_id']} of '{doc['dataset']}'",
         "",
         f"Mechanism: {doc['mechanism']['name']}. Privacy: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP"
+        f"{'' if dp else ' as the paper claims, NOT as a guarantee,'}"
         f" under the replace-one neighbour relation ({doc['privacy']['accountant']} accounting).",
         f"Rows: {doc['privacy']['synthetic_rows']} synthetic rows. "
         + (
@@ -216,15 +219,15 @@ def _readme(doc: dict) -> str:
         "budget_plan.json   the budget split fixed before the data was read",
         "manifest.json      sha256 of every file above",
     ]
-    if not doc["differentially_private"]:
+    if not doc["randomness"]["fit_for_publication"]:
+        lines.insert(0, "NOT FIT FOR PUBLICATION: made with a fixed (insecure) seed.")
+    if not dp:
         lines[:0] = [
             "NOT DIFFERENTIALLY PRIVATE: a paper-literal variant for comparison only "
             "(privacy.allow_non_dp). Do not publish. Defects:",
             *(f"  - {d}" for d in doc["privacy"]["ledger"]["defects"]),
             "",
         ]
-    if not doc["randomness"]["fit_for_publication"]:
-        lines.insert(0, "NOT FIT FOR PUBLICATION: made with a fixed (insecure) seed.")
     return "\n".join(lines) + "\n"
 
 

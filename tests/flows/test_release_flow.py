@@ -133,6 +133,58 @@ def test_existing_release_is_never_overwritten_and_pure_dp_works(tmp_path):
     assert weights == {"marginals": 0.5, "moments": 3.0}
 
 
+PURE = {"epsilon": 2.0, "delta": 0.0, "accountant": "pure"}
+PAPER_MECHANISMS = [
+    ("dpfm", {}, True, ["thresholds", "loadings", "scores"]),
+    (
+        "ron_gauss",
+        {"task": "classification", "label": "income"},
+        False,
+        ["class_counts", "mean", "covariance"],
+    ),
+    ("ron_gauss", {"task": "regression", "label": "age"}, False, ["mean", "covariance"]),
+]
+
+
+@pytest.mark.parametrize(("name", "params", "in_order", "stages"), PAPER_MECHANISMS)
+def test_paper_mechanisms_release_end_to_end(tmp_path, name, params, in_order, stages):
+    """Each paper's mechanism runs through the same flow, with its own ledger stages."""
+    spec = write_spec(tmp_path, adult_rows(500), privacy=PURE, mechanism={"name": name, "params": params})
+    out = tmp_path / "out"
+    release(str(spec), str(out), release_id="m", insecure_seed=5)
+    public = out / "m" / "public"
+    doc = json.loads((public / "release.json").read_text())
+    assert doc["differentially_private"] is True and doc["privacy"]["ledger"]["defects"] == []
+    assert [s["stage"] for s in doc["privacy"]["ledger"]["stages"]] == stages
+    for s in doc["privacy"]["ledger"]["stages"]:
+        assert 0 < s["epsilon_spent"] <= s["epsilon_allocated"]
+    assert doc["mechanism"]["rows_correspond_to_input_rows"] is in_order
+    synthetic = pd.read_csv(public / "synthetic.csv")
+    assert list(synthetic.columns) == list(adult_rows(1).columns)
+    assert len(synthetic) == doc["privacy"]["rows_fitted"]
+    readme = (public / "README.txt").read_text()
+    assert ("input row at the same position" in readme or "row i is computed" in readme) is in_order
+
+
+def test_paper_literal_variant_is_marked_not_dp(tmp_path):
+    """variant: paper runs only with allow_non_dp, and the bundle says it is not DP."""
+    spec = write_spec(
+        tmp_path,
+        adult_rows(500),
+        privacy={**PURE, "allow_non_dp": True},
+        mechanism={"name": "dpfm", "params": {"variant": "paper", "factors": None}},
+    )
+    release(str(spec), str(tmp_path / "out"), release_id="p", insecure_seed=5)
+    public = tmp_path / "out" / "p" / "public"
+    doc = json.loads((public / "release.json").read_text())
+    assert doc["differentially_private"] is False
+    ledger = doc["privacy"]["ledger"]
+    assert ledger["status"].startswith("NOT differentially private")
+    assert any("sorts the Laplace noise" in d for d in ledger["defects"])
+    assert any(m["mechanism"] == "none" for m in ledger["measurements"])
+    assert (public / "README.txt").read_text().startswith("NOT DIFFERENTIALLY PRIVATE")
+
+
 def _text(output: str) -> str:
     """The CLI's words without rich's panel borders and line wrapping."""
     return " ".join(re.sub("[│╭╮╰╯─]", " ", output).split())
