@@ -144,6 +144,37 @@ CASES = [
         "gate correct_link_rate applies only to mechanisms that keep row order, not factor_gauss",
     ),
     (
+        "paper variant without allow_non_dp",
+        lambda s: s.update(
+            privacy={"epsilon": 1, "delta": 0, "accountant": "pure"},
+            mechanism={"name": "dpfm", "params": {"variant": "paper"}},
+        ),
+        "mechanism dpfm with these params is NOT differentially private",
+    ),
+    (
+        "paper variant under zcdp",
+        lambda s: s.update(
+            privacy={"epsilon": 1, "delta": 1e-6, "allow_non_dp": True},
+            mechanism={"name": "ron_gauss", "params": {"variant": "paper"}},
+        ),
+        "a paper-literal variant reproduces a pure ε-DP paper; use privacy.accountant: pure",
+    ),
+    (
+        "rows of a row-keeping mechanism",
+        lambda s: s.update(mechanism={"name": "dpfm"}, synthetic_rows=10),
+        "synthetic_rows cannot be set for dpfm",
+    ),
+    (
+        "label of the wrong kind",
+        lambda s: s.update(mechanism={"name": "ron_gauss", "params": {"task": "regression", "label": "sex"}}),
+        "params.label ('sex') must be a continuous column for task 'regression', not nominal",
+    ),
+    (
+        "stage the schema does not need",
+        lambda s: s.update(mechanism={"name": "ron_gauss"}, allocation={"class_counts": 1}),
+        "allocation stages ['class_counts'] must be among ['covariance', 'mean']",
+    ),
+    (
         "gates while disabled",
         lambda s: s["checks"].update(enabled=False),
         "checks.gates need checks.enabled: true",
