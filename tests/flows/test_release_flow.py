@@ -143,6 +143,7 @@ PAPER_MECHANISMS = [
         ["class_counts", "mean", "covariance"],
     ),
     ("ron_gauss", {"task": "regression", "label": "age"}, False, ["mean", "covariance"]),
+    ("private_pca", {}, False, ["covariance", "mean", "measure"]),
 ]
 
 

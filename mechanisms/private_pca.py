@@ -1,0 +1,606 @@
+"""``private_pca``: DP synthetic data near a private low-dimensional affine subspace.
+
+He, Strohmer, Vershynin, Zhu, *Differentially private low-dimensional synthetic data
+from high-dimensional datasets* (Algorithms 1–4, §6). Rows x ∈ [0, 1]^d (the public-box
+design matrix, ``mechanisms.design``); replace-one neighbours, n public. Pure ε-DP.
+
+Stages (ledger names, default weights ⅓ each, Alg 1's ε/3 split):
+
+1. ``covariance`` (Alg 2, ε₁) — the centred covariance M plus a symmetric Laplace matrix.
+2. ``mean`` (Alg 3 step 2, ε₂) — the mean plus Laplace noise. Then, as post-processing:
+   V̂ = top-d' eigenvectors of M̂, R = √d + ‖X̄_priv‖₂, d' given or by the §6 rule.
+3. ``measure`` (Alg 4, PMM, ε₃) — noisy counts of a_i = V̂ᵀ(x_i − X̄_priv) in every cell
+   of a binary hierarchical partition of [−R, R]^{d'}, one discrete-Laplace measurement
+   per level. Then, as post-processing: consistent counts, points uniform in the leaf
+   cells, x'' = V̂a' + X̄_priv (the *same* private mean), clipped to [0, 1]^d.
+
+Privacy: the three stages compose, ε = ε₁ + ε₂ + ε₃ (adaptively: V̂ and X̄_priv are fixed
+outputs of stages 1–2 when stage 3 runs, and a_i depends on record i only).
+
+Paper defects (variant ``"corrected"`` fixes them; variant ``"paper"`` keeps them and
+marks its measurements with a ``defect``):
+
+* Alg 4, σ_j = ε⁻¹·2^{(1/2)(1−1/d')(r−j)}: not normalised. Level j costs Δ/σ_j, so the
+  tree costs ε·Δ·S with S = Σ_{k=0}^{r} 2^{−k(1−1/d')/2} > 1 (S ≈ 5.95 for d' = 2,
+  r = 16; S = r + 1 for d' = 1). We keep the shape of σ_j and scale it so Σ_j Δ/σ_j = ε₃.
+* Alg 4 / [31] count with histogram sensitivity 1 (add/remove). Under replace-one a point
+  leaves one cell and enters another at every level: L1 sensitivity 2 per level (Δ = 2).
+  The root count is n, public under replace-one, so the corrected variant uses it
+  without noise (the paper's noisy root costs nothing here; it only makes m random).
+* Prop 3.3's proof adds Lap(1/(εn)) to the mean: a typo for Alg 3's Lap(d/(ε₂n)) (L1
+  sensitivity d/n), which both variants use.
+* §6 writes singular values σ_i(M̂): for an indefinite M̂ those are |λ_i|, so negative
+  noise eigenvalues would count as signal; we use algebraic eigenvalues (``eigh``), sort
+  them descending and clamp the tail sum at 0 (post-processing either way). Likewise V̂
+  takes the largest *algebraic* eigenvalues, not an SVD of M̂.
+
+Underspecified choices (documented here): level j (1-based) splits coordinate
+(j − 1) mod d' at its midpoint; consistency is proportional to the clamped noisy children
+with largest-remainder rounding (random tie-break, even split when both are 0); leaf
+points are uniform in their cell; m output rows are spread over leaves in proportion to
+the consistent leaf counts (largest remainder); ε₃ enters the §6 rule and the depth.
+PSMM (Alg 5) is not implemented: PMM serves every d' (the paper allows it, at a √d'
+accuracy cost). Noise uses numpy's samplers (``primitives.FLOAT_SAMPLER_NOTE``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from mechanisms.accounting import BudgetPlan, split_budget
+from mechanisms.design import design
+from mechanisms.primitives import Measurement, laplace_mechanism
+from mechanisms.schema import Schema
+from mechanisms.synthesizer import MixedRows, Stage, Synthesizer
+
+__all__ = [
+    "MAX_DEPTH",
+    "STAGE_WEIGHTS",
+    "SYNTHESIZER",
+    "LevelPlan",
+    "NoisyTree",
+    "PrivatePCAParams",
+    "Projection",
+    "adaptive_dims",
+    "allocate",
+    "consistent_counts",
+    "covariance",
+    "covariance_sensitivity",
+    "default_depth",
+    "discrete_laplace",
+    "leaf_points",
+    "level_counts",
+    "level_plan",
+    "lift",
+    "measure_tree",
+    "noisy_covariance",
+    "paper_defects",
+    "pmm",
+    "pmm_points",
+    "private_covariance",
+    "private_mean",
+    "private_projection",
+    "project",
+    "synthesize",
+    "top_eigenvectors",
+]
+
+Variant = Literal["corrected", "paper"]
+STAGE_WEIGHTS = {"covariance": 1 / 3, "mean": 1 / 3, "measure": 1 / 3}
+MAX_DEPTH = 24
+"""Public cap on the PMM depth r (2^r leaves, ≈ 2^{r+1} counts in memory)."""
+
+
+@dataclass(frozen=True)
+class PrivatePCAParams:
+    """Public hyperparameters. ``dims`` (d') None: the §6 rule on the noisy covariance;
+    ``depth`` (r) None: ⌈log₂(ε₃n)⌉ clamped to [1, ``MAX_DEPTH``]."""
+
+    variant: Variant = "corrected"
+    dims: int | None = None
+    depth: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.variant not in ("corrected", "paper"):
+            raise ValueError(f"params.variant ({self.variant!r}) must be 'corrected' or 'paper'")
+        if self.dims is not None and not (_is_int(self.dims) and self.dims >= 1):
+            raise ValueError(f"params.dims ({self.dims!r}) must be an integer >= 1")
+        if self.depth is not None and not (_is_int(self.depth) and 1 <= self.depth <= MAX_DEPTH):
+            raise ValueError(f"params.depth ({self.depth!r}) must be an integer in [1, {MAX_DEPTH}]")
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int | np.integer) and not isinstance(v, bool)
+
+
+# ---------------------------------------------------------------- Alg 2: covariance
+
+
+def covariance(x: np.ndarray) -> np.ndarray:
+    """M = (1/(n−1)) Σ_i (x_i − X̄)(x_i − X̄)ᵀ, a d×d matrix (n ≥ 2)."""
+    return np.atleast_2d(np.cov(x, rowvar=False, ddof=1))
+
+
+def covariance_sensitivity(n: int, d: int) -> float:
+    """L1 sensitivity 3d²/n of the vector u = (M_ij for i < j, M_ii/2), rows in [0, 1]^d.
+
+    Alg 2 adds Lap(σ) to M_ij (i < j, mirrored) and Lap(2σ) to M_ii, i.e. Lap(σ) to every
+    entry of u, with σ = 3d²/(ε₁n); its proof bounds |ΔM_ij| ≤ 6/n, so
+    ‖Δu‖₁ = ½Σ_{i,j}|ΔM_ij| ≤ 3d²/n and b = ‖Δu‖₁/ε₁ = σ: sound, but loose:
+    writing M = (1/(2n(n−1))) Σ_{k,l} (x_k − x_l)(x_k − x_l)ᵀ, replacing x_k changes the
+    2(n−1) ordered pairs that involve k, each entry of a term lies in [−1, 1] (diagonal
+    [0, 1]), so |ΔM_ij| ≤ 2/n off the diagonal and ≤ 1/n on it, ‖Δu‖₁ ≤ (d² − d/2)/n.
+    On {0, ½, 1}², n ≤ 4 the exact worst case is ‖Δu‖₁ = 2/n, 6× below 3d²/n (see
+    tests/mechanisms/test_private_pca.py). We keep the paper's constant, as specified.
+    """
+    return 3.0 * d * d / n
+
+
+def _triangle(d: int) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """Upper-triangle indices (with diagonal) and weights 1 (off) / ½ (diagonal)."""
+    iu = np.triu_indices(d)
+    return iu, np.where(iu[0] == iu[1], 0.5, 1.0)
+
+
+def private_covariance(
+    x: np.ndarray, epsilon: float, rng: np.random.Generator, *, stage: str = "covariance"
+) -> Measurement:
+    """Alg 2 as one Laplace measurement of u = (M_ij, i < j; M_ii/2) with Δ₁ = 3d²/n
+    (``covariance_sensitivity``) and scale b = 3d²/(εn); ``noisy_covariance`` rebuilds M̂."""
+    n, d = _check_rows(x)
+    iu, w = _triangle(d)
+    return laplace_mechanism(
+        covariance(x)[iu] * w,
+        l1_sensitivity=covariance_sensitivity(n, d),
+        epsilon=epsilon,
+        rng=rng,
+        name="covariance",
+        stage=stage,
+    )
+
+
+def noisy_covariance(measurement: Measurement, d: int) -> np.ndarray:
+    """M̂ = M + A: off-diagonal entries u_ij mirrored, diagonal 2·u_ii (noise Lap(2σ))."""
+    iu, w = _triangle(d)
+    m = np.zeros((d, d))
+    m[iu] = measurement.value / w
+    return m + np.triu(m, 1).T
+
+
+# ---------------------------------------------------------------- Alg 3: mean, projection
+
+
+def private_mean(
+    x: np.ndarray, epsilon: float, rng: np.random.Generator, *, stage: str = "mean"
+) -> Measurement:
+    """X̄_priv = X̄ + Lap(d/(εn))^d. Replace-one changes X̄ by (x − x')/n, and
+    ‖x − x'‖₁ ≤ d on [0, 1]^d, so Δ₁ = d/n (attained by 0 vs 1). Alg 3 step 2; the
+    Prop 3.3 proof's Lap(1/(εn)) is a typo (it would be ε·d-DP)."""
+    n, d = _check_rows(x)
+    return laplace_mechanism(
+        x.mean(axis=0), l1_sensitivity=d / n, epsilon=epsilon, rng=rng, name="mean", stage=stage
+    )
+
+
+def top_eigenvectors(mhat: np.ndarray, dims: int) -> np.ndarray:
+    """d×d' matrix of orthonormal eigenvectors of the symmetric M̂ for its d' largest
+    *algebraic* eigenvalues (``eigh``). M̂ may be indefinite; an SVD would rank
+    eigenvectors by |λ| and could pick a large negative noise direction."""
+    _, vectors = np.linalg.eigh(mhat)
+    return vectors[:, ::-1][:, :dims]
+
+
+def adaptive_dims(mhat: np.ndarray, epsilon: float, n: int) -> int:
+    """§6: d' = argmin_{2≤k≤d} √(max(0, Σ_{i>k} λ_i(M̂))) + √(d/k)·(εn)^{−1/k}, with λ the
+    algebraic eigenvalues of M̂ in descending order (see the module docstring on σ_i);
+    d = 1 gives 1. Post-processing of M̂ and public (ε, n)."""
+    d = mhat.shape[0]
+    if d == 1:
+        return 1
+    lam = np.linalg.eigvalsh(mhat)[::-1]
+    ks = np.arange(2, d + 1)
+    tails = np.array([max(0.0, float(lam[k:].sum())) for k in ks])
+    objective = np.sqrt(tails) + np.sqrt(d / ks) * (epsilon * n) ** (-1.0 / ks)
+    return int(ks[np.argmin(objective)])
+
+
+@dataclass(frozen=True)
+class Projection:
+    """Private affine subspace: ``basis`` V̂ (d×d'), ``mean`` X̄_priv, ``radius``
+    R = √d + ‖X̄_priv‖₂, and whether d' came from the §6 rule."""
+
+    basis: np.ndarray = field(repr=False)
+    mean: np.ndarray = field(repr=False)
+    radius: float
+    adaptive: bool
+
+    @property
+    def dims(self) -> int:
+        return int(self.basis.shape[1])
+
+
+def private_projection(
+    cov: Measurement, mean: Measurement, dims: int | None, epsilon_measure: float, n: int
+) -> Projection:
+    """Post-processing of stages 1–2: d' (given or ``adaptive_dims`` with ε₃), V̂, R."""
+    d = int(np.size(mean.value))
+    mhat = noisy_covariance(cov, d)
+    if dims is not None and dims > d:
+        raise ValueError(f"params.dims ({dims}) must be at most the data dimension ({d})")
+    k = dims if dims is not None else adaptive_dims(mhat, epsilon_measure, n)
+    radius = math.sqrt(d) + float(np.linalg.norm(mean.value))
+    return Projection(top_eigenvectors(mhat, k), np.asarray(mean.value, dtype=float), radius, dims is None)
+
+
+def project(x: np.ndarray, projection: Projection) -> np.ndarray:
+    """a_i = V̂ᵀ(x_i − X̄_priv): ‖a_i‖₂ ≤ ‖x_i‖₂ + ‖X̄_priv‖₂ ≤ √d + ‖X̄_priv‖₂ = R, so
+    every a_i lies in the cube [−R, R]^{d'} that PMM partitions."""
+    return (x - projection.mean) @ projection.basis
+
+
+def lift(points: np.ndarray, projection: Projection) -> np.ndarray:
+    """Alg 1 end: x'' = V̂a' + X̄_priv (the same private mean), clipped to [0, 1]^d (the
+    ℓ∞ metric projection). Post-processing."""
+    return np.clip(points @ projection.basis.T + projection.mean, 0.0, 1.0)
+
+
+# ---------------------------------------------------------------- Alg 4: PMM
+
+
+def default_depth(epsilon: float, n: int) -> int:
+    """r = ⌈log₂(ε₃n)⌉ (Alg 4), clamped to [1, ``MAX_DEPTH``]."""
+    return int(min(MAX_DEPTH, max(1, math.ceil(math.log2(epsilon * n)))))
+
+
+def _shape(dims: int, depth: int, levels: np.ndarray) -> np.ndarray:
+    """The paper's relative scales 2^{(1/2)(1−1/d')(r−j)}."""
+    return 2.0 ** (0.5 * (1.0 - 1.0 / dims) * (depth - levels))
+
+
+@dataclass(frozen=True)
+class LevelPlan:
+    """Per-level discrete-Laplace scales σ_j, the ε_j each measurement records and the
+    L1 sensitivity it records, for ``levels`` (1..r corrected, 0..r paper)."""
+
+    levels: tuple[int, ...]
+    scales: tuple[float, ...]
+    epsilons: tuple[float, ...]
+    sensitivity: float
+
+
+def level_plan(epsilon: float, depth: int, dims: int, variant: Variant) -> LevelPlan:
+    """Noise scales of the PMM tree.
+
+    corrected: levels j = 1..r; each level's count vector has L1 sensitivity 2 under
+    replace-one (one cell −1, another +1; ``tests`` enumerate it), so Lap_Z(σ_j) costs
+    ε_j = 2/σ_j. σ_j = c·2^{(1/2)(1−1/d')(r−j)} with c = (2/ε₃)·Σ_j 2^{−(1/2)(1−1/d')(r−j)},
+    so Σ_j 2/σ_j = ε₃; σ_j and ε_j are rounded up, then σ's are nudged up until the
+    recorded ε_j sum (``math.fsum`` and ``sum``) is ≤ ε₃. The root (n) is public.
+
+    paper: levels j = 0..r with the literal σ_j = ε₃⁻¹·2^{(1/2)(1−1/d')(r−j)} and the
+    paper's sensitivity 1; the recorded ε_j split ε₃ in proportion to 1/σ_j (the claim).
+    True cost under replace-one: 2/σ_j for j ≥ 1, 0 for the root (``paper_defects``).
+    """
+    if variant == "paper":
+        levels = np.arange(0, depth + 1)
+        scales = [float(s) / epsilon for s in _shape(dims, depth, levels)]
+        claims = split_budget(epsilon, [1.0 / s for s in scales])
+        return LevelPlan(tuple(int(j) for j in levels), tuple(scales), tuple(claims), 1.0)
+    levels = np.arange(1, depth + 1)
+    shape = _shape(dims, depth, levels)
+    c = 2.0 * math.fsum(1.0 / shape) / epsilon
+    scales = [math.nextafter(c * float(s), math.inf) for s in shape]
+    eps = [math.nextafter(2.0 / s, math.inf) for s in scales]
+    while math.fsum(eps) > epsilon or sum(eps) > epsilon:
+        i = int(np.argmax(eps))
+        scales[i] = math.nextafter(scales[i], math.inf)
+        eps[i] = math.nextafter(2.0 / scales[i], math.inf)
+    return LevelPlan(tuple(int(j) for j in levels), tuple(scales), tuple(eps), 2.0)
+
+
+def paper_defects(epsilon: float, depth: int, dims: int) -> tuple[float, list[str]]:
+    """True replace-one cost Σ_{j=1..r} 2/σ_j of the paper's literal PMM, and why it is
+    not the claimed ε₃: it equals 2ε₃(S − 2^{−(1/2)(1−1/d')r}), S = Σ_{k=0}^{r}
+    2^{−k(1−1/d')/2} (the root term drops out because n is public)."""
+    plan = level_plan(epsilon, depth, dims, "paper")
+    true = math.fsum(2.0 / s for j, s in zip(plan.levels, plan.scales, strict=True) if j > 0)
+    s_sum = math.fsum(1.0 / s for s in plan.scales) * epsilon
+    return true, [
+        f"Alg 4's sigma_j = eps^-1 * 2^((1-1/d')(r-j)/2) are not normalised: sum_j 1/sigma_j = "
+        f"S*eps with S = {s_sum:.4g} (d' = {dims}, r = {depth})",
+        "Alg 4 counts with histogram sensitivity 1; under replace-one each level's counts "
+        f"change by 2 in L1, so the tree costs {true:.4g}, not the claimed {epsilon:.4g}",
+    ]
+
+
+def discrete_laplace(scale: float, size: int | tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Lap_Z(σ): P(z) ∝ e^{−|z|/σ}, sampled as G₁ − G₂ with G ~ Geometric(1 − e^{−1/σ})
+    (numpy's Geometric counts trials ≥ 1; the shift cancels). Adding it to an integer
+    query of L1 sensitivity Δ is (Δ/σ)-DP."""
+    p = -math.expm1(-1.0 / scale)
+    return rng.geometric(p, size) - rng.geometric(p, size)
+
+
+def _splits(dims: int, depth: int) -> list[int]:
+    """How often each coordinate is halved in ``depth`` levels (level j splits
+    coordinate (j − 1) mod d')."""
+    return [len(range(c, depth, dims)) for c in range(dims)]
+
+
+def _level_nodes(a: np.ndarray, radius: float, depth: int) -> list[np.ndarray]:
+    """Node index (0..2^j − 1, first split = most significant bit) of every point at each
+    level j = 1..r of the partition of [−R, R]^{d'}."""
+    n, dims = a.shape
+    b = _splits(dims, depth)
+    q = [
+        np.clip(np.floor((a[:, c] + radius) / (2 * radius) * 2.0 ** b[c]), 0, 2 ** b[c] - 1).astype(np.int64)
+        for c in range(dims)
+    ]
+    node, out = np.zeros(n, dtype=np.int64), []
+    for j in range(1, depth + 1):
+        c, s = (j - 1) % dims, (j - 1) // dims
+        node = 2 * node + ((q[c] >> (b[c] - 1 - s)) & 1)
+        out.append(node)
+    return out
+
+
+def level_counts(a: np.ndarray, radius: float, depth: int) -> list[np.ndarray]:
+    """True counts n_θ for every cell θ (empty ones included) at levels j = 1..r."""
+    return [
+        np.bincount(nodes, minlength=2**j) for j, nodes in enumerate(_level_nodes(a, radius, depth), start=1)
+    ]
+
+
+@dataclass(frozen=True)
+class NoisyTree:
+    """The measured tree: ``root`` (n for corrected, public; the clamped noisy root for
+    paper), ``levels`` the noisy counts of levels 1..r, and the measurements."""
+
+    root: int
+    levels: tuple[np.ndarray, ...] = field(repr=False)
+    measurements: tuple[Measurement, ...] = field(repr=False)
+    depth: int
+    dims: int
+
+
+def measure_tree(
+    a: np.ndarray,
+    radius: float,
+    epsilon: float,
+    depth: int,
+    rng: np.random.Generator,
+    variant: Variant = "corrected",
+    *,
+    stage: str = "measure",
+) -> NoisyTree:
+    """Alg 4 steps 1–2: one discrete-Laplace measurement per level (``level_plan``)."""
+    n, dims = a.shape
+    plan = level_plan(epsilon, depth, dims, variant)
+    true = level_counts(a, radius, depth)
+    if variant == "paper":
+        true = [np.array([n]), *true]
+        _, reasons = paper_defects(epsilon, depth, dims)
+    measurements = []
+    for j, t, s, e in zip(plan.levels, true, plan.scales, plan.epsilons, strict=True):
+        defect = None
+        if variant == "paper":
+            level_cost = 2.0 / s if j > 0 else 0.0
+            defect = f"level {j} truly costs {level_cost:.4g} (claimed {e:.4g}); " + "; ".join(reasons)
+        noisy = t + discrete_laplace(s, t.shape, rng)
+        measurements.append(
+            Measurement(
+                f"pmm_level_{j}", stage, noisy, "discrete_laplace", plan.sensitivity, "l1", s, None, e, defect
+            )
+        )
+    if variant == "paper":
+        root = max(0, int(measurements[0].value[0]))
+        levels = tuple(m.value for m in measurements[1:])
+    else:
+        root, levels = n, tuple(m.value for m in measurements)
+    return NoisyTree(root, levels, tuple(measurements), depth, dims)
+
+
+def consistent_counts(root: int, noisy: Sequence[np.ndarray], rng: np.random.Generator) -> list[np.ndarray]:
+    """Alg 4 step 3 (rule left to [31]; ours): top-down, each parent's count P is split
+    over its two children in proportion to their clamped noisy counts (c₀, c₁)₊ — evenly
+    if both are 0 — with largest-remainder rounding (ties to a random child). Children
+    are then non-negative integers summing to the parent. Post-processing."""
+    parent, out = np.array([root], dtype=np.int64), []
+    for level in noisy:
+        c = np.maximum(np.asarray(level, dtype=np.int64), 0).reshape(-1, 2)
+        tot = c.sum(axis=1)
+        num = np.where(tot[:, None] > 0, parent[:, None] * c, parent[:, None])
+        den = np.where(tot > 0, tot, 2)[:, None]
+        q, rem = num // den, num % den
+        left = parent - q.sum(axis=1)
+        coin = rng.random(parent.size) < 0.5
+        first = (rem[:, 0] > rem[:, 1]) | ((rem[:, 0] == rem[:, 1]) & coin)
+        q[:, 0] += left * first
+        q[:, 1] += left * ~first
+        parent = q.reshape(-1)
+        out.append(parent)
+    return out
+
+
+def allocate(counts: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:
+    """m points over cells in proportion to ``counts`` (uniformly if all are 0), by
+    largest remainder (ties at random): non-negative integers summing to m."""
+    w = np.asarray(counts, dtype=np.int64)
+    if w.sum() == 0:
+        w = np.ones_like(w)
+    total = int(w.sum())
+    q, rem = np.divmod(m * w, total)
+    order = np.lexsort((rng.random(w.size), -rem))
+    q[order[: m - int(q.sum())]] += 1
+    return q
+
+
+def leaf_points(
+    leaf_counts: np.ndarray, radius: float, dims: int, depth: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Alg 4 output: ``leaf_counts[θ]`` points uniform in each leaf cell Ω_θ of [−R, R]^{d'}
+    (data-independent placement)."""
+    leaves = np.repeat(np.arange(leaf_counts.size, dtype=np.int64), leaf_counts)
+    q = np.zeros((leaves.size, dims), dtype=np.int64)
+    for j in range(1, depth + 1):
+        c = (j - 1) % dims
+        q[:, c] = 2 * q[:, c] + ((leaves >> (depth - j)) & 1)
+    width = 2 * radius / 2.0 ** np.array(_splits(dims, depth))
+    return -radius + (q + rng.random(q.shape)) * width
+
+
+def pmm_points(tree: NoisyTree, radius: float, rng: np.random.Generator, m: int | None = None) -> np.ndarray:
+    """Consistency, then points: the consistent leaf counts (total = root) when m is None,
+    else m points spread by ``allocate``. Post-processing of the tree."""
+    leaves = consistent_counts(tree.root, tree.levels, rng)[-1]
+    counts = leaves if m is None else allocate(leaves, m, rng)
+    return leaf_points(counts, radius, tree.dims, tree.depth, rng)
+
+
+def pmm(
+    a: np.ndarray,
+    radius: float,
+    epsilon: float,
+    depth: int,
+    rng: np.random.Generator,
+    variant: Variant = "corrected",
+    m: int | None = None,
+) -> tuple[np.ndarray, tuple[Measurement, ...]]:
+    """Alg 4 end to end on points a in [−R, R]^{d'}: (synthetic points, measurements)."""
+    tree = measure_tree(a, radius, epsilon, depth, rng, variant)
+    return pmm_points(tree, radius, rng, m), tree.measurements
+
+
+# ---------------------------------------------------------------- Alg 1
+
+
+def _check_rows(x: np.ndarray) -> tuple[int, int]:
+    if x.ndim != 2 or x.shape[0] < 2:
+        raise ValueError(f"x (shape {x.shape}) must be an (n, d) matrix with n >= 2")
+    if not (np.all(x >= 0.0) and np.all(x <= 1.0)):
+        raise ValueError("x must have every entry in [0, 1] (the sensitivities assume it)")
+    return x.shape
+
+
+def synthesize(
+    x: np.ndarray,
+    *,
+    epsilon: float,
+    dims: int | None,
+    rng: np.random.Generator,
+    variant: Variant = "corrected",
+    m: int | None = None,
+    depth: int | None = None,
+) -> tuple[np.ndarray, dict]:
+    """Alg 1 on a numeric matrix in [0, 1]^d with ε split ⅓ each (rounded down).
+    Returns Y ((m or the root count) × d, in [0, 1]^d) and ``info``: the public facts
+    (d', whether adaptive, R, r) and every measurement."""
+    n, _ = _check_rows(x)
+    e1, e2, e3 = split_budget(epsilon, [1.0, 1.0, 1.0])
+    cov = private_covariance(x, e1, rng)
+    mean = private_mean(x, e2, rng)
+    projection = private_projection(cov, mean, dims, e3, n)
+    r = depth if depth is not None else default_depth(e3, n)
+    tree = measure_tree(project(x, projection), projection.radius, e3, r, rng, variant)
+    y = lift(pmm_points(tree, projection.radius, rng, m), projection)
+    info = {
+        "dims": projection.dims,
+        "adaptive": projection.adaptive,
+        "radius": projection.radius,
+        "depth": r,
+        "projection": projection,
+        "measurements": (cov, mean, *tree.measurements),
+    }
+    return y, info
+
+
+# ---------------------------------------------------------------- the four stages
+
+
+def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: PrivatePCAParams, rng) -> Stage:
+    x = design(schema).encode(rows)
+    cov = private_covariance(x, plan.stage("covariance").epsilon, rng, stage="covariance")
+    return Stage((x, cov), (cov,), {"design_width": x.shape[1]})
+
+
+def _estimate_stage(
+    state: tuple[np.ndarray, Measurement], plan: BudgetPlan, params: PrivatePCAParams, rng
+) -> Stage:
+    x, cov = state
+    n = x.shape[0]
+    mean = private_mean(x, plan.stage("mean").epsilon, rng, stage="mean")
+    e3 = plan.stage("measure").epsilon
+    projection = private_projection(cov, mean, params.dims, e3, n)
+    r = params.depth if params.depth is not None else default_depth(e3, n)
+    tree = measure_tree(
+        project(x, projection), projection.radius, e3, r, rng, params.variant, stage="measure"
+    )
+    facts = {
+        "dims": projection.dims,
+        "dims_note": (
+            "chosen by the paper's section 6 rule from the noisy covariance (post-processing)"
+            if projection.adaptive
+            else "given in the spec"
+        ),
+        "radius": projection.radius,
+        "depth": r,
+        "depth_note": "given in the spec" if params.depth is not None else "ceil(log2(eps_measure * n))",
+        "level_scales": [m.scale for m in tree.measurements],
+        "root_count_note": (
+            "n, public under replace-one, released without noise"
+            if params.variant == "corrected"
+            else "noisy (paper variant)"
+        ),
+    }
+    return Stage((projection, tree), (mean, *tree.measurements), facts)
+
+
+def _sample_stage(state: tuple[Projection, NoisyTree], params: PrivatePCAParams, m: int, rng) -> Stage:
+    projection, tree = state
+    y = lift(pmm_points(tree, projection.radius, rng, m), projection)
+    return Stage(y, facts={"rows": m})
+
+
+def _decode_stage(y: np.ndarray, schema: Schema, params: PrivatePCAParams, rng) -> MixedRows:
+    return design(schema).decode(y)
+
+
+def _check(schema: Schema, params: PrivatePCAParams) -> None:
+    width = design(schema).width
+    if params.dims is not None and params.dims > width:
+        raise ValueError(f"params.dims ({params.dims}) must be at most the design width ({width})")
+
+
+def _defects(params: PrivatePCAParams) -> list[str]:
+    if params.variant == "corrected":
+        return []
+    return [
+        "PMM (Alg 4) noise scales sigma_j = eps^-1 * 2^((1-1/d')(r-j)/2) are not normalised: "
+        "the tree costs eps * S with S = sum_k 2^(-k(1-1/d')/2) > 1 (about 5.95 for d' = 2, r = 16)",
+        "PMM counts use histogram sensitivity 1 (add/remove); under replace-one it is 2 per level, "
+        "doubling the true cost again",
+    ]
+
+
+SYNTHESIZER = Synthesizer(
+    name="private_pca",
+    summary=(
+        "private centred covariance -> private top-d' subspace and mean -> private hierarchical "
+        "counts (PMM) of the projected rows -> points in the leaf cells, lifted back and clipped"
+    ),
+    notions=("pure",),
+    params_type=PrivatePCAParams,
+    stage_weights=lambda schema, params: dict(STAGE_WEIGHTS),
+    defects=_defects,
+    keeps_row_order=False,
+    encode=_encode_stage,
+    estimate=_estimate_stage,
+    sample=_sample_stage,
+    decode=_decode_stage,
+    check=_check,
+)
