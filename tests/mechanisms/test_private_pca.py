@@ -312,3 +312,240 @@ def test_check_and_inputs_are_validated(rng):
         pp.SYNTHESIZER.check(SCHEMA, pp.PrivatePCAParams(dims=6))  # design width is 5
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         pp.synthesize(np.full((4, 2), 1.5), epsilon=1.0, dims=1, rng=rng)
+
+
+# ---------------------------------------------------------------- PSMM (Alg 5)
+
+
+def _ball_points(axis, dims, radius):
+    pts = np.array(list(itertools.product(axis, repeat=dims)))
+    return pts[np.linalg.norm(pts, axis=1) <= radius]
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_psmm_grid_count_sensitivity_by_enumeration(n):
+    """d' = 2, R = 1, δ = 0.5: points on cell boundaries, at −R and near it. Every point's
+    cell ⌊a/δ⌋ is listed (no nearest-cell fallback); the count vector sums to n and its
+    worst replace-one L1 change is exactly 2 (the paper's 1 is the add/remove value)."""
+    radius, delta = 1.0, 0.5
+    points = _ball_points([-1.0, -0.999, -0.5, 0.0, 0.7], 2, radius)
+    cells = pp.psmm_grid(radius, 2, delta)
+    listed = {tuple(c) for c in cells}
+    assert all(tuple(k) in listed for k in np.floor(points / delta).astype(int))
+    sets, pairs = _neighbour_table(len(points), n)
+    counts = np.array([pp.grid_counts(points[list(s)], cells, delta) for s in sets])
+    assert np.all(counts.sum(axis=1) == n)
+    assert np.abs(counts[pairs[:, 0]] - counts[pairs[:, 1]]).sum(axis=1).max() == 2
+    assert pp.psmm_scale(1.0)[1] == 2.0 and pp.psmm_scale(1.0, "paper")[1] == 1.0
+
+
+@pytest.mark.parametrize(("radius", "dims", "delta"), [(1.0, 3, 0.3), (2.5, 3, 0.7), (1.7, 4, 0.9)])
+def test_psmm_grid_covers_the_ball(radius, dims, delta, rng):
+    """L = every cell whose closure meets the ball: random points in the ball and on the
+    sphere (incl. ±R·e_c) all fall in listed cells, although some of those cells are
+    anchored outside the ball (the digest's pitfall); no listed cell misses the ball;
+    ``psmm_grid_size`` agrees and its fallback is a lower bound."""
+    u = rng.normal(size=(4000, dims))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    a = np.vstack([u * radius, u * radius * rng.random((4000, 1)) ** (1 / dims)])
+    a = np.vstack([a, radius * np.eye(dims), -radius * np.eye(dims)])
+    cells = pp.psmm_grid(radius, dims, delta)
+    listed = {tuple(c) for c in cells}
+    assert all(tuple(k) in listed for k in np.floor(a / delta).astype(int))
+    anchors = np.linalg.norm(cells * delta, axis=1)
+    assert np.any(anchors > radius)
+    nearest = np.linalg.norm(np.clip(0.0, cells * delta, (cells + 1) * delta), axis=1)
+    assert np.all(nearest <= radius * (1 + 1e-9))
+    assert pp.psmm_grid_size(radius, dims, delta) == (len(cells), True)
+    assert len(np.unique(cells, axis=0)) == len(cells)
+    size, exact = pp.psmm_grid_size(10.0, 3, 0.01)
+    assert not exact and size >= 4 / 3 * math.pi * 1e9
+    with pytest.raises(ValueError, match="above 10"):
+        pp.psmm_grid(radius, dims, delta, max_cells=10)
+
+
+def _bl_by_dual(nu, q, centres):
+    """max Σ f_i(ν_i − q_i) s.t. |f_i| ≤ 1, f_i − f_j ≤ ‖c_i − c_j‖₂ for all i ≠ j."""
+    from scipy.optimize import linprog
+
+    size = nu.size
+    i, j = np.nonzero(~np.eye(size, dtype=bool))
+    a_ub = np.zeros((i.size, size))
+    a_ub[np.arange(i.size), i], a_ub[np.arange(i.size), j] = 1.0, -1.0
+    res = linprog(
+        -(nu - q),
+        A_ub=a_ub,
+        b_ub=np.linalg.norm(centres[i] - centres[j], axis=1),
+        bounds=(-1, 1),
+        method="highs",
+    )
+    assert res.success
+    return -res.fun
+
+
+def test_closest_probability_matches_the_dual_bl_distance(rng):
+    """A signed ν on 16 cells (d' = 2, R = 1, δ = 0.5): ν̂ is a probability vector, the LP
+    value equals d_BL(ν, ν̂) by the dual LP (all pairs, no pruning) within 1e-7, and no
+    other probability vector is closer. A probability ν is its own optimum (value 0)."""
+    cells = pp.psmm_grid(1.0, 2, 0.5)
+    centres = (cells + 0.5) * 0.5
+    nu = rng.normal(0.0, 0.1, cells.shape[0]) + rng.dirichlet(np.ones(cells.shape[0]))
+    nuhat, value = pp.closest_probability(nu, centres)
+    assert np.all(nuhat >= 0) and nuhat.sum() == pytest.approx(1.0, abs=1e-12)
+    assert abs(value - _bl_by_dual(nu, nuhat, centres)) < 1e-7
+    for q in rng.dirichlet(np.ones(cells.shape[0]), size=5):
+        assert _bl_by_dual(nu, q, centres) >= value - 1e-9
+    p = rng.dirichlet(np.ones(cells.shape[0]))
+    phat, zero = pp.closest_probability(p, centres)
+    assert zero == pytest.approx(0.0, abs=1e-12)
+    np.testing.assert_allclose(phat, p, atol=1e-9)
+
+
+@pytest.mark.parametrize(("distance", "expected"), [(0.3, 0.06), (3.0, 0.4)])
+def test_closest_probability_two_cells_by_hand(distance, expected):
+    """ν = (1.2, −0.2): ν̂ = (1, 0); the 0.2 excess either moves to the negative cell
+    (cost 0.2·d) or is destroyed there and created here (cost 0.2 + 0.2): the BL value
+    is 0.2·min(d, 2): 0.06 for d = 0.3, 0.4 for d = 3 (the bounded part of BL)."""
+    nuhat, value = pp.closest_probability(np.array([1.2, -0.2]), np.array([[0.0], [distance]]))
+    np.testing.assert_allclose(nuhat, [1.0, 0.0], atol=1e-12)
+    assert value == pytest.approx(expected, abs=1e-12)
+
+
+def test_psmm_measurement_budget(rng):
+    """One measurement for the whole grid. corrected: σ = 2/ε₃ (≥, rounded up), recorded
+    sensitivity 2 and ε₃, 2/σ ≤ ε₃. paper: Lap_Z(1/ε₃), sensitivity 1, a defect naming
+    the true cost 2ε₃."""
+    a = rng.uniform(-0.5, 0.5, size=(100, 3))
+    eps = 0.7
+    ok = pp.measure_grid(a, 1.0, eps, 0.4, rng)
+    m = ok.measurement
+    assert (m.name, m.stage, m.mechanism, m.sensitivity, m.epsilon, m.defect) == (
+        "psmm_counts",
+        "measure",
+        "discrete_laplace",
+        2.0,
+        eps,
+        None,
+    )
+    assert m.scale >= 2 / eps and m.scale == pytest.approx(2 / eps) and 2 / m.scale <= eps
+    assert m.value.size == ok.cells.shape[0] == pp.psmm_grid_size(1.0, 3, 0.4)[0]
+    bad = pp.measure_grid(a, 1.0, eps, 0.4, rng, "paper").measurement
+    assert (bad.scale, bad.sensitivity, bad.epsilon) == (1 / eps, 1.0, eps)
+    assert "truly costs 1.4" in bad.defect
+
+
+@pytest.mark.parametrize(("variant", "should_pass"), [("corrected", True), ("paper", False)])
+def test_psmm_counts_audit(variant, should_pass, rng):
+    """d' = 2, R = 1, δ = 1 (12 cells), ε₃ = 1; D' moves one point to another cell. The
+    Neyman–Pearson score for Lap_Z is Σ_v (|z_v − T'_v| − |z_v − T_v|)/σ. Corrected
+    (σ = 2): true ε = 1 = claimed. Paper (σ = 1): true ε = 2 against the claimed 1."""
+    eps, radius, delta = 1.0, 1.0, 1.0
+    cells = pp.psmm_grid(radius, 2, delta)
+    base = np.array([[-0.5, 0.5], [0.5, -0.5], [0.2, 0.2], [-0.9, -0.1]])
+    moved = base.copy()
+    moved[-1] = [0.1, 0.9]
+    t, tp = (pp.grid_counts(a, cells, delta) for a in (base, moved))
+    assert np.abs(t - tp).sum() == 2
+    scale, _ = pp.psmm_scale(eps, variant)
+
+    def release(which, n, g):
+        return (tp if which else t) + pp.discrete_laplace(scale, (n, t.size), g)
+
+    lb = audit(release, lambda z: np.sum((np.abs(z - tp) - np.abs(z - t)) / scale, axis=1), 0.0, rng)
+    if should_pass:
+        assert lb <= eps
+    else:
+        assert lb > eps + 0.5  # true 2
+
+
+def test_psmm_noise_free_limit_keeps_cell_counts(rng):
+    """ε₃ = 1e9 (noise 0 w.h.p.): ν is already a probability vector, ν̂ = ν, and m = n
+    output points land exactly n_v in each cell v."""
+    radius, delta = 1.0, 0.5
+    a = rng.normal(size=(300, 3))
+    a *= (radius * rng.random((300, 1)) ** (1 / 3)) / np.linalg.norm(a, axis=1, keepdims=True)
+    grid = pp.measure_grid(a, radius, 1e9, delta, rng)
+    points, bl = pp.psmm_sample(grid, rng)
+    assert bl == pytest.approx(0.0, abs=1e-12) and points.shape == (300, 3)
+    np.testing.assert_array_equal(
+        pp.grid_counts(points, grid.cells, delta), pp.grid_counts(a, grid.cells, delta)
+    )
+    q = pp.round_measure(np.array([0.5, 0.25, 0.25, 0.0]), 7, rng)
+    assert q.sum() == 7 and q[3] == 0 and q[0] in (3, 4)
+
+
+def test_subroutine_choice_and_its_limit(rng):
+    """'psmm' with too large a grid raises naming params.subroutine, the size and the
+    limit; 'auto' falls back to PMM and says why in the facts (d' < 3, or grid size)."""
+    x = _rows(2000, rng)
+    synth = pp.SYNTHESIZER
+    params = pp.PrivatePCAParams(dims=3, subroutine="psmm")
+    plan = plan_budget("pure", 3.0, 0.0, synth.stage_weights(SCHEMA, params))
+    enc = synth.encode(x, SCHEMA, plan, params, rng)
+    with pytest.raises(ValueError, match=r"params\.subroutine.*cells, more than PSMM_MAX_CELLS = 400"):
+        synth.estimate(enc.state, plan, params, rng)
+    auto = synth.estimate(enc.state, plan, pp.PrivatePCAParams(dims=3, subroutine="auto"), rng)
+    assert auto.facts["subroutine"] == "pmm" and auto.facts["grid_cells"] > pp.PSMM_MAX_CELLS
+    assert "PSMM_MAX_CELLS" in auto.facts["subroutine_note"]
+    assert [m.name for m in auto.measurements][1:] == [f"pmm_level_{j}" for j in range(1, 12)]
+    two = synth.estimate(enc.state, plan, pp.PrivatePCAParams(dims=2, subroutine="auto"), rng)
+    assert two.facts["subroutine"] == "pmm" and "< 3" in two.facts["subroutine_note"]
+    default = synth.estimate(enc.state, plan, pp.PrivatePCAParams(dims=3), rng)
+    assert default.facts["subroutine"] == "pmm" and default.facts["grid_cells"] is None
+    with pytest.raises(ValueError, match=r"params\.subroutine"):
+        pp.PrivatePCAParams(subroutine="PSMM")
+
+
+@pytest.mark.parametrize("variant", ["corrected", "paper"])
+def test_four_stages_with_psmm(variant, rng):
+    """n = 500, ε = 3 with stage weights 1 : 1 : 0.003 (ε₃n ≈ 2.2, a precise mean so R ≈ 3.1),
+    d = 5, d' = 3, the paper's δ: the grid fits (≈ 280 cells). With the default ⅓ split
+    the noisy mean at ε₂n ≈ 2 inflates R to ≈ 7 and |L| to ≈ 2000 (see the report). One
+    ``psmm_counts`` measurement in stage "measure", budgets within the plan, m rows with
+    valid bins; the paper variant's defect list names the PSMM count sensitivity."""
+    synth, params = pp.SYNTHESIZER, pp.PrivatePCAParams(variant=variant, dims=3, subroutine="psmm")
+    plan = plan_budget("pure", 3.0, 0.0, {"covariance": 1.0, "mean": 1.0, "measure": 0.003})
+    enc = synth.encode(_rows(500, rng), SCHEMA, plan, params, rng)
+    est = synth.estimate(enc.state, plan, params, rng)
+    smp = synth.sample(est.state, params, 150, rng)
+    out = synth.decode(smp.state, SCHEMA, params, rng)
+    assert len(out) == 150 and np.all((out.bins >= 0) & (out.bins < np.array(SCHEMA.n_bins)))
+    assert np.all((out.unit[:, 0] >= 0) & (out.unit[:, 0] <= 1))
+    assert est.facts["subroutine"] == "psmm" and 8 <= est.facts["grid_cells"] <= pp.PSMM_MAX_CELLS
+    assert est.facts["depth"] is None and smp.facts["bl_distance"] >= 0
+    measurements = (*enc.measurements, *est.measurements)
+    assert [m.name for m in measurements if m.stage == "measure"] == ["psmm_counts"]
+    assert est.measurements[-1].value.size == est.facts["grid_cells"]
+    for s in plan.stages:
+        assert math.fsum(m.epsilon for m in measurements if m.stage == s.stage) <= s.epsilon
+    if variant == "corrected":
+        assert synth.defects(params) == [] and all(m.defect is None for m in measurements)
+    else:
+        assert len(synth.defects(params)) == 1 and "PSMM" in synth.defects(params)[0]
+        assert est.measurements[-1].defect and len(synth.defects(pp.PrivatePCAParams(variant="paper"))) == 2
+
+
+def test_synthesize_with_psmm_cells(rng):
+    """``synthesize(..., subroutine='psmm', psmm_cells=64)`` on [0, 1]^4 data, d' = 3, ε = 3,
+    n = 300: the paper's δ would need thousands of cells; the public target coarsens δ
+    to at most 64 cells. n rows in [0, 1]^4, one PSMM measurement; the default stays PMM.
+    ``psmm_delta_for_cells`` is nearly the finest: the next step has more cells."""
+    x = _subspace_data(300, 4, 3, rng)[0]
+    with pytest.raises(ValueError, match=r"params\.subroutine"):
+        pp.synthesize(x, epsilon=3.0, dims=3, rng=rng, subroutine="psmm")
+    y, info = pp.synthesize(x, epsilon=3.0, dims=3, rng=rng, subroutine="psmm", psmm_cells=64)
+    assert y.shape == x.shape and np.all((y >= 0) & (y <= 1))
+    assert info["subroutine"] == "psmm" and info["depth"] is None and 8 <= info["grid_cells"] <= 64
+    assert [m.name for m in info["measurements"]] == ["covariance", "mean", "psmm_counts"]
+    _, pmm_info = pp.synthesize(x, epsilon=3.0, dims=3, rng=rng)
+    assert pmm_info["subroutine"] == "pmm" and pmm_info["depth"] == 9 and pmm_info["grid_cells"] is None
+    for radius, dims, cells in [(3.0, 3, 400), (6.7, 3, 64), (1.0, 2, 12), (2.0, 4, 16)]:
+        delta = pp.psmm_delta_for_cells(radius, dims, cells)
+        s = 0 if delta > radius else round((radius / delta) ** 2)
+        assert pp.psmm_grid_size(radius, dims, delta)[0] <= cells
+        assert pp.psmm_grid_size(radius, dims, radius / math.sqrt(s + 1) * (1 - 1e-6))[0] > cells
+    with pytest.raises(ValueError, match="2\\^3 = 8"):
+        pp.psmm_delta_for_cells(1.0, 3, 7)
+    for bad in (1, 401, 3.0):
+        with pytest.raises(ValueError, match=r"params\.psmm_cells"):
+            pp.PrivatePCAParams(psmm_cells=bad)
