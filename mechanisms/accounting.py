@@ -130,10 +130,11 @@ class BudgetPlan:
 
 
 def plan_budget(notion: Notion, epsilon: float, delta: float, weights: dict[str, float]) -> BudgetPlan:
-    """Split (ε, δ) across the named stages by weight; refuse invalid budgets."""
+    """Split (ε, δ) across the named stages by weight; refuse invalid budgets. No stages
+    (a mechanism that measures nothing) gives a plan that allows nothing."""
     if not (isinstance(epsilon, int | float) and math.isfinite(epsilon) and epsilon > 0):
         raise BudgetError(f"privacy.epsilon ({epsilon}) must be a finite number > 0")
-    if not weights or any(not (math.isfinite(w) and w > 0) for w in weights.values()):
+    if any(not (math.isfinite(w) and w > 0) for w in weights.values()):
         raise BudgetError(f"allocation weights ({weights}) must all be finite numbers > 0")
     names, ws = list(weights), list(weights.values())
     if notion == "pure":

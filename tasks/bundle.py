@@ -66,14 +66,22 @@ ROW_ORDER_NOTE = (
 _PACKAGES = ["dprelease", "numpy", "scipy", "pandas", "prefect", "great_expectations", "pydantic"]
 
 
-def ledger(plan: BudgetPlan, measurements: list[Measurement], *, allow_non_dp: bool = False) -> dict:
+def ledger(
+    plan: BudgetPlan,
+    measurements: list[Measurement],
+    *,
+    allow_non_dp: bool = False,
+    mechanism_defects: list[str] | None = None,
+) -> dict:
     """Per-measurement rows, per-stage sums against the plan, and totals; refuses (raises)
     if any stage or the total exceeds what the plan allows, or if a measurement is not DP
     (``defect``) and the spec did not set ``privacy.allow_non_dp``. A value used without
     noise (mechanism ``none``) costs nothing here, which is exactly why it makes the
-    release non-DP."""
+    release non-DP. ``mechanism_defects`` are reasons the mechanism as a whole is not DP
+    (e.g. spectral anonymization, which measures nothing)."""
     rows = [m.ledger_row() for m in measurements]
-    defects = [f"{r['stage']}/{r['statistic']}: {r['defect']}" for r in rows if r["defect"]]
+    defects = [f"mechanism: {d}" for d in mechanism_defects or []]
+    defects += [f"{r['stage']}/{r['statistic']}: {r['defect']}" for r in rows if r["defect"]]
     if defects and not allow_non_dp:
         raise BudgetError(
             "measurements that are not differentially private were made without "
@@ -153,8 +161,14 @@ def release_document(
     """``public/release.json``: what was released and how; no data path, no raw value.
     ``n_fitted`` < n when ``checks.holdout_fraction`` keeps rows out of the release.
     ``facts`` are the public facts the synthesis stages reported."""
-    book = ledger(plan, measurements, allow_non_dp=spec.privacy.allow_non_dp)
-    in_order = MECHANISMS[spec.mechanism.name].keeps_row_order
+    synth = MECHANISMS[spec.mechanism.name]
+    book = ledger(
+        plan,
+        measurements,
+        allow_non_dp=spec.privacy.allow_non_dp,
+        mechanism_defects=synth.defects(spec.mechanism_params()),
+    )
+    in_order = synth.keeps_row_order
     return {
         "release_id": release_id,
         "dataset": spec.dataset.name,

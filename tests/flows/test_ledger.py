@@ -48,3 +48,14 @@ def test_defects_are_recorded_and_mark_the_release(rng):
     raw = book["measurements"][2]
     assert raw["mechanism"] == "none" and raw["epsilon"] is None and raw["differentially_private"] is False
     assert book["totals"]["epsilon"] == pytest.approx(1.0)  # the claim, not a guarantee
+
+
+def test_a_mechanism_that_measures_nothing_is_marked_by_its_own_defects():
+    """Spectral anonymization spends nothing: an empty plan, no rows, and still not DP."""
+    empty = plan_budget("pure", 1.0, 0.0, {})
+    with pytest.raises(BudgetError, match="mechanism: no privacy parameter"):
+        ledger(empty, [], mechanism_defects=["no privacy parameter"])
+    book = ledger(empty, [], allow_non_dp=True, mechanism_defects=["no privacy parameter"])
+    assert book["defects"] == ["mechanism: no privacy parameter"]
+    assert book["stages"] == [] and book["totals"]["epsilon"] == 0.0
+    assert book["status"].startswith("NOT differentially private")
