@@ -6,8 +6,27 @@ import importlib
 import math
 from typing import Any
 
-ITEMS = ("mechanism", "scale", "demo", "utility", "peers", "dpfm", "ron_gauss", "private_pca")
-REPRODUCTIONS = ("dpfm", "ron_gauss", "private_pca")  # benchmarks/repro_<item>.py: run() and render()
+ITEMS = (
+    "mechanism",
+    "scale",
+    "demo",
+    "utility",
+    "peers",
+    "dpfm",
+    "ron_gauss",
+    "private_pca",
+    "pcappd",
+    "lda_ppd",
+    "spectral",
+)
+REPRODUCTIONS = (
+    "dpfm",
+    "ron_gauss",
+    "private_pca",
+    "pcappd",
+    "lda_ppd",
+    "spectral",
+)  # benchmarks/repro_<item>.py: run() and render()
 TITLES = {
     "mechanism": "1. Mechanism time on Adult (in-process, no Prefect)",
     "scale": "2. 1,000,000 rows × 15 columns through the CLI release",
@@ -17,6 +36,9 @@ TITLES = {
     "dpfm": "6. Reproduction: DPFM (Zhang, Xu, Tang, Qu), simulations I/II and Adult",
     "ron_gauss": "7. Reproduction: RON-Gauss (Chanyaswad, Liu, Mittal), the three tasks at ε = 1",
     "private_pca": "8. Reproduction: private PCA + low-dimensional synthesis (He, Strohmer, Vershynin, Zhu)",
+    "pcappd": "9. Reproduction: DP-PCA data publishing on Adult",
+    "lda_ppd": "10. Reproduction: DP-LDA data publishing on Adult",
+    "spectral": "11. Reproduction: spectral anonymization P/J/O (Perkonoja, Virta), simulations and linkage",
 }
 PEER_VENV = "python3 -m venv .venv-peers && .venv-peers/bin/pip install torch==2.13.0 smartnoise-synth"
 SERVER_VARS = "PREFECT_SERVER_ANALYTICS_ENABLED=false PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=90"

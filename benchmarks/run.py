@@ -4,7 +4,8 @@ Items: 1 ``mechanism`` (in-process time on Adult), 2 ``scale`` (1M rows through 
 the slowest, skipped by ``--quick``), 3 ``demo`` (``make demo`` wall time), 4 ``utility``
 (1-way TVD and income AUC at ε = 1), 5 ``peers`` (``factor_gauss`` beside smartnoise-synth's
 MST and AIM; needs a separate venv, see ``benchmarks/peers.py``, and runs only when named:
-``--only peers``), 6–8 the papers' reproductions ``dpfm``, ``ron_gauss``, ``private_pca``
+``--only peers``), 6–11 the papers' reproductions ``dpfm``, ``ron_gauss``, ``private_pca``,
+``pcappd``, ``lda_ppd``, ``spectral``
 (``benchmarks/repro_<item>.py``; ``--quick`` runs them with fewer seeds). Results are
 merged into ``benchmarks/results.json`` (items not rerun keep
 their last figures) and BENCHMARKS.md is rewritten from it.
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="skip item 2 (1M rows through the CLI); items 6-8 with fewer seeds",
+        help="skip item 2 (1M rows through the CLI); items 6-11 with fewer seeds",
     )
     parser.add_argument("--only", choices=ITEMS, action="append", help="run only this item (repeatable)")
     parser.add_argument("--repeats", type=int, default=5, help="timing repeats of items 1 and 2 (default 5)")
