@@ -186,6 +186,26 @@ def test_paper_literal_variant_is_marked_not_dp(tmp_path):
     assert (public / "README.txt").read_text().startswith("NOT DIFFERENTIALLY PRIVATE")
 
 
+def test_spectral_anonymization_spends_nothing_and_says_it_is_not_dp(tmp_path):
+    """A non-DP mechanism runs only with allow_non_dp; the ledger has no stages and the
+    bundle's first line says NOT DIFFERENTIALLY PRIVATE."""
+    spec = write_spec(
+        tmp_path,
+        adult_rows(300),
+        privacy={**PURE, "allow_non_dp": True},
+        mechanism={"name": "spectral_anonymization", "params": {"method": "P"}},
+    )
+    release(str(spec), str(tmp_path / "out"), release_id="sa", insecure_seed=5)
+    public = tmp_path / "out" / "sa" / "public"
+    doc = json.loads((public / "release.json").read_text())
+    ledger = doc["privacy"]["ledger"]
+    assert doc["differentially_private"] is False and ledger["stages"] == []
+    assert ledger["measurements"] == [] and ledger["totals"]["epsilon"] == 0.0
+    assert ledger["defects"][0].startswith("mechanism: ")
+    assert (public / "README.txt").read_text().startswith("NOT DIFFERENTIALLY PRIVATE")
+    assert len(pd.read_csv(public / "synthetic.csv")) == doc["privacy"]["rows_fitted"]
+
+
 def _text(output: str) -> str:
     """The CLI's words without rich's panel borders and line wrapping."""
     return " ".join(re.sub("[│╭╮╰╯─]", " ", output).split())
