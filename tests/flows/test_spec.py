@@ -160,6 +160,14 @@ CASES = [
         "a paper-literal variant reproduces a pure ε-DP paper; use privacy.accountant: pure",
     ),
     (
+        "anonymization that is not DP",
+        lambda s: s.update(
+            privacy={"epsilon": 1, "delta": 0, "accountant": "pure"},
+            mechanism={"name": "spectral_anonymization"},
+        ),
+        "mechanism spectral_anonymization with these params is NOT differentially private",
+    ),
+    (
         "rows of a row-keeping mechanism",
         lambda s: s.update(mechanism={"name": "dpfm"}, synthetic_rows=10),
         "synthetic_rows cannot be set for dpfm",
