@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from mechanisms import dpfm, factor_gauss, private_pca, ron_gauss, spectral
+from mechanisms import dpfm, factor_gauss, lda_ppd, pcappd, private_pca, ron_gauss, spectral
 from mechanisms.synthesizer import Synthesizer
 
 __all__ = ["MECHANISMS"]
 
 MECHANISMS: dict[str, Synthesizer] = {
-    s.name: s
-    for s in (
-        factor_gauss.SYNTHESIZER,
-        dpfm.SYNTHESIZER,
-        ron_gauss.SYNTHESIZER,
-        private_pca.SYNTHESIZER,
-        spectral.SYNTHESIZER,
-    )
+    m.SYNTHESIZER.name: m.SYNTHESIZER
+    for m in (factor_gauss, dpfm, ron_gauss, private_pca, pcappd, lda_ppd, spectral)
 }

@@ -144,6 +144,8 @@ PAPER_MECHANISMS = [
     ),
     ("ron_gauss", {"task": "regression", "label": "age"}, False, ["mean", "covariance"]),
     ("private_pca", {}, False, ["covariance", "mean", "measure"]),
+    ("pcappd", {}, True, ["moments", "rows"]),
+    ("lda_ppd", {"target": "income"}, False, ["class_counts", "moments"]),
 ]
 
 

@@ -1,0 +1,409 @@
+"""``lda_ppd``: DP-LDA data publishing (the seed paper's Alg B, "LDA-based PPDP
+mechanism"; digest ``notes/seeds/003-dp-pca-lda-ppdp.md``) for a declared target column,
+generalised from 2 to L classes.
+
+Algorithm (features x ∈ [0, 1]^p: the public-box design of the other columns, p₁
+numeric coordinates and p₂ one-hot blocks, ``mechanisms.publishing``; class y):
+
+1. stage ``class_counts`` (corrected only, weight 0.05): ñ_c = n_c + Lap(2/ε) (a
+   histogram, Δ₁ = 2 under replace-one).
+2. stage ``moments``: S_c = Σ_{y=c} x (c = 1..L) and Q = triu(Σ_all xxᵀ) released
+   jointly, Laplace b = Δ/ε_moments.
+3. μ_c = S̃_c / max(ñ_c, 1), M = mirror(Q̃)/n, class shares π from ñ_c (post-processing).
+4. greedy synthesis (post-processing, ``synthesize``): m rows, each chosen to reduce
+   Σ_c‖Σ_{y∈c} y − t_cμ_c‖₁ + ‖triu(Σ yyᵀ − tM)‖₁ with the running counts t_c, t.
+5. decode: numerics clipped and de-normalised, one-hot argmax, the class in the target
+   column.
+
+Privacy (replace-one, n public, pure ε-DP only): two Laplace releases composed
+sequentially; the rest is post-processing.
+
+Where the paper is wrong (variant ``corrected``; ``paper`` reproduces it, its records
+carry defects):
+
+* The categorical Δ = 2(p₁+p₂) + [(p₁+p₂+1)(p₁+p₂) + p₂(p₂+1)]/2 is too small for the
+  same reason as Alg A's (numerics held near 1 change the numeric × dummy entries of Q):
+  the exact maximum (``publishing.class_moment_sensitivity``) is 100 vs 90 at
+  (p₁, p₂) = (5, 5) and 96 vs 84 at (3, 6). For numerics only (p₂ = 0) the paper's
+  2p + p(p+1)/2 is valid (loose: the exact value is p + p(p+1)/2 + p/(2(p+1))).
+* n₁, n₂ are used without noise as divisors and synthetic class sizes (the paper's
+  proof fixes them). Corrected: private ñ_c, its own stage.
+* The paper releases 2 classes and says it generalises; a record changing class moves
+  between two class sums whatever L is, so Δ does not depend on L.
+
+Greedy synthesis details the paper leaves open (any choice is post-processing): the
+class of row j is the one with the largest deficit jπ_c − t_c (counts stay within 1 of
+the shares); categoricals are set before numerics, each by trying its K levels; unset
+features stand at the class's noisy mean clipped to [0, 1]; the off-diagonal terms
+count each pair once (upper triangle).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from scipy.linalg import blas
+
+from mechanisms.accounting import BudgetPlan, split_budget
+from mechanisms.design import Design, design
+from mechanisms.marginals import histogram, histogram_sensitivity, project_to_simplex
+from mechanisms.primitives import Measurement, laplace_mechanism, unprotected
+from mechanisms.publishing import (
+    Layout,
+    class_moment_sensitivity,
+    layout,
+    mirror,
+    paper_class_moment_sensitivity,
+    upper,
+)
+from mechanisms.schema import Continuous, Schema
+from mechanisms.synthesizer import MixedRows, Stage, Synthesizer
+
+__all__ = [
+    "CLASS_COUNT_SHARE",
+    "SYNTHESIZER",
+    "LDAModel",
+    "LDAPPDParams",
+    "build_model",
+    "check",
+    "class_statistic",
+    "defects",
+    "fit",
+    "release_class_counts",
+    "release_moments",
+    "stage_weights",
+    "synthesize",
+    "weighted_median",
+]
+
+Variant = Literal["corrected", "paper"]
+CLASS_COUNT_SHARE = 0.05
+SENSITIVITY_DEFECT = (
+    "Alg B's categorical Δ = 2(p₁+p₂) + [(p₁+p₂+1)(p₁+p₂) + p₂(p₂+1)]/2 is below the exact maximum "
+    "(numerics near 1 in both records change the numeric × dummy entries of Q); e.g. (p₁, p₂) = (5, 5): "
+    "100 vs 90, (3, 6): 96 vs 84: not ε-DP"
+)
+CLASS_SIZE_DEFECT = (
+    "Alg B uses the true class sizes n_c without noise (divisors of μ_c, synthetic class sizes)"
+)
+
+
+@dataclass(frozen=True)
+class LDAPPDParams:
+    """Public hyperparameters. ``variant``: ``corrected`` (DP) or ``paper`` (not DP).
+    ``target``: the class column (nominal or ordinal; ``check``)."""
+
+    variant: Variant = "corrected"
+    target: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.variant not in ("corrected", "paper"):
+            raise ValueError(f"params.variant ({self.variant!r}) must be 'corrected' or 'paper'")
+
+
+def defects(params: LDAPPDParams) -> list[str]:
+    """Why the parameters are not DP: empty for ``corrected``. ``paper``: the class sizes
+    always; the categorical Δ listed unconditionally (only params are seen here), it
+    bites when g(p₁, p₂+1) > p₁ (``publishing.class_moment_sensitivity``)."""
+    return [] if params.variant == "corrected" else [CLASS_SIZE_DEFECT, SENSITIVITY_DEFECT]
+
+
+def stage_weights(schema: Schema, params: LDAPPDParams) -> dict[str, float]:
+    """Corrected: ``class_counts`` 0.05, ``moments`` 0.95. Paper: ``moments`` 1 (the
+    counts are used without noise)."""
+    if params.variant == "paper":
+        return {"moments": 1.0}
+    return {"class_counts": CLASS_COUNT_SHARE, "moments": 1.0 - CLASS_COUNT_SHARE}
+
+
+def check(schema: Schema, params: LDAPPDParams) -> None:
+    """``target`` names a nominal or ordinal column and leaves at least one feature."""
+    if params.target not in schema.names:
+        raise ValueError(f"params.target ({params.target!r}) must name a schema column: {schema.names}")
+    if isinstance(schema[params.target], Continuous):
+        raise ValueError(
+            f"params.target ({params.target!r}) must be a nominal or ordinal column, not continuous"
+        )
+    if len(schema) < 2:
+        raise ValueError(f"params.target ({params.target!r}) must leave at least one feature column")
+
+
+# ---------------------------------------------------------------- releases (Alg B steps 1-2)
+
+
+def class_statistic(x: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray:
+    """(S_1, …, S_L, triu(Σ_all xxᵀ)) concatenated: Lp + p(p+1)/2 entries."""
+    sums = np.eye(n_classes)[y].T @ x
+    return np.concatenate([sums.ravel(), upper(x)])
+
+
+def release_class_counts(
+    y: np.ndarray, n_classes: int, epsilon: float | None, *, rng: np.random.Generator, stage: str
+) -> Measurement:
+    """Corrected (``epsilon`` given): ñ = histogram + Lap(2/ε)^L (Δ₁ = 2, replace-one).
+    Paper (``epsilon`` None): the true n_c, recorded ``unprotected``."""
+    counts = histogram(y, n_classes)
+    if epsilon is None:
+        return unprotected(counts, name="class_counts", stage=stage, defect=CLASS_SIZE_DEFECT)
+    return laplace_mechanism(
+        counts,
+        l1_sensitivity=histogram_sensitivity("l1"),
+        epsilon=epsilon,
+        rng=rng,
+        name="class_counts",
+        stage=stage,
+    )
+
+
+def release_moments(
+    x: np.ndarray,
+    y: np.ndarray,
+    n_classes: int,
+    lay: Layout,
+    epsilon: float,
+    variant: Variant,
+    *,
+    rng: np.random.Generator,
+    stage: str,
+) -> Measurement:
+    """``class_statistic`` + Lap(Δ/ε). Corrected: Δ = ``class_moment_sensitivity``
+    (exact, any L). Paper: its Δ, with a defect when below the exact maximum."""
+    exact = class_moment_sensitivity(lay.p1, lay.p2)
+    delta = exact if variant == "corrected" else paper_class_moment_sensitivity(lay.p1, lay.p2)
+    m = laplace_mechanism(
+        class_statistic(x, y, n_classes),
+        l1_sensitivity=delta,
+        epsilon=epsilon,
+        rng=rng,
+        name="class_moments",
+        stage=stage,
+    )
+    if delta < exact:
+        m = dataclasses.replace(
+            m,
+            defect=(
+                f"Alg B's categorical Δ = {delta:g} is below the exact maximum {exact:.6g} for "
+                f"(p₁, p₂) = ({lay.p1}, {lay.p2}): not ε-DP"
+            ),
+        )
+    return m
+
+
+@dataclass(frozen=True)
+class LDAModel:
+    """The released model (post-processing of the measurements): class means μ_c (L, p),
+    second moment M (p, p, symmetric), class shares π (L,), the layout."""
+
+    means: np.ndarray = field(repr=False)
+    second: np.ndarray = field(repr=False)
+    shares: np.ndarray
+    layout: Layout
+    measurements: tuple[Measurement, ...]
+
+
+def build_model(counts: Measurement, moments: Measurement, n: int, lay: Layout) -> LDAModel:
+    """Alg B step 2's divisions: μ_c = S̃_c / max(ñ_c, 1), M = mirror(Q̃)/n; π = ñ/n
+    projected onto the simplex (``project_to_simplex``)."""
+    n_classes, p = len(counts.value), lay.width
+    sums = moments.value[: n_classes * p].reshape(n_classes, p)
+    means = sums / np.maximum(counts.value, 1.0)[:, None]
+    second = mirror(moments.value[n_classes * p :], p) / n
+    return LDAModel(means, second, project_to_simplex(counts.value / n), lay, (counts, moments))
+
+
+def fit(
+    x: np.ndarray,
+    y: np.ndarray,
+    n_classes: int,
+    blocks: Design | Sequence[int],
+    *,
+    epsilon: float,
+    variant: Variant = "corrected",
+    rng: np.random.Generator,
+) -> LDAModel:
+    """Alg B steps 1-2 on a design matrix x (n, p) in [0, 1] and classes y ∈ {0..L−1}
+    (for benchmarks). ``blocks``: a ``Design`` or column widths (1 numeric, K ≥ 2 one-hot).
+    Corrected: ε split 0.05 (counts) / 0.95 (moments); paper: all ε on the moments."""
+    lay = layout(blocks)
+    if x.shape[1] != lay.width or np.any((y < 0) | (y >= n_classes)):
+        raise ValueError(f"x must have {lay.width} columns and y class indices below n_classes ({n_classes})")
+    if variant == "paper":
+        counts = release_class_counts(y, n_classes, None, rng=rng, stage="moments")
+        eps_moments = epsilon
+    else:
+        eps_counts, eps_moments = split_budget(epsilon, [CLASS_COUNT_SHARE, 1.0 - CLASS_COUNT_SHARE])
+        counts = release_class_counts(y, n_classes, eps_counts, rng=rng, stage="class_counts")
+    moments = release_moments(x, y, n_classes, lay, eps_moments, variant, rng=rng, stage="moments")
+    return build_model(counts, moments, x.shape[0], lay)
+
+
+# ---------------------------------------------------------------- greedy synthesis (step 3)
+
+
+def weighted_median(r: np.ndarray, w: np.ndarray) -> float:
+    """A minimiser of Σ wᵢ|z − rᵢ| (w ≥ 0, Σw > 0): the smallest rₖ (in sorted order) with
+    cumulative weight ≥ Σw/2. Exact: there Σ_{r<z} w < Σw/2 and Σ_{r>z} w ≤ Σw/2, so the
+    left slope is ≤ 0 ≤ the right slope of the convex objective. Σ|aᵢz − bᵢ| is this with
+    rᵢ = bᵢ/aᵢ, wᵢ = |aᵢ|; clipping the minimiser to [0, 1] minimises it over [0, 1]."""
+    order = r.argsort()
+    cw = w.take(order).cumsum()
+    return float(r[order[cw.searchsorted(0.5 * cw[-1])]])
+
+
+def _set_block(w: np.ndarray, d: np.ndarray, e: np.ndarray, b: slice, outside: np.ndarray) -> None:
+    """Try each level l of the block (O(Kp), vectorised): the terms that depend on it are
+    |1 − E_l| vs |E_l| (mean), |1 − D_ll| vs |D_ll| (diagonal) and Σ_{j∉B}|w_j − D_lj| vs
+    |D_lj| (off-diagonal; within the block the products are 0 whatever the level). Set
+    the level with the least cost."""
+    sub = d[b]
+    cost = (np.abs(w - sub) - np.abs(sub)) @ outside
+    eb, diag = e[b], sub[:, b].diagonal()
+    cost += np.abs(1.0 - eb) - np.abs(eb) + np.abs(1.0 - diag) - np.abs(diag)
+    w[b] = 0.0
+    w[b.start + int(cost.argmin())] = 1.0
+
+
+def synthesize(model: LDAModel, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy synthesis (the paper's "Sampling"; post-processing). Returns m rows in
+    design coordinates (numerics in [0, 1], one-hot blocks) and their classes.
+
+    Row j: class c = argmax(jπ_c − t_c); then with D = t·M − Σ_prev yyᵀ and
+    E = t_cμ_c − Σ_prev,c y (t, t_c counting row j) the row y minimises, feature by
+    feature, Σ|E_i − y_i| + Σ_{i≤j}|D_ij − y_iy_j|. Numeric feature i: the terms are
+    |z − E_i|, |z·w_i − D_ii| (z² linearised with w_i = the noisy mean) and |w_j z − D_ij|
+    for j ≠ i (w_j the chosen value or the noisy mean): the exact minimiser over [0, 1] is
+    the weighted median of D_ij/w_j and E_i (weights w_j and 1), clipped
+    (``weighted_median``). Cost O(p² + p·p₁ log p) per row (running sums; O(mp²) in all).
+
+    Known limits (of the paper's greedy, not of privacy): deterministic given the model;
+    once a row's earlier features are set, the off-diagonal ratios and the mean term sit
+    near μ_i and outweigh the linearised diagonal, so later numerics collapse towards the
+    class mean (within-class variance lost; categoricals keep their proportions). M is
+    pooled over classes, so with many class-dependent numerics the class means drift
+    (noise-free, 30 numerics: 0.05-0.09 at m = 1,000-20,000, while mixed schemas stay
+    within ~10⁻³).
+    """
+    lay = model.layout
+    p, n_classes = lay.width, len(model.shares)
+    anchor = np.clip(model.means, 0.0, 1.0)
+    inv_anchor = np.divide(1.0, anchor, out=np.zeros_like(anchor), where=anchor > 0)
+    # [:, :p] = D (symmetric, column-major so BLAS updates it in place), [:, p] = E for the row's class
+    resid = np.zeros((p, p + 1), order="F")
+    mean_resid = np.zeros((n_classes, p))
+    a, inv = np.ones(p + 1), np.ones(p + 1)  # weights [w; 1] and 1/weight (0 where the weight is 0)
+    w = a[:p]
+    blocks, numeric = lay.blocks, lay.numeric
+    outside = [np.ones(p) for _ in blocks]
+    for mask, b in zip(outside, blocks, strict=True):
+        mask[b] = 0.0
+    counts = np.zeros(n_classes)
+    rows, labels = np.empty((m, p)), np.empty(m, dtype=np.int64)
+    for j in range(m):
+        c = int(np.argmax((j + 1) * model.shares - counts))
+        counts[c] += 1
+        mean_resid[c] += model.means[c]
+        resid[:, :p] += model.second
+        resid[:, p] = mean_resid[c]
+        w[:], inv[:p] = anchor[c], inv_anchor[c]
+        for mask, b in zip(outside, blocks, strict=True):
+            _set_block(w, resid[:, :p], resid[:, p], b, mask)
+            inv[b] = w[b]  # 1/1 or 0
+        for i in numeric:
+            # ratios b/a; a weight-0 term gets ratio 0 and never decides the median
+            z = min(1.0, max(0.0, weighted_median(resid[i] * inv, a)))
+            w[i] = z
+            inv[i] = 1.0 / z if z > 0 else 0.0
+        mean_resid[c] -= w
+        blas.dger(-1.0, w, w, a=resid[:, :p], overwrite_a=True)  # D −= wwᵀ
+        rows[j], labels[j] = w, c
+    return rows, labels
+
+
+# ---------------------------------------------------------------- the four pipeline stages
+
+
+def _features(schema: Schema, params: LDAPPDParams) -> tuple[Design, int]:
+    j = schema.names.index(params.target)
+    return design(Schema(schema.columns[:j] + schema.columns[j + 1 :])), j
+
+
+@dataclass(frozen=True)
+class _Encoded:
+    x: np.ndarray = field(repr=False)
+    y: np.ndarray = field(repr=False)
+    layout: Layout
+    counts: Measurement
+
+
+def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: LDAPPDParams, rng) -> Stage:
+    """Features and classes; the class counts (corrected: noisy, stage ``class_counts``;
+    paper: exact, ``unprotected`` in stage ``moments``)."""
+    if plan.notion != "pure":
+        raise ValueError("lda_ppd is pure ε-DP (Laplace) only: set privacy.accountant: pure")
+    check(schema, params)
+    features, j = _features(schema, params)
+    keep = [k for k in range(len(schema)) if k != j]
+    x = features.encode(MixedRows(rows.bins[:, keep], None if rows.unit is None else rows.unit[:, keep]))
+    y = rows.bins[:, j].astype(np.int64)
+    n_classes = schema.columns[j].n_bins
+    if params.variant == "paper":
+        counts = release_class_counts(y, n_classes, None, rng=rng, stage="moments")
+    else:
+        eps = plan.stage("class_counts").epsilon
+        counts = release_class_counts(y, n_classes, eps, rng=rng, stage="class_counts")
+    lay = layout(features)
+    facts = {"numeric_coordinates": lay.p1, "nominal_columns": lay.p2, "design_width": lay.width}
+    return Stage(_Encoded(x, y, lay, counts), (counts,), facts)
+
+
+def _estimate_stage(encoded: _Encoded, plan: BudgetPlan, params: LDAPPDParams, rng) -> Stage:
+    n_classes = len(encoded.counts.value)
+    moments = release_moments(
+        encoded.x,
+        encoded.y,
+        n_classes,
+        encoded.layout,
+        plan.stage("moments").epsilon,
+        params.variant,
+        rng=rng,
+        stage="moments",
+    )
+    model = build_model(encoded.counts, moments, len(encoded.y), encoded.layout)
+    facts = {"moment_sensitivity": moments.sensitivity, "class_shares": [float(s) for s in model.shares]}
+    return Stage(model, (moments,), facts)
+
+
+def _sample_stage(model: LDAModel, params: LDAPPDParams, m: int, rng) -> Stage:
+    return Stage(synthesize(model, m))
+
+
+def _decode_stage(
+    state: tuple[np.ndarray, np.ndarray], schema: Schema, params: LDAPPDParams, rng
+) -> MixedRows:
+    x, labels = state
+    features, j = _features(schema, params)
+    rows = features.decode(x)
+    return MixedRows(np.insert(rows.bins, j, labels, axis=1), np.insert(rows.unit, j, np.nan, axis=1))
+
+
+SYNTHESIZER = Synthesizer(
+    name="lda_ppd",
+    summary=(
+        "DP-LDA publishing (Alg B): private class counts, noisy class sums and second moment, "
+        "greedy synthesis of fresh rows matching them"
+    ),
+    notions=("pure",),
+    params_type=LDAPPDParams,
+    stage_weights=stage_weights,
+    defects=defects,
+    keeps_row_order=False,
+    encode=_encode_stage,
+    estimate=_estimate_stage,
+    sample=_sample_stage,
+    decode=_decode_stage,
+    check=check,
+)

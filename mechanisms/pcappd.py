@@ -1,0 +1,304 @@
+"""``pcappd``: DP-PCA data publishing (the seed paper's Alg A, "PCA-based PPDP
+mechanism"; digest ``notes/seeds/003-dp-pca-lda-ppdp.md``). Output row i is computed
+from input row i (``keeps_row_order``).
+
+Algorithm (rows x ∈ [0, 1]^p of the public-box design, ``mechanisms.design``: p₁ numeric
+coordinates, p₂ one-hot blocks; ``mechanisms.publishing``):
+
+1. stage ``moments`` (ε/2): S₁ = Σx and S₂ = triu(Σxxᵀ) (with the diagonal) released
+   *jointly* with Laplace noise b = Δ/ε_moments (the paper: Lap(2s/ε)).
+2. m = S̃₁/n, M = mirror(S̃₂)/n, D = M − mmᵀ (symmetric, maybe indefinite), U_k = the
+   eigenvectors of the k algebraically largest eigenvalues (post-processing).
+3. stage ``rows`` (ε/2): Y = (X − 1mᵀ)U_k plus i.i.d. Laplace noise per entry,
+   b = Δ_rows/ε_rows (the paper: Lap(2√(kp)/ε)).
+4. X̂ = ỸU_kᵀ + 1mᵀ; decode (paper step 7): the largest coordinate of each one-hot
+   block is the category, numerics are clipped to [0, 1] and de-normalised.
+
+Privacy (replace-one neighbours, n public, pure ε-DP only): stage 1 is Laplace on a
+statistic of L1 sensitivity Δ (exact, ``publishing.moment_sensitivity``). Given the
+released m and U_k, record i affects only row i of Y, by (xᵢ − xᵢ')U_k (m cancels), so
+stage 3 is Laplace with the row sensitivity (``rows_sensitivity``); sequential
+composition gives ε_moments + ε_rows. The rest is post-processing.
+
+Variant ``paper`` (NOT DP when the schema has nominal columns): noise from the paper's
+categorical s, which is too small — it assumes the worst record flips every numeric
+0 → 1, but numerics held near 1 in both records change the 2p₁p₂ numeric × dummy
+entries. The exact maximum exceeds s for every p₁ ≥ 1, p₂ ≥ 2 (continuous numerics);
+on vertex records (numerics in {0, 1}) once p₂ > (p₁+3)/2 — at (p₁, p₂) = (5, 5): 91⅔
+(vertices 91) vs s = 85; at (3, 6): 90 vs 81. The measurement then carries a defect.
+Corrected: Δ = ``moment_sensitivity`` (proved there, attained). The rows stage uses
+the paper's Lemma 2, √(kp): valid but loose; corrected uses √(k(p₁+2p₂))
+(``rows_sensitivity``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from mechanisms.accounting import BudgetPlan, split_budget
+from mechanisms.design import Design, design
+from mechanisms.primitives import Measurement, laplace_mechanism
+from mechanisms.publishing import (
+    Layout,
+    layout,
+    mirror,
+    moment_sensitivity,
+    paper_moment_sensitivity,
+    snap,
+    upper,
+)
+from mechanisms.schema import Schema
+from mechanisms.synthesizer import MixedRows, Stage, Synthesizer
+
+__all__ = [
+    "SYNTHESIZER",
+    "PCAPPDParams",
+    "Publication",
+    "check",
+    "defects",
+    "moment_statistic",
+    "principal_axes",
+    "publish",
+    "reconstruct",
+    "release_moments",
+    "release_rows",
+    "rows_sensitivity",
+    "stage_weights",
+]
+
+Variant = Literal["corrected", "paper"]
+
+SENSITIVITY_DEFECT = (
+    "Alg A's categorical sensitivity s = (p₁+2p₂) + [(p₁+p₂)(p₁+p₂+1) + p₂(p₂+1)]/2 is below the exact "
+    "maximum (numerics near 1 in both records change the numeric × dummy entries); it bites for "
+    "p₁ ≥ 1, p₂ ≥ 2 (on {0, 1} numerics once p₂ > (p₁+3)/2; (5, 5): 91⅔ vs 85, (3, 6): 90 vs 81): not ε-DP"
+)
+
+
+@dataclass(frozen=True)
+class PCAPPDParams:
+    """Public hyperparameters. ``variant``: ``corrected`` (DP) or ``paper`` (the printed
+    sensitivities; not DP with nominal columns). ``components``: k, public (the paper's
+    grid is 1..10)."""
+
+    variant: Variant = "corrected"
+    components: int = 3
+
+    def __post_init__(self) -> None:
+        if self.variant not in ("corrected", "paper"):
+            raise ValueError(f"params.variant ({self.variant!r}) must be 'corrected' or 'paper'")
+        k = self.components
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"params.components ({k!r}) must be an integer >= 1")
+
+
+def defects(params: PCAPPDParams) -> list[str]:
+    """Why the parameters are not DP: empty for ``corrected``. ``paper`` lists the
+    categorical sensitivity unconditionally (only params are seen here); it bites when
+    the schema has p₁ ≥ 1 numeric and p₂ ≥ 2 nominal columns."""
+    return [] if params.variant == "corrected" else [SENSITIVITY_DEFECT]
+
+
+def stage_weights(schema: Schema, params: PCAPPDParams) -> dict[str, float]:
+    """The paper's ε/2 + ε/2."""
+    return {"moments": 0.5, "rows": 0.5}
+
+
+def check(schema: Schema, params: PCAPPDParams) -> None:
+    """k must not exceed the design width p."""
+    p = design(schema).width
+    if params.components > p:
+        raise ValueError(f"params.components ({params.components}) must be at most the design width ({p})")
+
+
+def moment_statistic(x: np.ndarray) -> np.ndarray:
+    """(S₁, triu(S₂)) = (Σx, triu(Σxxᵀ)) concatenated: p + p(p+1)/2 entries."""
+    return np.concatenate([x.sum(axis=0), upper(x)])
+
+
+def release_moments(
+    x: np.ndarray, lay: Layout, epsilon: float, variant: Variant, *, rng: np.random.Generator, stage: str
+) -> Measurement:
+    """Alg A step 2: ``moment_statistic`` + Lap(Δ/ε)^{p+p(p+1)/2} at this stage's ε
+    (the paper's Lap(2s/ε) with ε/2 here). Corrected: Δ = ``moment_sensitivity`` (exact).
+    Paper: Δ = s; the record carries a defect when s is below the exact maximum."""
+    exact = moment_sensitivity(lay.p1, lay.p2)
+    delta = exact if variant == "corrected" else paper_moment_sensitivity(lay.p1, lay.p2)
+    m = laplace_mechanism(
+        moment_statistic(x), l1_sensitivity=delta, epsilon=epsilon, rng=rng, name="moments", stage=stage
+    )
+    if delta < exact:
+        m = dataclasses.replace(
+            m,
+            defect=(
+                f"Alg A's categorical sensitivity s = {delta:g} is below the exact maximum {exact:.6g} "
+                f"for (p₁, p₂) = ({lay.p1}, {lay.p2}): not ε-DP"
+            ),
+        )
+    return m
+
+
+def principal_axes(noisy: np.ndarray, n: int, p: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Alg A steps 3-4 (post-processing): m = S̃₁/n, M = mirror(S̃₂)/n, D = M − mmᵀ;
+    U_k (p, k) = eigenvectors of D for the k algebraically largest eigenvalues
+    (``eigh``), largest first. Returns (m, U_k)."""
+    mean = noisy[:p] / n
+    d = mirror(noisy[p:], p) / n - np.outer(mean, mean)
+    _, vectors = np.linalg.eigh(d)
+    return mean, vectors[:, ::-1][:, :k]
+
+
+def rows_sensitivity(lay: Layout, k: int, variant: Variant) -> float:
+    """L1 sensitivity of one row of (X − 1mᵀ)U_k for a fixed orthonormal U_k (p, k).
+
+    Lemma 2: ‖(x−x')U_k‖₁ ≤ √k‖(x−x')U_k‖₂ ≤ √k‖x−x'‖₂. Corrected: ‖x−x'‖₂² =
+    Σ(uᵢ−vᵢ)² + 2d ≤ p₁ + 2p₂ (a changed block contributes two unit entries), so
+    Δ = √(k(p₁+2p₂)). It is attained: with u = 1, v = 0 and every category changed,
+    ‖x−x'‖₂ = √(p₁+2p₂), and U_k whose columns each have inner product ‖x−x'‖₂/√k with
+    x−x' makes both inequalities equalities; the noisy D can give any orthonormal U_k, so
+    no smaller Δ holds for the released one. Paper: √(kp), p the design width (valid, as
+    p₁ + 2p₂ ≤ p, but loose).
+    """
+    return float(np.sqrt(k * (lay.p1 + 2 * lay.p2 if variant == "corrected" else lay.width)))
+
+
+def release_rows(
+    x: np.ndarray,
+    mean: np.ndarray,
+    axes: np.ndarray,
+    lay: Layout,
+    epsilon: float,
+    variant: Variant,
+    *,
+    rng: np.random.Generator,
+    stage: str,
+) -> Measurement:
+    """Alg A step 5: Ỹ = (X − 1mᵀ)U_k + Lap(Δ_rows/ε)^{n×k}; one record changes one row
+    (parallel over rows), Δ_rows = ``rows_sensitivity``."""
+    return laplace_mechanism(
+        (x - mean) @ axes,
+        l1_sensitivity=rows_sensitivity(lay, axes.shape[1], variant),
+        epsilon=epsilon,
+        rng=rng,
+        name="component_scores",
+        stage=stage,
+    )
+
+
+def reconstruct(scores: np.ndarray, mean: np.ndarray, axes: np.ndarray) -> np.ndarray:
+    """Alg A step 6: X̂ = ỸU_kᵀ + 1mᵀ (design coordinates, before step 7)."""
+    return scores @ axes.T + mean
+
+
+@dataclass(frozen=True)
+class Publication:
+    """``publish``'s result: X̂ snapped to the design's domain (step 7: clipped numerics,
+    one-hot argmax), the raw X̂, m, U_k and the two measurements."""
+
+    rows: np.ndarray = field(repr=False)
+    raw: np.ndarray = field(repr=False)
+    mean: np.ndarray = field(repr=False)
+    axes: np.ndarray = field(repr=False)
+    measurements: tuple[Measurement, ...]
+
+
+def publish(
+    x: np.ndarray,
+    blocks: Design | Sequence[int],
+    *,
+    epsilon: float,
+    k: int,
+    variant: Variant = "corrected",
+    rng: np.random.Generator,
+) -> Publication:
+    """Alg A on a design matrix x (n, p) in [0, 1] (for benchmarks): ``blocks`` is a
+    ``Design`` or the column widths (1 numeric, K ≥ 2 a one-hot block); ε split ε/2 +
+    ε/2 (rounded down)."""
+    lay = layout(blocks)
+    if x.shape[1] != lay.width or not 1 <= k <= lay.width:
+        raise ValueError(
+            f"x has {x.shape[1]} columns and k = {k}; the layout needs {lay.width} and 1 <= k <= p"
+        )
+    eps_moments, eps_rows = split_budget(epsilon, [0.5, 0.5])
+    moments = release_moments(x, lay, eps_moments, variant, rng=rng, stage="moments")
+    mean, axes = principal_axes(moments.value, x.shape[0], lay.width, k)
+    scores = release_rows(x, mean, axes, lay, eps_rows, variant, rng=rng, stage="rows")
+    raw = reconstruct(scores.value, mean, axes)
+    return Publication(snap(raw, lay), raw, mean, axes, (moments, scores))
+
+
+# ---------------------------------------------------------------- the four pipeline stages
+
+
+@dataclass(frozen=True)
+class _Encoded:
+    x: np.ndarray = field(repr=False)
+    layout: Layout
+
+
+def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: PCAPPDParams, rng) -> Stage:
+    if plan.notion != "pure":
+        raise ValueError("pcappd is pure ε-DP (Laplace) only: set privacy.accountant: pure")
+    check(schema, params)
+    d = design(schema)
+    lay = layout(d)
+    facts = {
+        "numeric_coordinates": lay.p1,
+        "nominal_columns": lay.p2,
+        "design_width": lay.width,
+        "components": params.components,
+    }
+    return Stage(_Encoded(d.encode(rows), lay), (), facts)
+
+
+def _estimate_stage(encoded: _Encoded, plan: BudgetPlan, params: PCAPPDParams, rng) -> Stage:
+    lay = encoded.layout
+    moments = release_moments(
+        encoded.x, lay, plan.stage("moments").epsilon, params.variant, rng=rng, stage="moments"
+    )
+    mean, axes = principal_axes(moments.value, encoded.x.shape[0], lay.width, params.components)
+    return Stage((encoded, mean, axes, plan), (moments,), {"moment_sensitivity": moments.sensitivity})
+
+
+def _sample_stage(
+    state: tuple[_Encoded, np.ndarray, np.ndarray, BudgetPlan], params: PCAPPDParams, m: int, rng
+) -> Stage:
+    encoded, mean, axes, plan = state
+    n = encoded.x.shape[0]
+    if m != n:
+        raise ValueError(
+            f"pcappd releases exactly one row per fitted input row (asked for {m}, fitted {n}); "
+            "remove synthetic_rows from the spec"
+        )
+    eps = plan.stage("rows").epsilon
+    scores = release_rows(encoded.x, mean, axes, encoded.layout, eps, params.variant, rng=rng, stage="rows")
+    return Stage(reconstruct(scores.value, mean, axes), (scores,), {"rows_sensitivity": scores.sensitivity})
+
+
+def _decode_stage(x_hat: np.ndarray, schema: Schema, params: PCAPPDParams, rng) -> MixedRows:
+    """Step 7 via ``Design.decode``: argmax per block, numerics clipped, de-normalised."""
+    return design(schema).decode(x_hat)
+
+
+SYNTHESIZER = Synthesizer(
+    name="pcappd",
+    summary=(
+        "DP-PCA publishing (Alg A): noisy first and second moments, top-k eigenvectors, noisy "
+        "component scores of each row projected back; one output row per input row"
+    ),
+    notions=("pure",),
+    params_type=PCAPPDParams,
+    stage_weights=stage_weights,
+    defects=defects,
+    keeps_row_order=True,
+    encode=_encode_stage,
+    estimate=_estimate_stage,
+    sample=_sample_stage,
+    decode=_decode_stage,
+    check=check,
+)
