@@ -64,7 +64,7 @@ from scipy.special import ndtr, ndtri
 
 from mechanisms.accounting import BudgetPlan, StageBudget, plan_budget
 from mechanisms.latent import LatentCode, from_latent, to_latent
-from mechanisms.primitives import Measurement, measure, unprotected
+from mechanisms.primitives import Measurement, measure_stage, unprotected
 from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 from mechanisms.synthesizer import MixedRows, Stage, Synthesizer
 
@@ -200,17 +200,7 @@ def _release(
     exact value and no record when ``budget`` is None (the ε = ∞ ablation)."""
     if budget is None:
         return np.asarray(value, dtype=float), None
-    zcdp = budget.rho is not None
-    m = measure(
-        value,
-        share=budget.rho if zcdp else budget.epsilon,
-        zcdp=zcdp,
-        l2_sensitivity=l2,
-        l1_sensitivity=l1,
-        rng=rng,
-        name=name,
-        stage=budget.stage,
-    )
+    m = measure_stage(value, budget, l2_sensitivity=l2, l1_sensitivity=l1, rng=rng, name=name)
     if defect is not None:
         m = dataclasses.replace(m, defect=defect)
     return m.value, m

@@ -37,7 +37,7 @@ from mechanisms.latent import (
     to_latent,
 )
 from mechanisms.marginals import measure_histograms, private_distribution
-from mechanisms.primitives import Measurement, measure
+from mechanisms.primitives import Measurement, measure_stage
 from mechanisms.schema import Schema
 from mechanisms.synthesizer import MixedRows, Stage, Synthesizer
 
@@ -147,16 +147,13 @@ def measure_moments(
         raise ValueError("latent rows must be bounded with bound_rows before measuring")
     iu = np.triu_indices(p)
     upper = (z.T @ z / n)[iu]
-    zcdp = budget.rho is not None
-    return measure(
+    return measure_stage(
         upper,
-        share=budget.rho if zcdp else budget.epsilon,
-        zcdp=zcdp,
+        budget,
         l2_sensitivity=second_moment_sensitivity(n, bound, p, "l2"),
         l1_sensitivity=second_moment_sensitivity(n, bound, p, "l1"),
         rng=rng,
         name="latent_second_moment",
-        stage=budget.stage,
     )
 
 

@@ -16,6 +16,7 @@ from typing import Literal
 
 import numpy as np
 
+from mechanisms.accounting import StageBudget
 from mechanisms.errors import BudgetError
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "laplace_mechanism",
     "laplace_scale",
     "measure",
+    "measure_stage",
     "unprotected",
 ]
 
@@ -135,6 +137,30 @@ def measure(
         )
     return laplace_mechanism(
         value, l1_sensitivity=l1_sensitivity, epsilon=share, rng=rng, name=name, stage=stage
+    )
+
+
+def measure_stage(
+    value: np.ndarray,
+    budget: StageBudget,
+    *,
+    l2_sensitivity: float,
+    l1_sensitivity: float,
+    rng: np.random.Generator,
+    name: str,
+) -> Measurement:
+    """``measure`` with a stage's whole share: Gaussian with its ρ under zCDP, Laplace with
+    its ε under pure DP; the record carries the stage's name."""
+    zcdp = budget.rho is not None
+    return measure(
+        value,
+        share=budget.rho if zcdp else budget.epsilon,
+        zcdp=zcdp,
+        l2_sensitivity=l2_sensitivity,
+        l1_sensitivity=l1_sensitivity,
+        rng=rng,
+        name=name,
+        stage=budget.stage,
     )
 
 

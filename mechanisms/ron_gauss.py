@@ -60,7 +60,7 @@ import numpy as np
 from mechanisms.accounting import BudgetPlan, StageBudget, split_budget
 from mechanisms.design import Design, design
 from mechanisms.marginals import histogram, histogram_sensitivity, private_distribution
-from mechanisms.primitives import Measurement, laplace_mechanism, measure, unprotected
+from mechanisms.primitives import Measurement, laplace_mechanism, measure_stage, unprotected
 from mechanisms.schema import Continuous, Schema
 from mechanisms.synthesizer import MixedRows, Stage, Synthesizer
 
@@ -261,18 +261,7 @@ def _require_pure(variant: str, budget: StageBudget) -> None:
 
 
 def _measure(value, budget: StageBudget, *, l1: float, l2: float, name: str, rng) -> Measurement:
-    zcdp = budget.rho is not None
-    share = budget.rho if zcdp else budget.epsilon
-    return measure(
-        value,
-        share=share,
-        zcdp=zcdp,
-        l2_sensitivity=l2,
-        l1_sensitivity=l1,
-        rng=rng,
-        name=name,
-        stage=budget.stage,
-    )
+    return measure_stage(value, budget, l2_sensitivity=l2, l1_sensitivity=l1, rng=rng, name=name)
 
 
 @dataclass(frozen=True)
