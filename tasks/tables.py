@@ -136,22 +136,21 @@ def rows_to_table(rows: MixedRows, schema: Schema, *, rng: np.random.Generator) 
     """Synthetic rows → a table with the schema's columns and types. A continuous column
     comes from ``rows.unit`` where the synthesizer set it, else from a uniform draw inside
     its bin."""
-    if rows.unit is None:
-        return bins_to_table(rows.bins, schema, rng=rng)
-    table = bins_to_table(rows.bins, schema, rng=rng)
-    for j, c in enumerate(schema.columns):
-        if isinstance(c, Continuous) and not np.isnan(rows.unit[:, j]).any():
-            values = c.from_unit(rows.unit[:, j])
-            table[c.name] = values.astype(np.int64) if c.integer else values
-    return table
+    return bins_to_table(rows.bins, schema, rng=rng, unit=rows.unit)
 
 
-def bins_to_table(bins: np.ndarray, schema: Schema, *, rng: np.random.Generator) -> pd.DataFrame:
-    """Synthetic bin indices → a table with the schema's columns and types."""
+def bins_to_table(
+    bins: np.ndarray, schema: Schema, *, rng: np.random.Generator, unit: np.ndarray | None = None
+) -> pd.DataFrame:
+    """Synthetic bin indices → a table with the schema's columns and types; a continuous
+    column with values in ``unit`` (no NaN) is decoded from them instead of its bins."""
     data = {}
     for j, c in enumerate(schema.columns):
         if isinstance(c, Continuous):
-            values = c.from_bins(bins[:, j], rng.random(bins.shape[0]))
+            if unit is not None and not np.isnan(unit[:, j]).any():
+                values = c.from_unit(unit[:, j])
+            else:
+                values = c.from_bins(bins[:, j], rng.random(bins.shape[0]))
             data[c.name] = values.astype(np.int64) if c.integer else values
         else:
             labels = pa.DictionaryArray.from_arrays(pa.array(bins[:, j]), pa.array(list(c.values)))
