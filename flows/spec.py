@@ -66,6 +66,8 @@ class PrivacySpec(_Strict):
     delta: float = Field(default=1e-6, ge=0, lt=1, allow_inf_nan=False)
     accountant: Literal["zcdp", "pure"] = "zcdp"
     allow_non_dp: bool = False
+    lifetime_epsilon: float | None = Field(default=None, gt=0, le=1000, allow_inf_nan=False)
+    lifetime_delta: float | None = Field(default=None, ge=0, lt=1, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _delta_fits(self) -> PrivacySpec:
@@ -73,7 +75,29 @@ class PrivacySpec(_Strict):
             raise ValueError("delta must be 0 with accountant 'pure' (pure ε-DP has no δ)")
         if self.accountant == "zcdp" and self.delta == 0:
             raise ValueError("delta must be > 0 with accountant 'zcdp'")
+        if self.lifetime_delta is not None and self.lifetime_epsilon is None:
+            raise ValueError("lifetime_delta needs lifetime_epsilon")
+        if self.lifetime_epsilon is not None:
+            if self.allow_non_dp:
+                raise ValueError(
+                    "a release with allow_non_dp cannot be charged to a lifetime budget (its cost is "
+                    "not a guarantee); remove lifetime_epsilon for comparison runs"
+                )
+            if self.epsilon > self.lifetime_epsilon:
+                raise ValueError(
+                    f"epsilon ({self.epsilon}) must not exceed lifetime_epsilon ({self.lifetime_epsilon})"
+                )
+            if self.delta > self.lifetime[1]:
+                raise ValueError(f"delta ({self.delta}) must not exceed lifetime_delta ({self.lifetime[1]})")
         return self
+
+    @property
+    def lifetime(self) -> tuple[float, float] | None:
+        """(ε, δ) that all releases of the dataset together may spend; δ defaults to this
+        release's δ (zCDP histories compose in ρ and convert once, at that δ)."""
+        if self.lifetime_epsilon is None:
+            return None
+        return self.lifetime_epsilon, self.delta if self.lifetime_delta is None else self.lifetime_delta
 
 
 class MechanismSpec(_Strict):

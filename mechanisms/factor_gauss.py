@@ -268,6 +268,7 @@ SYNTHESIZER = Synthesizer(
     stage_weights=lambda schema, params: dict(STAGE_WEIGHTS),
     defects=lambda params: [],
     keeps_row_order=False,
+    spends={"encode": ("marginals",), "estimate": ("moments",)},
     encode=_encode_stage,
     estimate=_estimate_stage,
     sample=_sample_stage,

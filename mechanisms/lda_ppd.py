@@ -401,6 +401,7 @@ SYNTHESIZER = Synthesizer(
     stage_weights=stage_weights,
     defects=defects,
     keeps_row_order=False,
+    spends={"encode": ("class_counts",), "estimate": ("moments",)},
     encode=_encode_stage,
     estimate=_estimate_stage,
     sample=_sample_stage,

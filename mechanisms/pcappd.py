@@ -296,6 +296,7 @@ SYNTHESIZER = Synthesizer(
     stage_weights=stage_weights,
     defects=defects,
     keeps_row_order=True,
+    spends={"estimate": ("moments",), "sample": ("rows",)},
     encode=_encode_stage,
     estimate=_estimate_stage,
     sample=_sample_stage,

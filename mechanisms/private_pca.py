@@ -1030,6 +1030,7 @@ SYNTHESIZER = Synthesizer(
     stage_weights=lambda schema, params: dict(STAGE_WEIGHTS),
     defects=_defects,
     keeps_row_order=False,
+    spends={"encode": ("covariance",), "estimate": ("mean", "measure")},
     encode=_encode_stage,
     estimate=_estimate_stage,
     sample=_sample_stage,

@@ -714,6 +714,7 @@ SYNTHESIZER = Synthesizer(
     stage_weights=lambda schema, params: stage_weights(params.task, params.variant),
     defects=defects,
     keeps_row_order=False,
+    spends={"encode": ("class_counts", "mean"), "estimate": ("covariance",)},
     encode=_encode_stage,
     estimate=_estimate_stage,
     sample=_sample_stage,

@@ -63,7 +63,10 @@ class Synthesizer:
     ``stage_weights(schema, params)`` gives the default budget split (stages a schema
     does not need are absent, so no budget is allocated to them); ``defects(params)``
     lists why a parameter choice is *not* differentially private (empty for a DP one);
-    ``keeps_row_order`` means the output has exactly one row per fitted input row, in
+    ``spends`` names, per step (``encode``, ``estimate``, ``sample``), the plan stages whose
+    noise that step may draw: the flow records those stages as spent in the ledger
+    *before* running the step (fail closed), and refuses a step that measured a stage
+    it did not declare. ``keeps_row_order`` means the output has exactly one row per fitted input row, in
     order; ``check(schema, params)`` raises ``ValueError`` (naming the parameter) when
     the parameters do not fit the schema, before any data is read.
     """
@@ -75,6 +78,7 @@ class Synthesizer:
     stage_weights: Callable[[Schema, Any], dict[str, float]]
     defects: Callable[[Any], list[str]]
     keeps_row_order: bool
+    spends: Mapping[str, tuple[str, ...]]
     encode: Callable[[MixedRows, Schema, BudgetPlan, Any, np.random.Generator], Stage]
     estimate: Callable[[Any, BudgetPlan, Any, np.random.Generator], Stage]
     sample: Callable[[Any, Any, int, np.random.Generator], Stage]
