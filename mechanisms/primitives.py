@@ -4,14 +4,27 @@
 its norm, noise scale, ρ or ε). The ledger and the audit bundle serialise these records;
 they never recompute a scale.
 
-Noise uses numpy's ``Generator.normal`` / ``Generator.laplace`` on doubles. That is the
-textbook float sampler (Mironov 2012 shows its low bits can leak); the bundle states it.
+Where the noise comes from is a property of the ``rng`` a mechanism receives:
+
+* a ``VettedRNG`` (``noise_rngs(None, k)``, the default for a release): every DP noise
+  draw here goes through OpenDP's samplers (``VETTED_SAMPLER_NOTE``), which add exact
+  discrete Laplace / Gaussian noise on the finest float lattice in rational arithmetic
+  and round only the final sum, so the float attacks of Mironov (2012) do not apply. The
+  generator itself (seeded from OS entropy) still serves the non-noise draws
+  (synthetic sampling, permutations), which are post-processing.
+* a plain ``np.random.Generator`` (``--insecure-seed``, every seeded test): numpy's
+  textbook ``normal`` / ``laplace`` / ``geometric`` samplers (``NUMPY_SAMPLER_NOTE``),
+  reproducible from the seed, with the guarantee holding for idealised real arithmetic.
+
+``sampler_note(rng)`` is the sentence the bundle prints for the one in use.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
+from importlib.metadata import version
 from typing import Literal
 
 import numpy as np
@@ -21,20 +34,120 @@ from mechanisms.errors import BudgetError
 
 __all__ = [
     "FLOAT_SAMPLER_NOTE",
+    "NUMPY_SAMPLER_NOTE",
+    "VETTED_SAMPLER_NOTE",
     "Measurement",
+    "VettedRNG",
+    "discrete_laplace_noise",
     "gaussian_mechanism",
     "gaussian_sigma",
     "laplace_mechanism",
     "laplace_scale",
     "measure",
     "measure_stage",
+    "noise_rngs",
+    "sampler_note",
     "unprotected",
 ]
 
-FLOAT_SAMPLER_NOTE = (
-    "noise drawn with numpy's floating-point normal/laplace samplers; the guarantee is "
-    "for idealised real arithmetic (see Mironov 2012 on floating-point leakage)"
+NUMPY_SAMPLER_NOTE = (
+    "noise drawn with numpy's floating-point normal/laplace samplers (integer counts: a "
+    "difference of numpy geometric draws) from a seeded generator; the guarantee is for "
+    "idealised real arithmetic (see Mironov 2012 on floating-point leakage)"
 )
+
+VETTED_SAMPLER_NOTE = (
+    "noise drawn with OpenDP {version}'s vetted samplers (make_laplace / make_gaussian, "
+    "feature 'contrib'): each value, exact on the float lattice 2^-1074, gets exact discrete "
+    "Laplace or discrete Gaussian noise on that lattice (integer counts: exact discrete "
+    "Laplace) added in rational arithmetic from OpenSSL's CSPRNG, and only the sum is rounded "
+    "to the nearest double (post-processing); OpenDP's privacy map at each recorded scale "
+    "and sensitivity was checked to be within the ledger's epsilon or rho. The sensitivities "
+    "are derived for real arithmetic; float rounding in computing the statistics themselves "
+    "is not covered"
+)
+
+FLOAT_SAMPLER_NOTE = NUMPY_SAMPLER_NOTE
+"""Deprecated alias of ``NUMPY_SAMPLER_NOTE``; use ``sampler_note(rng)``."""
+
+
+class VettedRNG(np.random.Generator):
+    """A numpy ``Generator`` whose DP noise, drawn by the primitives in this module, comes
+    from OpenDP's vetted samplers (OS-entropy CSPRNG, exact arithmetic) instead of numpy's.
+
+    Every other use (``standard_normal``, ``permutation``, ``random`` …, i.e. the
+    post-processing a mechanism does) is numpy's, on the wrapped bit generator. Calling
+    ``rng.normal`` / ``rng.laplace`` directly is numpy's textbook sampler: DP noise must go
+    through ``gaussian_mechanism``, ``laplace_mechanism`` or ``discrete_laplace_noise``.
+    Copies, pickles and ``spawn`` children stay ``VettedRNG`` (numpy's would not).
+    """
+
+    def __reduce__(self):
+        return (type(self), (self.bit_generator,))
+
+
+def noise_rngs(insecure_seed: int | None, k: int) -> list[np.random.Generator]:
+    """``k`` independent generators for a release's stages.
+
+    ``insecure_seed=None``: ``VettedRNG``s on PCG64 streams spawned from a fresh OS-entropy
+    ``SeedSequence`` (the DP noise itself comes from OpenDP, which ignores the stream).
+    A seed: plain ``np.random.default_rng`` generators from ``SeedSequence(seed).spawn(k)``,
+    numpy's samplers, reproducible bit for bit (and not fit for publication).
+    """
+    if insecure_seed is None:
+        return [VettedRNG(np.random.PCG64(s)) for s in np.random.SeedSequence().spawn(k)]
+    return [np.random.default_rng(s) for s in np.random.SeedSequence(insecure_seed).spawn(k)]
+
+
+def _is_vetted(rng: np.random.Generator) -> bool:
+    return isinstance(rng, VettedRNG)
+
+
+def sampler_note(rng: np.random.Generator) -> str:
+    """The bundle's sentence for the noise source ``rng`` selects."""
+    if _is_vetted(rng):
+        return VETTED_SAMPLER_NOTE.format(version=version("opendp"))
+    return NUMPY_SAMPLER_NOTE
+
+
+@functools.cache
+def _opendp():
+    """OpenDP's prelude with the 'contrib' feature on (its noise constructors require it;
+    nothing else is enabled). Imported on first vetted draw: seeded runs never load it."""
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    return dp
+
+
+_MAX_ULPS = 64
+
+
+def _vetted_float_noise(
+    value: np.ndarray, kind: Literal["laplace", "gaussian"], scale: float, sensitivity: float, budget: float
+) -> tuple[np.ndarray, float]:
+    """``value`` + OpenDP noise of ``scale``, and the scale used: the smallest double ≥
+    ``scale`` whose OpenDP privacy map at ``sensitivity`` is ≤ ``budget`` (ε for Laplace
+    on L1, ρ for Gaussian on L2). OpenDP's map rounds up, so this is ``scale`` or an ulp
+    or two above it, never below."""
+    if not np.all(np.isfinite(value)):
+        # OpenDP maps a non-finite float to 0 or the largest double before adding noise.
+        raise ValueError("a value to be measured must be finite")
+    dp = _opendp()
+    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=int(value.size))
+    if kind == "laplace":
+        metric, make = dp.l1_distance(T=float), dp.m.make_laplace
+    else:
+        metric, make = dp.l2_distance(T=float), dp.m.make_gaussian
+    for _ in range(_MAX_ULPS):
+        meas = make(domain, metric, scale)
+        if meas.map(float(sensitivity)) <= budget:
+            break
+        scale = math.nextafter(scale, math.inf)
+    else:  # pragma: no cover - OpenDP's map is within an ulp or two of ours
+        raise BudgetError(f"OpenDP's {kind} map exceeds {budget} at every scale tried")
+    noisy = meas(value.ravel().tolist()) if value.size else []
+    return np.asarray(noisy, dtype=float).reshape(value.shape), scale
 
 
 @dataclass(frozen=True)
@@ -97,9 +210,18 @@ def gaussian_mechanism(
     name: str,
     stage: str,
 ) -> Measurement:
-    """value + N(0, σ²I) with σ = Δ₂/√(2ρ): ρ-zCDP for a query of L2 sensitivity Δ₂."""
+    """value + N(0, σ²I) with σ = Δ₂/√(2ρ): ρ-zCDP for a query of L2 sensitivity Δ₂.
+
+    With a ``VettedRNG`` the noise is OpenDP's discrete Gaussian of scale σ on the lattice
+    2^-1074 (ρ-zCDP for the same Δ₂, Canonne–Kamath–Steinke 2020), and σ is raised by an ulp
+    if OpenDP's own map needs it; the record carries the σ actually used."""
     sigma = gaussian_sigma(l2_sensitivity, rho)
-    noisy = np.asarray(value, dtype=float) + rng.normal(0.0, sigma, size=np.shape(value))
+    if _is_vetted(rng):
+        noisy, sigma = _vetted_float_noise(
+            np.asarray(value, dtype=float), "gaussian", sigma, l2_sensitivity, rho
+        )
+    else:
+        noisy = np.asarray(value, dtype=float) + rng.normal(0.0, sigma, size=np.shape(value))
     return Measurement(name, stage, noisy, "gaussian", l2_sensitivity, "l2", sigma, rho, None)
 
 
@@ -112,10 +234,35 @@ def laplace_mechanism(
     name: str,
     stage: str,
 ) -> Measurement:
-    """value + Lap(b)^d with b = Δ₁/ε: ε-DP for a query of L1 sensitivity Δ₁."""
+    """value + Lap(b)^d with b = Δ₁/ε: ε-DP for a query of L1 sensitivity Δ₁.
+
+    With a ``VettedRNG`` the noise is OpenDP's discrete Laplace of scale b on the lattice
+    2^-1074 (ε-DP for the same Δ₁); the record carries the b actually used (b, or an ulp
+    above it if OpenDP's own map needs it)."""
     b = laplace_scale(l1_sensitivity, epsilon)
-    noisy = np.asarray(value, dtype=float) + rng.laplace(0.0, b, size=np.shape(value))
+    if _is_vetted(rng):
+        noisy, b = _vetted_float_noise(np.asarray(value, dtype=float), "laplace", b, l1_sensitivity, epsilon)
+    else:
+        noisy = np.asarray(value, dtype=float) + rng.laplace(0.0, b, size=np.shape(value))
     return Measurement(name, stage, noisy, "laplace", l1_sensitivity, "l1", b, None, epsilon)
+
+
+def discrete_laplace_noise(scale: float, size: int | tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Integer noise Lap_Z(σ), P(z) ∝ e^{−|z|/σ}, of shape ``size``. Added to an integer
+    query of L1 sensitivity Δ it is (Δ/σ)-DP (exact integer addition: no float issue).
+
+    A ``VettedRNG`` draws it with OpenDP's exact sampler (``make_laplace`` on i64 vectors,
+    Canonne–Kamath–Steinke 2020, with σ as an exact rational); a plain generator as
+    G₁ − G₂ with G ~ Geometric(1 − e^{−1/σ}) (numpy's Geometric counts trials ≥ 1; the
+    shift cancels)."""
+    if _is_vetted(rng):
+        n = int(np.prod(size))
+        dp = _opendp()
+        domain = dp.vector_domain(dp.atom_domain(T="i64"), size=n)
+        meas = dp.m.make_laplace(domain, dp.l1_distance(T="i64"), float(scale))
+        return np.asarray(meas([0] * n) if n else [], dtype=np.int64).reshape(size)
+    p = -math.expm1(-1.0 / scale)
+    return rng.geometric(p, size) - rng.geometric(p, size)
 
 
 def measure(

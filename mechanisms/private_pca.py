@@ -76,7 +76,7 @@ from scipy.optimize import linprog
 
 from mechanisms.accounting import BudgetPlan, split_budget
 from mechanisms.design import design
-from mechanisms.primitives import Measurement, laplace_mechanism
+from mechanisms.primitives import Measurement, discrete_laplace_noise, laplace_mechanism
 from mechanisms.schema import Schema
 from mechanisms.synthesizer import MixedRows, Stage, Synthesizer
 
@@ -375,11 +375,10 @@ def paper_defects(epsilon: float, depth: int, dims: int) -> tuple[float, list[st
 
 
 def discrete_laplace(scale: float, size: int | tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """Lap_Z(σ): P(z) ∝ e^{−|z|/σ}, sampled as G₁ − G₂ with G ~ Geometric(1 − e^{−1/σ})
-    (numpy's Geometric counts trials ≥ 1; the shift cancels). Adding it to an integer
-    query of L1 sensitivity Δ is (Δ/σ)-DP."""
-    p = -math.expm1(-1.0 / scale)
-    return rng.geometric(p, size) - rng.geometric(p, size)
+    """Lap_Z(σ): P(z) ∝ e^{−|z|/σ}. Adding it to an integer query of L1 sensitivity Δ is
+    (Δ/σ)-DP. Drawn by ``primitives.discrete_laplace_noise``: OpenDP's exact sampler for a
+    ``VettedRNG``, G₁ − G₂ with G ~ Geometric(1 − e^{−1/σ}) for a seeded numpy generator."""
+    return discrete_laplace_noise(scale, size, rng)
 
 
 def _splits(dims: int, depth: int) -> list[int]:
