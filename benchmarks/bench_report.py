@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import statistics
 from typing import Any
 
 ITEMS = (
@@ -18,6 +19,7 @@ ITEMS = (
     "pcappd",
     "lda_ppd",
     "spectral",
+    "sampler",
 )
 REPRODUCTIONS = (
     "dpfm",
@@ -39,6 +41,7 @@ TITLES = {
     "pcappd": "9. Reproduction: DP-PCA data publishing on Adult",
     "lda_ppd": "10. Reproduction: DP-LDA data publishing on Adult",
     "spectral": "11. Reproduction: spectral anonymization P/J/O (Perkonoja, Virta), simulations and linkage",
+    "sampler": "12. Noise sampler throughput: numpy against OpenDP (vetted), and the cost in a release",
 }
 PEER_VENV = "python3 -m venv .venv-peers && .venv-peers/bin/pip install torch==2.13.0 smartnoise-synth"
 SERVER_VARS = "PREFECT_SERVER_ANALYTICS_ENABLED=false PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=90"
@@ -464,6 +467,13 @@ def section(item: str, entry: dict[str, Any] | None) -> list[str]:
     if item in REPRODUCTIONS:
         render = importlib.import_module(f"repro_{item}").render
         return [*lines, *_machine(entry), *render(entry["figures"]), ""]
+    if item == "sampler":  # benchmarks/bench_sampler.py: run() and render()
+        return [
+            *lines,
+            *_machine(entry),
+            *importlib.import_module("bench_sampler").render(entry["figures"]),
+            "",
+        ]
     return [*lines, *_machine(entry), *RENDER[item](entry["figures"])]
 
 
@@ -513,6 +523,13 @@ def _summary(results: dict[str, Any]) -> list[str]:
                 cells.append(f"{names[key]} did not finish in {_duration(f['aim_timeout_s'])}")
         rows.append(f"| 5 | (comparison, no target) peers at ε = 1 | {'; '.join(cells)} | |")
     rows += _reproduction_rows(results)
+    if sm := results.get("sampler"):
+        fits = sm["figures"]["fits"]
+        n, o = (statistics.median(fits[k]) for k in ("numpy", "opendp"))
+        rows.append(
+            "| 12 | (cost, no target) OpenDP's vetted noise in a `factor_gauss` fit on Adult | "
+            f"{o:.3f} s against {n:.3f} s with numpy's samplers | |"
+        )
     return [*rows, ""]
 
 

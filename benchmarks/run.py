@@ -6,7 +6,8 @@ the slowest, skipped by ``--quick``), 3 ``demo`` (``make demo`` wall time), 4 ``
 MST and AIM; needs a separate venv, see ``benchmarks/peers.py``, and runs only when named:
 ``--only peers``), 6–11 the papers' reproductions ``dpfm``, ``ron_gauss``, ``private_pca``,
 ``pcappd``, ``lda_ppd``, ``spectral``
-(``benchmarks/repro_<item>.py``; ``--quick`` runs them with fewer seeds). Results are
+(``benchmarks/repro_<item>.py``; ``--quick`` runs them with fewer seeds), 12 ``sampler``
+(numpy against OpenDP noise throughput, ``benchmarks/bench_sampler.py``). Results are
 merged into ``benchmarks/results.json`` (items not rerun keep
 their last figures) and BENCHMARKS.md is rewritten from it.
 """
@@ -131,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
             figures = _peers(args)
         elif item in REPRODUCTIONS:
             figures = importlib.import_module(f"repro_{item}").run(quick=args.quick)
+        elif item == "sampler":
+            figures = importlib.import_module("bench_sampler").run(quick=args.quick)
         else:
             figures = RUNNERS[item](args.repeats, args.seeds)
         command = ".venv/bin/python benchmarks/run.py --only " + item
@@ -140,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             command += f" --aim-timeout {args.aim_timeout:g}"
         if item in ("mechanism", "scale") and args.repeats != 5:
             command += f" --repeats {args.repeats}"
-        if item in REPRODUCTIONS and args.quick:
+        if item in (*REPRODUCTIONS, "sampler") and args.quick:
             command += " --quick"
         if item == "utility" and args.seeds != 5:
             command += f" --seeds {args.seeds}"
