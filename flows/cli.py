@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
@@ -54,6 +55,14 @@ IdOpt = Annotated[
         "default: the spec's, else <dataset>-<UTC timestamp>.",
     ),
 ]
+LedgerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ledger",
+        help="Budget ledger database URL: sqlite:///PATH or postgresql+psycopg://USER@HOST/DB. "
+        "Default: sqlite:///OUT/ledger.db.",
+    ),
+]
 VerboseOpt = Annotated[
     bool, typer.Option("--verbose", help="Show Prefect's INFO logs (no data values are logged).")
 ]
@@ -66,7 +75,9 @@ def _fail(message: str, hint: str, code: int) -> None:
     raise typer.Exit(code)
 
 
-def _run_release(spec: Path, out: Path, release_id: str | None, seed: int | None, verbose: bool) -> None:
+def _run_release(
+    spec: Path, out: Path, release_id: str | None, seed: int | None, ledger: str | None, verbose: bool
+) -> None:
     for k, v in _PREFECT_DEFAULTS.items():
         os.environ.setdefault(k, v)
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
@@ -81,6 +92,7 @@ def _run_release(spec: Path, out: Path, release_id: str | None, seed: int | None
 
     from flows.release import STAGES, release, set_progress
     from tasks.checks.gates import GateError
+    from tasks.ledger_db import BudgetRefused
 
     with Progress(
         SpinnerColumn(),
@@ -100,7 +112,10 @@ def _run_release(spec: Path, out: Path, release_id: str | None, seed: int | None
 
         set_progress(on_stage)
         try:
-            path = release(str(spec), str(out), release_id=release_id, insecure_seed=seed)
+            path = release(str(spec), str(out), release_id=release_id, insecure_seed=seed, ledger_url=ledger)
+        except BudgetRefused as e:
+            progress.stop()
+            _fail(str(e), "see `dprelease ledger show` for what this dataset has spent; nothing was read.", 4)
         except GateError as e:
             progress.stop()
             _fail(str(e), "read the internal report named above before deciding what to change.", 3)
@@ -148,16 +163,27 @@ def release(
     out: OutOpt = Path("releases"),
     release_id: IdOpt = None,
     insecure_seed: SeedOpt = None,
+    ledger: LedgerOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Run a release: validate, allocate the budget, synthesise, write the bundle."""
-    _run_release(spec, out, release_id, insecure_seed, verbose)
+    """Run a release: reserve the budget in the ledger, validate, synthesise, write the bundle.
+
+    Exit codes: 0 published; 2 bad spec or data (nothing read or spent); 3 a gate failed
+    (budget spent, nothing published); 4 refused by the ledger (lifetime budget, or a
+    release_id that already spent); 1 an unexpected error.
+    """
+    _run_release(spec, out, release_id, insecure_seed, ledger, verbose)
 
 
 @app.command()
-def demo(out: OutOpt = Path("releases"), insecure_seed: SeedOpt = None, verbose: VerboseOpt = False) -> None:
+def demo(
+    out: OutOpt = Path("releases"),
+    insecure_seed: SeedOpt = None,
+    ledger: LedgerOpt = None,
+    verbose: VerboseOpt = False,
+) -> None:
     """Release the embedded UCI Adult data (factor_gauss, epsilon = 1, delta = 1e-6)."""
-    _run_release(DEMO_SPEC, out, None, insecure_seed, verbose)
+    _run_release(DEMO_SPEC, out, None, insecure_seed, ledger, verbose)
 
 
 @app.command()
@@ -177,20 +203,19 @@ def validate(
         os.environ.setdefault(k, v)
     from flows.spec import load_spec
     from tasks.files import write_json
-    from tasks.tables import read_table
-    from tasks.validate import failing_rules
+    from tasks.validate import check_rows, failing_rules, read_input
 
     try:
         s = load_spec(spec)
         schema = s.public_schema()
-        df = read_table(s.data_path, schema, s.missing_tokens())
+        df, changed = read_input(s)  # the release's policies (clip, other) apply here too
         from expectations.suite import validate_table
 
         suite, records = validate_table(df, schema, "input")
     except DPReleaseError as e:
         _fail(str(e), "fix what the message names and run `dprelease validate` again.", 2)
     if report is not None:
-        write_json(report, {"suite": suite, "results": records, "rows": len(df)})
+        write_json(report, {"suite": suite, "results": records, "rows": len(df), "policies": changed})
     table = Table(title=f"{spec}: {len(records)} expectations")
     for col in ("column", "rule", "result"):
         table.add_column(col)
@@ -204,6 +229,10 @@ def validate(
             "fix the data or the schema; --report FILE writes the affected-row counts.",
             2,
         )
+    try:
+        check_rows(s, len(df))
+    except DPReleaseError as e:
+        _fail(str(e), "fix what the message names and run `dprelease validate` again.", 2)
     console.print("[green]spec and data conform to the public schema; no budget was spent.")
 
 
@@ -225,6 +254,163 @@ def mechanisms() -> None:
             m.summary,
         )
     Console().print(table)
+
+
+audit_app = typer.Typer(
+    help="Check a release bundle: files, arithmetic, randomness and the ledger.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+ledger_app = typer.Typer(help="Read the budget ledger.", no_args_is_help=True, add_completion=False)
+app.add_typer(audit_app, name="audit")
+app.add_typer(ledger_app, name="ledger")
+BundleArg = Annotated[Path, typer.Argument(help="A release bundle folder: <out>/<release_id>.")]
+LedgerReadOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ledger",
+        help="Ledger database URL (sqlite:///PATH or postgresql+psycopg://USER@HOST/DB). "
+        "audit: default the SQLite ledger named in the bundle; ledger show: sqlite:///releases/ledger.db.",
+    ),
+]
+
+
+@audit_app.command("verify")
+def audit_verify(bundle: BundleArg, ledger: LedgerReadOpt = None) -> None:
+    """Recompute every sha256, the budget arithmetic and the hash chain; cross-check the
+    ledger. Exit 0 only if every check holds; 1 names what does not."""
+    from flows.audit import verify_bundle
+
+    try:
+        checks = verify_bundle(bundle, ledger)
+    except (FileNotFoundError, DPReleaseError) as e:
+        _fail(str(e), "pass the folder of a release bundle (and --ledger if it is not the bundle's).", 2)
+    table = Table(title=f"audit of {bundle}")
+    for col in ("group", "check", "result", "detail"):
+        table.add_column(col, overflow="fold")
+    for c in checks:
+        table.add_row(c.group, escape(c.name), "[green]ok" if c.ok else "[red]FAIL", escape(c.detail))
+    Console().print(table)
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        _fail(
+            f"{len(failed)} of {len(checks)} checks failed: "
+            + "; ".join(f"{c.group}: {c.name}" for c in failed[:8]),
+            "do not accept this bundle until the operator explains each failed check.",
+            1,
+        )
+    console.print(f"[green]all {len(checks)} checks hold.")
+
+
+@audit_app.command("show")
+def audit_show(bundle: BundleArg) -> None:
+    """What the release spent, by stage and statistic (sensitivity, noise scale), and its
+    totals against the dataset's lifetime budget."""
+    from flows.audit import load_document
+
+    try:
+        doc, _ = load_document(bundle)
+    except FileNotFoundError as e:
+        _fail(str(e), "pass the folder of a release bundle.", 2)
+    out = Console()
+    priv, book = doc["privacy"], doc["privacy"]["ledger"]
+    key = "rho" if priv["accountant"] == "zcdp" else "epsilon"
+    out.print(
+        f"[bold]release {doc['release_id']}[/bold] of '{doc['dataset']}': {doc['status']}, "
+        f"mechanism {doc['mechanism']['name']}, {priv['accountant']} accounting, replace-one neighbours, "
+        f"n = {priv['input_rows_n_public']} (public)"
+    )
+    if not doc["differentially_private"]:
+        out.print("[bold red]NOT differentially private:[/bold red] " + "; ".join(book["defects"]))
+    if not doc["randomness"]["fit_for_publication"]:
+        out.print("[bold red]made with --insecure-seed: not fit for publication[/bold red]")
+    stages = Table(title="stages")
+    for col in ("stage", "weight", f"{key} allocated", f"{key} spent"):
+        stages.add_column(col)
+    for st in book["stages"]:
+        stages.add_row(
+            st["stage"], f"{st['weight']:g}", f"{st[key + '_allocated']:.6g}", f"{st[key + '_spent']:.6g}"
+        )
+    out.print(stages)
+    rows = Table(title="measurements")
+    for col in ("stage", "statistic", "mechanism", "sensitivity", "noise scale", key, "dim"):
+        rows.add_column(col)
+    for r in book["measurements"]:
+        rows.add_row(
+            r["stage"],
+            escape(r["statistic"]),
+            r["mechanism"],
+            f"{r['sensitivity']:.6g} ({r['sensitivity_norm']})",
+            f"{r['noise_scale']:.6g}",
+            f"{(r[key] or 0.0):.6g}",
+            str(r["dimension"]),
+        )
+    out.print(rows)
+    t = book["totals"]
+    out.print(f"total: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP; {t['conversion']}")
+    life = (priv.get("ledger_record") or {}).get("lifetime")
+    if life:
+        out.print(
+            f"lifetime budget of '{doc['dataset']}': epsilon {life['epsilon']:g}, delta {life['delta']:g}; "
+            f"spent with this release {life['spent_epsilon']:.6g} over {life['releases_counted']} release(s) "
+            f"({life['rule']}); left {life['left_epsilon']:.6g}"
+        )
+    else:
+        out.print(f"no lifetime budget is set for '{doc['dataset']}'")
+
+
+@ledger_app.command("show")
+def ledger_show(
+    dataset: Annotated[str | None, typer.Option("--dataset", help="Only this dataset's releases.")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON: one object per release, stage rows under 'stages'.")
+    ] = False,
+    ledger: LedgerReadOpt = None,
+) -> None:
+    """The releases in the ledger, what each is charged, and each dataset's lifetime account."""
+    import json
+
+    from tasks.ledger_db import Ledger, default_url
+
+    try:
+        with Ledger(ledger or default_url("releases")) as led:
+            releases = led.releases(dataset)
+            problems = led.verify_chain()
+            accounts = {}
+            for name in dict.fromkeys(r["dataset"] for r in releases):
+                life = led.lifetime(name)
+                accounts[name] = (life, led.spend_so_far(name, life[1] if life else 1e-6))
+    except DPReleaseError as e:
+        _fail(str(e), "pass --ledger with the database URL the releases used.", 2)
+    if as_json:
+        print(json.dumps(releases, indent=2))
+        return
+    table = Table(title="releases")
+    for col in ("dataset", "release_id", "status", "epsilon", "delta", "stages spent", "started"):
+        table.add_column(col)
+    for r in releases:
+        table.add_row(
+            r["dataset"],
+            r["release_id"],
+            r["status"],
+            f"{r['epsilon']:.6g}",
+            f"{r['delta']:.3g}",
+            str(sum(s["status"] == "spent" for s in r["stages"])),
+            r["started"][:19],
+        )
+    out = Console()
+    out.print(table)
+    for name, (life, spend) in accounts.items():
+        budget = "no lifetime budget"
+        if life is not None:
+            left = max(0.0, life[0] - spend.epsilon)
+            budget = f"lifetime epsilon {life[0]:g} (delta {life[1]:g}), left {left:.6g}"
+        out.print(
+            f"{name}: spent epsilon {spend.epsilon:.6g} at delta {spend.delta:g} ({spend.rule}); {budget}"
+        )
+    out.print(
+        "[green]hash chain intact" if not problems else "[red]hash chain broken: " + "; ".join(problems)
+    )
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """The release flow: validated input → budget plan → private synthesis → audited bundle.
 
 Stages (each a Prefect task, run in this order):
-validate_input → allocate_budget → encode → estimate_private_moments →
+allocate_budget → validate_input → encode → estimate_private_moments →
 project_and_sample → decode → validate_output → write_bundle.
 
 A failure at any stage publishes nothing: the staging folder is removed and a failure
@@ -23,12 +23,15 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from flows.spec import load_spec
 from mechanisms.errors import DPReleaseError
+from mechanisms.primitives import noise_rngs, sampler_note
 from mechanisms.registry import MECHANISMS
+from mechanisms.synthesizer import Stage
 from tasks.budget import allocate_budget
 from tasks.bundle import release_document, write_bundle, write_failure_record
 from tasks.checks.gates import GateError, evaluate_gates, failed_gates_message
 from tasks.checks.reports import flat_metrics
 from tasks.files import write_json
+from tasks.ledger_db import Ledger, default_url, ledger_facts
 from tasks.post_release import check_linkage, check_utility, write_report
 from tasks.synthesis import decode, encode, estimate_private_moments, project_and_sample
 from tasks.tables import table_to_bins, table_to_rows
@@ -37,8 +40,8 @@ from tasks.validate import validate_input, validate_output
 __all__ = ["STAGES", "release", "set_progress"]
 
 STAGES = {
+    "allocate_budget": "allocating and reserving the privacy budget (ledger)",
     "validate_input": "validating the input against the public schema (GX)",
-    "allocate_budget": "allocating the privacy budget",
     "encode": "encoding (and any private marginals or thresholds)",
     "estimate_private_moments": "measuring the private moments",
     "project_and_sample": "projecting and sampling",
@@ -156,17 +159,56 @@ def _gate_artifact(release_id: str, gates: list[dict]) -> None:
     )
 
 
+def _synthesise(spec, ledger: Ledger, rid: str, plan, train, rngs, m, step):
+    """encode → estimate_private_moments → project_and_sample → decode. Before each step
+    the stages whose noise it may draw are recorded as spent in the ledger; after it,
+    one ledger row per noisy statistic."""
+    schema, params, name = spec.public_schema(), spec.mechanism_params(), spec.mechanism.name
+    spends = MECHANISMS[name].spends
+    planned = {s.stage for s in plan.stages}
+
+    def run(key: str, task, *args) -> Stage:
+        declared = [s for s in spends.get(key, ()) if s in planned]
+        ledger.spend(rid, declared, plan)
+        out = task(*args)
+        stray = sorted({mm.stage for mm in out.measurements} - set(declared))
+        if stray:
+            raise DPReleaseError(f"internal error: {name}.{key} measured stage(s) {stray} it did not declare")
+        ledger.record_measurements(rid, list(out.measurements))
+        return out
+
+    step("encode")
+    train_bins = table_to_bins(train, schema)  # once: for encode and for the checks
+    rows = table_to_rows(train, train_bins, schema)
+    encoded = run("encode", encode, name, rows, schema, plan, params, rngs[0])
+    step("estimate_private_moments")
+    moments = run("estimate", estimate_private_moments, name, encoded.state, plan, params, rngs[1])
+    step("project_and_sample")
+    sampled = run("sample", project_and_sample, name, moments.state, params, m, rngs[2])
+    step("decode")
+    synthetic = decode(name, sampled.state, schema, params, rngs[3])
+    return train_bins, (encoded, moments, sampled), synthetic
+
+
+def _undeclared_stages(spec, plan) -> list[str]:
+    spends = MECHANISMS[spec.mechanism.name].spends
+    declared = {s for stages in spends.values() for s in stages}
+    return sorted({s.stage for s in plan.stages} - declared)
+
+
 @flow(name="dp-release")
 def release(
     spec_path: str,
     out_dir: str = "releases",
     release_id: str | None = None,
     insecure_seed: int | None = None,
+    ledger_url: str | None = None,
 ) -> str:
     """Run one release of the spec at ``spec_path`` into ``out_dir``; returns the bundle.
 
     ``insecure_seed`` makes the noise reproducible; the bundle then says it is not fit
-    for publication. Without it every draw comes from OS entropy.
+    for publication. Without it every draw comes from OS entropy. ``ledger_url``: the
+    budget ledger (default ``sqlite:///<out_dir>/ledger.db``).
     """
     started = datetime.now(UTC)
     spec = load_spec(spec_path)
@@ -175,7 +217,9 @@ def release(
     rid = release_id or spec.resolved_release_id(started)
     out = Path(out_dir)
     dest, staging = _prepare(out, rid)
-    stage = "validate_input"
+    stage = "allocate_budget"
+    ledger: Ledger | None = None
+    reserved = False
 
     def step(name: str) -> None:
         nonlocal stage
@@ -184,28 +228,25 @@ def release(
             _progress(name)
 
     try:
+        ledger = Ledger(ledger_url or default_url(out))
+        step("allocate_budget")  # before the data is read: the lifetime check needs no data
+        plan = allocate_budget(spec, staging / "public", ledger, rid)
+        reserved = True
+        if _undeclared_stages(spec, plan):
+            raise DPReleaseError(
+                f"internal error: {spec.mechanism.name} does not say which step spends "
+                f"stage(s) {_undeclared_stages(spec, plan)}"
+            )
         step("validate_input")
         table = validate_input(spec, staging / "internal")
-        step("allocate_budget")
-        plan = allocate_budget(spec, staging / "public")
-        schema, params, name = spec.public_schema(), spec.mechanism_params(), spec.mechanism.name
-        rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(insecure_seed).spawn(6)]
+        rngs = noise_rngs(insecure_seed, 6)
         n = len(table)
         train, holdout = _holdout_split(table, spec.checks.holdout_fraction, rngs[4])
         m = spec.synthetic_rows or len(train)
-        step("encode")
-        train_bins = table_to_bins(train, schema)  # once: for encode and for the checks
-        encoded = encode(name, table_to_rows(train, train_bins, schema), schema, plan, params, rngs[0])
-        step("estimate_private_moments")
-        moments = estimate_private_moments(name, encoded.state, plan, params, rngs[1])
-        step("project_and_sample")
-        sampled = project_and_sample(name, moments.state, params, m, rngs[2])
-        step("decode")
-        synthetic = decode(name, sampled.state, schema, params, rngs[3])
+        train_bins, stages, synthetic = _synthesise(spec, ledger, rid, plan, train, rngs, m, step)
         step("validate_output")
-        validate_output(synthetic, schema, staging / "internal")
+        validate_output(synthetic, spec.public_schema(), staging / "internal")
         gates: list[dict] = []
-        stages = (encoded, moments, sampled)
         document = release_document(
             spec,
             rid,
@@ -217,21 +258,54 @@ def release(
             insecure_seed=insecure_seed,
             started=started,
             n_fitted=len(train),
+            ledger_record=ledger_facts(ledger, spec, rid),
+            numerics=sampler_note(rngs[1]),
         )
         if spec.checks.enabled:
             gates, document = _run_checks(
-                spec, schema, (train, train_bins), holdout, synthetic, document, staging, rngs[5], step
+                spec,
+                spec.public_schema(),
+                (train, train_bins),
+                holdout,
+                synthetic,
+                document,
+                staging,
+                rngs[5],
+                step,
             )
         passed = all(g["passed"] for g in gates)
         step("write_bundle")
-        path = write_bundle(staging, dest, synthetic, document, publish=passed)
+
+        def seal(manifest_sha256: str) -> None:
+            ledger.finish(
+                rid,
+                "released" if passed else "gated",
+                {"manifest_sha256": manifest_sha256, "bundle": str(dest.resolve())},
+            )
+
+        path = write_bundle(staging, dest, synthetic, document, publish=passed, seal=seal)
+        reserved = False
         if not passed:
             _gate_artifact(rid, gates)
             raise GateError(failed_gates_message(gates, str(dest / "internal")))
     except BaseException as e:
+        if reserved and ledger is not None:
+            _close_failed(ledger, rid, stage, e)
         write_failure_record(out, rid, stage, e, staging if staging.exists() else None)
         raise
+    finally:
+        if ledger is not None:
+            ledger.close()
     if gates:
         _gate_artifact(rid, gates)
     _artifacts(rid, document, path)
     return str(path)
+
+
+def _close_failed(ledger: Ledger, rid: str, stage: str, error: BaseException) -> None:
+    """Mark the attempt failed (charged the stages it spent); if the ledger itself is what
+    failed, the reservation stays open and keeps the whole plan charged (fail closed)."""
+    try:
+        ledger.finish(rid, "failed", {"stage": stage, "error": type(error).__name__})
+    except DPReleaseError:
+        pass

@@ -23,7 +23,10 @@ from mechanisms.errors import BudgetError
 
 __all__ = [
     "BudgetPlan",
+    "Charge",
+    "LifetimeSpend",
     "StageBudget",
+    "compose_lifetime",
     "plan_budget",
     "split_budget",
     "zcdp_delta",
@@ -151,3 +154,54 @@ def plan_budget(notion: Notion, epsilon: float, delta: float, weights: dict[str,
     parts = split_budget(rho, ws)
     stages = tuple(StageBudget(n, w, r, None) for n, w, r in zip(names, ws, parts, strict=True))
     return BudgetPlan("zcdp", epsilon, delta, rho, stages)
+
+
+@dataclass(frozen=True)
+class Charge:
+    """What one release costs the dataset: ρ-zCDP (``rho`` set, with the δ its ε was
+    stated at) or pure ε-DP (``rho`` None, δ = 0). A release that drew no noise costs
+    ``Charge("pure", None, 0.0, 0.0)``."""
+
+    notion: Notion
+    rho: float | None
+    epsilon: float
+    delta: float
+
+
+@dataclass(frozen=True)
+class LifetimeSpend:
+    """The composed cost of a dataset's releases under the better of two valid rules."""
+
+    epsilon: float
+    delta: float
+    rule: str
+    basic: tuple[float, float]
+    zcdp: tuple[float, float] | None
+
+
+def compose_lifetime(charges: list[Charge], delta: float) -> LifetimeSpend:
+    """Compose releases of one dataset (adaptive composition, replace-one neighbours).
+
+    Two valid rules; the smaller ε whose δ fits ``delta`` is reported:
+
+    * basic composition (Dwork et al. 2006): (Σε_i, Σδ_i);
+    * zCDP (Bun & Steinke 2016, Lemma 2.3 and Prop. 1.4): a ρ_i-zCDP release adds ρ_i
+      and a pure ε_i-DP release adds ε_i²/2; the total ρ converts to (ε, ``delta``) by
+      CKS Cor. 13 (``zcdp_epsilon``), which needs ``delta`` > 0.
+    """
+    basic = (math.fsum(c.epsilon for c in charges), math.fsum(c.delta for c in charges))
+    options = (
+        [(basic[0], basic[1], "basic composition: sums of epsilon and delta")] if basic[1] <= delta else []
+    )
+    zcdp = None
+    if delta > 0:
+        rho = math.fsum(c.rho if c.rho is not None else c.epsilon**2 / 2 for c in charges)
+        zcdp = (zcdp_epsilon(rho, delta), delta)
+        options.append((*zcdp, f"zCDP composition: rho {rho:.6g} converted at delta {delta:g} (CKS Cor. 13)"))
+    if not options:
+        raise BudgetError(
+            f"the releases' deltas sum to {basic[1]:g}, above the lifetime delta {delta:g}, "
+            "and pure composition needs a lifetime delta > 0 for zCDP releases"
+        )
+    eps, dlt, rule = min(options, key=lambda o: o[0])
+    return LifetimeSpend(eps, dlt, rule, basic, zcdp)

@@ -33,7 +33,6 @@ from mechanisms.accounting import StageBudget
 from mechanisms.errors import BudgetError
 
 __all__ = [
-    "FLOAT_SAMPLER_NOTE",
     "NUMPY_SAMPLER_NOTE",
     "VETTED_SAMPLER_NOTE",
     "Measurement",
@@ -66,9 +65,6 @@ VETTED_SAMPLER_NOTE = (
     "are derived for real arithmetic; float rounding in computing the statistics themselves "
     "is not covered"
 )
-
-FLOAT_SAMPLER_NOTE = NUMPY_SAMPLER_NOTE
-"""Deprecated alias of ``NUMPY_SAMPLER_NOTE``; use ``sampler_note(rng)``."""
 
 
 class VettedRNG(np.random.Generator):

@@ -1,8 +1,9 @@
-"""``allocate_budget``: split the spec's (ε, δ) — or ρ under zCDP — across the stages.
+"""``allocate_budget``: split the spec's (ε, δ) — or ρ under zCDP — across the stages
+and reserve the plan in the ledger, before any data is read.
 
 Policy: ``cache_policy=NO_CACHE, persist_result=False``. Its inputs are public, but the
-plan is the audit record, so we persist it ourselves as ``public/budget_plan.json``
-rather than in Prefect's opaque result store.
+plan is the audit record, so we persist it ourselves (``public/budget_plan.json`` and a
+``reserved`` row in the ledger) rather than in Prefect's opaque result store.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from flows.spec import ReleaseSpec
 from mechanisms.accounting import BudgetPlan, plan_budget
 from mechanisms.errors import BudgetError
 from tasks.files import write_json
+from tasks.ledger_db import Ledger
 
 __all__ = ["allocate_budget", "plan_to_dict"]
 
@@ -29,8 +31,10 @@ def plan_to_dict(plan: BudgetPlan) -> dict:
 
 
 @task(name="allocate_budget", cache_policy=NO_CACHE, persist_result=False)
-def allocate_budget(spec: ReleaseSpec, public_dir: Path) -> BudgetPlan:
-    """Build the plan from the spec alone and refuse it if it exceeds the spec."""
+def allocate_budget(spec: ReleaseSpec, public_dir: Path, ledger: Ledger, release_id: str) -> BudgetPlan:
+    """Build the plan from the spec alone, refuse it if it exceeds the spec, and reserve it
+    in the ledger (which refuses it when the dataset's lifetime budget cannot take it, or
+    when ``release_id`` already spent; ``BudgetRefused``)."""
     p = spec.privacy
     plan = plan_budget(p.accountant, p.epsilon, p.delta, spec.stage_weights())
     if plan.spent_epsilon > p.epsilon:
@@ -38,5 +42,14 @@ def allocate_budget(spec: ReleaseSpec, public_dir: Path) -> BudgetPlan:
             f"budget plan ({plan.spent_epsilon!r}) must not exceed privacy.epsilon ({p.epsilon!r})"
         )
     write_json(public_dir / "budget_plan.json", plan_to_dict(plan))
-    get_run_logger().info("budget plan: %s", ", ".join(f"{s.stage} w={s.weight:g}" for s in plan.stages))
+    ledger.reserve(
+        dataset=spec.dataset.name,
+        release_id=release_id,
+        mechanism=spec.mechanism.name,
+        plan=plan,
+        lifetime=p.lifetime,
+    )
+    get_run_logger().info(
+        "budget plan reserved: %s", ", ".join(f"{s.stage} w={s.weight:g}" for s in plan.stages)
+    )
     return plan

@@ -19,6 +19,7 @@ table before publication and writes our own files; Prefect keeps nothing).
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import math
 import os
@@ -26,6 +27,7 @@ import platform
 import shutil
 import subprocess
 import traceback
+from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -39,7 +41,7 @@ from prefect.cache_policies import NO_CACHE
 from flows.spec import ReleaseSpec
 from mechanisms.accounting import BudgetPlan, zcdp_epsilon
 from mechanisms.errors import BudgetError, DPReleaseError
-from mechanisms.primitives import FLOAT_SAMPLER_NOTE, Measurement
+from mechanisms.primitives import Measurement
 from mechanisms.registry import MECHANISMS
 from tasks.budget import plan_to_dict
 from tasks.files import sha256, write_json
@@ -157,10 +159,14 @@ def release_document(
     started: datetime,
     status: str = "released",
     n_fitted: int | None = None,
+    ledger_record: dict | None = None,
+    numerics: str = "",
 ) -> dict:
     """``public/release.json``: what was released and how; no data path, no raw value.
     ``n_fitted`` < n when ``checks.holdout_fraction`` keeps rows out of the release.
-    ``facts`` are the public facts the synthesis stages reported."""
+    ``facts`` are the public facts the synthesis stages reported; ``ledger_record`` where the
+    spend is recorded (``ledger_db.ledger_facts``); ``numerics`` how the noise was sampled
+    (``primitives.sampler_note``)."""
     synth = MECHANISMS[spec.mechanism.name]
     book = ledger(
         plan,
@@ -192,7 +198,8 @@ def release_document(
             "synthetic_rows": m,
             "budget_plan": plan_to_dict(plan),
             "ledger": book,
-            "numerics": FLOAT_SAMPLER_NOTE,
+            "numerics": numerics,
+            "ledger_record": ledger_record,
         },
         "randomness": (
             {"source": "os-entropy", "fit_for_publication": True}
@@ -245,17 +252,43 @@ def _readme(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+_IO_HINTS = {
+    errno.ENOSPC: "free space on that device or choose --out on another one",
+    errno.EDQUOT: "free space within your quota or choose --out on another device",
+    errno.EACCES: "make the folder writable or choose --out with a folder you can write to",
+    errno.EPERM: "make the folder writable or choose --out with a folder you can write to",
+    errno.EROFS: "the file system is read-only: choose --out on a writable one",
+}
+
+
+def _io_error(what: str, folder: Path, e: OSError, after: str = "") -> DPReleaseError:
+    """An OSError while writing, as a message that names the folder, the reason and its
+    errno code, and says what to do (never a data value: OS messages name paths only)."""
+    code = errno.errorcode.get(e.errno) if e.errno else None
+    reason = os.strerror(e.errno).lower() if e.errno else (e.strerror or type(e).__name__)
+    hint = _IO_HINTS.get(e.errno, "check the folder and its device, or choose another --out")
+    return DPReleaseError(
+        f"{what} into '{folder}' failed: {reason}{f' ({code})' if code else ''}; nothing was published"
+        f"{after}; {hint}"
+    )
+
+
 def write_csv(table: pd.DataFrame, path: Path) -> None:
-    """CSV through pyarrow (≈10× faster than pandas on 1M rows); quotes only where needed."""
+    """CSV through pyarrow (≈10× faster than pandas on 1M rows); quotes only where needed.
+    A write that fails part way removes the partial file."""
     header = io.StringIO()
     csv.writer(header, lineterminator="\n").writerow(table.columns)
-    with pa.OSFile(str(path), "wb") as sink:
-        sink.write(header.getvalue().encode())
-        pa_csv.write_csv(
-            pa.Table.from_pandas(table, preserve_index=False),
-            sink,
-            pa_csv.WriteOptions(include_header=False, quoting_style="needed"),
-        )
+    try:
+        with pa.OSFile(str(path), "wb") as sink:
+            sink.write(header.getvalue().encode())
+            pa_csv.write_csv(
+                pa.Table.from_pandas(table, preserve_index=False),
+                sink,
+                pa_csv.WriteOptions(include_header=False, quoting_style="needed"),
+            )
+    except OSError:
+        path.unlink(missing_ok=True)
+        raise
 
 
 def _manifest(folder: Path) -> None:
@@ -268,25 +301,43 @@ def _manifest(folder: Path) -> None:
 
 @task(name="write_bundle", cache_policy=NO_CACHE, persist_result=False)
 def write_bundle(
-    staging: Path, dest: Path, synthetic: pd.DataFrame, document: dict, *, publish: bool = True
+    staging: Path,
+    dest: Path,
+    synthetic: pd.DataFrame,
+    document: dict,
+    *,
+    publish: bool = True,
+    seal: Callable[[str], None] | None = None,
 ) -> Path:
     """Write the public files and manifests into ``staging``, then rename it to ``dest``.
     With ``publish=False`` (a gate failed) there is no ``public/``: the record of what was
-    spent goes to ``internal/release.json`` beside the budget plan and the reports."""
+    spent goes to ``internal/release.json`` beside the budget plan and the reports.
+    ``seal`` gets the sha256 of the manifest (public, or internal when gated) just before
+    the rename: the flow writes it into the ledger's closing row.
+    An OSError (disk full, not writable) becomes a ``DPReleaseError`` naming the folder and
+    the reason; the partial ``public/`` is removed, and the flow's failure record takes
+    ``internal/`` and removes the staging folder."""
     public, internal = staging / "public", staging / "internal"
-    if publish:
-        write_csv(synthetic, public / "synthetic.csv")
-        write_json(public / "release.json", document)
-        (public / "README.txt").write_text(_readme(document))
-        _manifest(public)
-    else:
-        os.replace(public / "budget_plan.json", internal / "budget_plan.json")
-        shutil.rmtree(public)
-        write_json(internal / "release.json", document)
-    _manifest(internal)
-    if dest.exists():
-        raise DPReleaseError(f"release folder '{dest}' appeared during the run; nothing published")
-    os.replace(staging, dest)
+    try:
+        if publish:
+            write_csv(synthetic, public / "synthetic.csv")
+            write_json(public / "release.json", document)
+            (public / "README.txt").write_text(_readme(document))
+            _manifest(public)
+        else:
+            os.replace(public / "budget_plan.json", internal / "budget_plan.json")
+            shutil.rmtree(public)
+            write_json(internal / "release.json", document)
+        _manifest(internal)
+        if seal is not None:
+            seal(sha256((public if publish else internal) / "manifest.json"))
+        if dest.exists():
+            raise DPReleaseError(f"release folder '{dest}' appeared during the run; nothing published")
+        os.replace(staging, dest)
+    except OSError as e:
+        shutil.rmtree(public, ignore_errors=True)
+        spent = " (any budget this run spent stays spent: its noise was drawn)"
+        raise _io_error("writing the release bundle", dest.parent, e, spent) from None
     get_run_logger().info(
         "%s %s", "published release bundle" if publish else "kept internal reports in", dest
     )
@@ -297,29 +348,38 @@ def write_failure_record(
     out_dir: Path, release_id: str, stage: str, error: BaseException, staging: Path | None
 ) -> Path:
     """``<out>/failures/<release_id>-<utc>/``: failure.json plus whatever ``internal/``
-    reports the run had made (for the steward); the staging folder is removed."""
+    reports the run had made (for the steward, moved: a rename needs no space on a full
+    disk); the staging folder is removed. If the record itself cannot be written, it is
+    removed too and a ``DPReleaseError`` says why, and what the run had failed with."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     record = out_dir / "failures" / f"{release_id}-{stamp}"
-    record.mkdir(parents=True)
-    if staging is not None and (staging / "internal").is_dir():
-        shutil.copytree(staging / "internal", record / "internal")
     if isinstance(error, DPReleaseError):  # our messages name rules, never values
         message = str(error)
     else:  # an unexpected message may quote data: keep it with the internal reports
         message = "unexpected error; the traceback is in internal/traceback.txt"
-        (record / "internal").mkdir(exist_ok=True)
-        (record / "internal" / "traceback.txt").write_text("".join(traceback.format_exception(error)))
-    write_json(
-        record / "failure.json",
-        {
-            "release_id": release_id,
-            "stage": stage,
-            "error": type(error).__name__,
-            "message": message,
-            "published": False,
-            "time": datetime.now(UTC).isoformat(),
-        },
-    )
-    if staging is not None:
-        shutil.rmtree(staging, ignore_errors=True)
+    try:
+        record.mkdir(parents=True)
+        if staging is not None and (staging / "internal").is_dir():
+            os.replace(staging / "internal", record / "internal")
+        if not isinstance(error, DPReleaseError):
+            (record / "internal").mkdir(exist_ok=True)
+            (record / "internal" / "traceback.txt").write_text("".join(traceback.format_exception(error)))
+        write_json(
+            record / "failure.json",
+            {
+                "release_id": release_id,
+                "stage": stage,
+                "error": type(error).__name__,
+                "message": message,
+                "published": False,
+                "time": datetime.now(UTC).isoformat(),
+            },
+        )
+    except OSError as e:
+        shutil.rmtree(record, ignore_errors=True)
+        after = f" (the run had failed at stage '{stage}': {message})"
+        raise _io_error("writing the failure record", record.parent, e, after) from None
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
     return record

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from flows.audit import verify_bundle
 from flows.cli import app
 from flows.release import release
 from mechanisms.errors import DPReleaseError
@@ -15,15 +16,7 @@ from tasks.files import sha256
 from tasks.validate import InputValidationError
 from tests.flows.helpers import DEMO_DIR, adult_rows, write_spec
 
-pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="session", autouse=True)
-def prefect_harness():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]
 
 
 def _check_manifest(folder):
@@ -50,7 +43,9 @@ def test_demo_release_end_to_end(tmp_path):
     ]
     _check_manifest(public)
     _check_manifest(internal)
-    assert [p.name for p in tmp_path.iterdir()] == ["e2e-adult"]  # no staging, no failures
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e2e-adult", "ledger.db"]  # no staging, no failures
+    checks = verify_bundle(bundle, None)  # the SQLite ledger named in the bundle
+    assert [c.name for c in checks if not c.ok] == ["randomness"]  # --insecure-seed is flagged
 
     doc = json.loads((public / "release.json").read_text())
     text = (public / "release.json").read_text()
@@ -124,6 +119,7 @@ def test_existing_release_is_never_overwritten_and_pure_dp_works(tmp_path):
     with pytest.raises(DPReleaseError, match="release 'r1' already exists"):
         release(str(spec), str(out), release_id="r1")
     assert (out / "r1" / "public" / "manifest.json").read_text() == before
+    assert all(c.ok for c in verify_bundle(out / "r1", None))  # OS entropy, DP, ledger intact
     doc = json.loads((out / "r1" / "public" / "release.json").read_text())
     assert {m["mechanism"] for m in doc["privacy"]["ledger"]["measurements"]} == {"laplace"}
     assert doc["privacy"]["ledger"]["totals"]["epsilon"] <= 2.0

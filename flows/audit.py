@@ -1,0 +1,231 @@
+"""``dprelease audit verify``: re-check a release bundle without trusting the operator.
+
+Each check recomputes something from the files (and, with a ledger, from the database)
+and compares it with what the bundle claims:
+
+* files: every sha256 in ``public/manifest.json`` (and ``internal/`` when present);
+  files on disk but absent from a manifest;
+* arithmetic: the plan's split (Σ shares ≤ total, ρ = zCDP(ε, δ) at CKS Cor. 13), every
+  measurement's noise scale against its sensitivity and share (σ ≥ Δ₂/√(2ρ), b ≥ Δ₁/ε),
+  the per-stage sums, the total and its ρ → (ε, δ) conversion;
+* randomness and status: an ``--insecure-seed`` or non-DP release is flagged;
+* ledger: the hash chain, the bundle's rows present with the same hashes, one ledger row
+  per measurement with the same sensitivity/scale/share, and the closing row's manifest
+  hash equal to the bundle's manifest (so the files are the ones the pipeline wrote).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from mechanisms.accounting import zcdp_delta, zcdp_epsilon, zcdp_rho
+from tasks.files import sha256
+
+__all__ = ["Check", "load_document", "verify_bundle"]
+
+_REL = 1e-9  # relative tolerance for re-derived floats (the files hold repr-exact doubles)
+
+
+@dataclass(frozen=True)
+class Check:
+    group: str
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+def load_document(bundle: Path) -> tuple[dict, Path]:
+    """release.json (public, or internal for a gated release) and the folder it is in."""
+    for part in ("public", "internal"):
+        path = bundle / part / "release.json"
+        if path.is_file():
+            return json.loads(path.read_text()), bundle / part
+    raise FileNotFoundError(
+        f"'{bundle}' has no public/release.json or internal/release.json; pass a release bundle folder"
+    )
+
+
+def _files(bundle: Path) -> list[Check]:
+    out = []
+    for part in ("public", "internal"):
+        folder = bundle / part
+        if not folder.is_dir():
+            continue
+        manifest = folder / "manifest.json"
+        if not manifest.is_file():
+            out.append(Check("files", f"{part}/manifest.json", False, "missing"))
+            continue
+        listed = json.loads(manifest.read_text())["files"]
+        for rel, digest in sorted(listed.items()):
+            p = folder / rel
+            ok = p.is_file() and sha256(p) == digest
+            out.append(Check("files", f"{part}/{rel}", ok, "sha256 matches" if ok else "changed or missing"))
+        extra = sorted(
+            str(p.relative_to(folder))
+            for p in folder.rglob("*")
+            if p.is_file() and p.name != "manifest.json" and str(p.relative_to(folder)) not in listed
+        )
+        out.append(Check("files", f"{part}/ unlisted files", not extra, ", ".join(extra) or "none"))
+    return out
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=_REL, abs_tol=1e-300)
+
+
+def _arithmetic(doc: dict) -> list[Check]:
+    priv = doc["privacy"]
+    plan, book = priv["budget_plan"], priv["ledger"]
+    zcdp = plan["notion"] == "zcdp"
+    key = "rho" if zcdp else "epsilon"
+    out = []
+    total = plan["rho"] if zcdp else plan["epsilon"]
+    if zcdp:
+        rho = zcdp_rho(plan["epsilon"], plan["delta"])
+        ok = _close(rho, plan["rho"]) and zcdp_delta(plan["rho"], plan["epsilon"]) <= plan["delta"]
+        out.append(
+            Check(
+                "arithmetic", "plan rho from (epsilon, delta)", ok, f"rho={plan['rho']!r}, recomputed {rho!r}"
+            )
+        )
+    shares = [s[key] for s in plan["stages"]]
+    weights = [s["weight"] for s in plan["stages"]]
+    ok = math.fsum(shares) <= total and all(
+        _close(sh, total * w / math.fsum(weights)) for sh, w in zip(shares, weights, strict=True)
+    )
+    out.append(
+        Check("arithmetic", "plan split by weight, sum within total", ok, f"sum {math.fsum(shares)!r}")
+    )
+    allocated = {s["stage"]: s[key] for s in plan["stages"]}
+    for r in book["measurements"]:
+        name = f"{r['stage']}/{r['statistic']}"
+        if r["mechanism"] == "none":
+            out.append(Check("arithmetic", name, False, f"used without noise: {r['defect']}"))
+            continue
+        share = r[key]
+        need = (
+            r["sensitivity"] / math.sqrt(2 * share)
+            if r["mechanism"] == "gaussian"
+            else r["sensitivity"] / share
+        )
+        ok = r["noise_scale"] >= need * (1 - _REL)
+        out.append(
+            Check("arithmetic", name, ok, f"{r['mechanism']} scale {r['noise_scale']:.6g} >= {need:.6g}")
+        )
+    for s in book["stages"]:
+        spent = math.fsum(r[key] or 0.0 for r in book["measurements"] if r["stage"] == s["stage"])
+        ok = _close(spent, s[f"{key}_spent"]) and spent <= allocated.get(s["stage"], -1.0)
+        out.append(
+            Check(
+                "arithmetic",
+                f"stage {s['stage']} sum",
+                ok,
+                f"{key} {spent:.6g} <= {allocated.get(s['stage'])}",
+            )
+        )
+    t = book["totals"]
+    summed = math.fsum(s[f"{key}_spent"] for s in book["stages"])
+    if zcdp:
+        eps = zcdp_epsilon(summed, t["delta"])
+        ok = (
+            _close(summed, t["rho"])
+            and _close(eps, t["epsilon"])
+            and (summed == 0 or zcdp_delta(summed, t["epsilon"]) <= t["delta"])
+            and t["epsilon"] <= plan["epsilon"] * (1 + _REL)
+        )
+        detail = f"rho {summed:.6g} -> ({eps:.6g}, {t['delta']:g}); claimed epsilon {t['epsilon']:.6g}"
+    else:
+        ok = _close(summed, t["epsilon"]) and summed <= plan["epsilon"]
+        detail = f"sum of epsilon {summed:.6g}; claimed {t['epsilon']:.6g}"
+    out.append(Check("arithmetic", "total and conversion", ok, detail))
+    return out
+
+
+def _status(doc: dict) -> list[Check]:
+    rnd = doc["randomness"]
+    return [
+        Check(
+            "status",
+            "randomness",
+            rnd["fit_for_publication"],
+            "OS entropy"
+            if rnd["fit_for_publication"]
+            else f"--insecure-seed {rnd.get('seed')}: not fit for publication",
+        ),
+        Check(
+            "status",
+            "differentially private",
+            doc["differentially_private"],
+            "yes" if doc["differentially_private"] else "; ".join(doc["privacy"]["ledger"]["defects"]),
+        ),
+    ]
+
+
+def _ledger(doc: dict, manifest: Path, url: str) -> list[Check]:
+    from tasks.ledger_db import Ledger
+
+    out = []
+    rid = doc["release_id"]
+    with Ledger(url) as led:
+        problems = led.verify_chain()
+        out.append(Check("ledger", "hash chain", not problems, "; ".join(problems) or "intact"))
+        rows = {r["seq"]: r for r in led.entries(release_id=rid)}
+    record = doc["privacy"].get("ledger_record") or {}
+    missing = [r["seq"] for r in record.get("rows", []) if rows.get(r["seq"], {}).get("hash") != r["hash"]]
+    out.append(
+        Check(
+            "ledger",
+            "bundle rows in the ledger",
+            bool(record) and not missing,
+            f"missing or different: {missing}" if missing else f"{len(record.get('rows', []))} rows",
+        )
+    )
+    measured = sorted(
+        (r["stage"], r["statistic"], r["sensitivity"], r["noise_scale"], r["rho"], r["epsilon"])
+        for r in rows.values()
+        if r["kind"] == "measurement"
+    )
+    claimed = sorted(
+        (r["stage"], r["statistic"], r["sensitivity"], r["noise_scale"], r["rho"], r["epsilon"])
+        for r in doc["privacy"]["ledger"]["measurements"]
+        if r["mechanism"] != "none"
+    )
+    out.append(
+        Check(
+            "ledger",
+            "measurements match",
+            measured == claimed,
+            f"{len(measured)} ledger rows, {len(claimed)} in the bundle",
+        )
+    )
+    closing = [r for r in rows.values() if r["kind"] == "release" and r["status"] in ("released", "gated")]
+    digest = sha256(manifest) if manifest.is_file() else None
+    ok = bool(closing) and closing[-1]["detail"].get("manifest_sha256") == digest
+    out.append(
+        Check(
+            "ledger",
+            "closing row seals this manifest",
+            ok,
+            f"{closing[-1]['status']} row {closing[-1]['seq']}" if closing else "no released/gated row",
+        )
+    )
+    return out
+
+
+def verify_bundle(bundle: Path, ledger_url: str | None) -> list[Check]:
+    """All checks; the bundle passes when every ``ok`` is True."""
+    doc, folder = load_document(bundle)
+    checks = _files(bundle) + _arithmetic(doc) + _status(doc)
+    url = ledger_url
+    if url is None:
+        recorded = (doc["privacy"].get("ledger_record") or {}).get("url", "")
+        if recorded.startswith("sqlite:///") and Path(recorded.removeprefix("sqlite:///")).is_file():
+            url = recorded
+    if url is None:
+        checks.append(Check("ledger", "cross-check", False, "ledger not found; pass --ledger URL"))
+    else:
+        checks += _ledger(doc, folder / "manifest.json", url)
+    return checks

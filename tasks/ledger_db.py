@@ -1,0 +1,586 @@
+"""The budget ledger: an append-only, hash-chained table in a real database.
+
+SQLite file by default, PostgreSQL by URL (``postgresql+psycopg://…``), via SQLAlchemy.
+Rows (``kind`` / ``status``), in the order a release writes them:
+
+* ``budget`` / ``set``: a dataset's lifetime (ε, δ), written when a spec first declares it;
+* ``release`` / ``reserved``: before the data is read; the whole plan is charged;
+* ``stage`` / ``spent``: *before* a step draws that stage's noise; its allocation;
+* ``measurement`` / ``spent``: after the step, one per noisy statistic (sensitivity,
+  noise scale, ρ or ε): the line-by-line record;
+* ``release`` / ``released``, ``gated`` or ``failed``: the end of the attempt, with what it
+  cost (the composed allocations of its spent stages) and the manifest's sha256;
+* ``release`` / ``refused``: a release the lifetime budget or a rerun rule refused; it
+  costs nothing and does not change the state of an earlier attempt.
+
+What a release costs its dataset (``charge``): the stages with a ``spent`` row, or the
+whole plan while its latest ``reserved``/terminal row is ``reserved`` (running, or a run
+that died: fail closed). Lifetime composition is ``mechanisms.accounting.compose_lifetime``.
+
+Every row stores sha256(previous row's hash ‖ canonical JSON of its own fields), so an
+edited, deleted or reordered row breaks the chain from there on (``verify_chain``). All
+writes are serialised on one lock (SQLite ``BEGIN IMMEDIATE``; PostgreSQL ``SELECT … FOR
+UPDATE`` of the chain head): two releases started at once cannot both pass the lifetime
+check, and a stage can be spent only once per ``release_id``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import socket
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlalchemy import (
+    Column,
+    Double,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    create_engine,
+    event,
+    insert,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import SQLAlchemyError
+
+from mechanisms.accounting import BudgetPlan, Charge, LifetimeSpend, compose_lifetime, zcdp_epsilon
+from mechanisms.errors import BudgetError, DPReleaseError
+from mechanisms.primitives import Measurement
+
+__all__ = ["BudgetRefused", "Ledger", "LedgerError", "default_url", "ledger_facts", "redact"]
+
+GENESIS = "0" * 64
+STATES = ("reserved", "released", "gated", "failed")  # refused rows never change a state
+
+_META = MetaData()
+HEAD = Table(
+    "ledger_head",
+    _META,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("seq", Integer, nullable=False),
+    Column("hash", String(64), nullable=False),
+)
+ENTRIES = Table(
+    "ledger_entries",
+    _META,
+    Column("seq", Integer, primary_key=True, autoincrement=False),
+    Column("time", String(40), nullable=False),
+    Column("dataset", String(200), nullable=False, index=True),
+    Column("release_id", String(200), index=True),
+    Column("kind", String(20), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("stage", String(100)),
+    Column("mechanism", String(100)),
+    Column("statistic", String(200)),
+    Column("accountant", String(10)),
+    Column("sensitivity", Double),
+    Column("sensitivity_norm", String(4)),
+    Column("noise_scale", Double),
+    Column("rho", Double),
+    Column("epsilon", Double),
+    Column("delta", Double),
+    Column("detail", Text, nullable=False),
+    Column("prev_hash", String(64), nullable=False),
+    Column("hash", String(64), nullable=False),
+)
+FIELDS = [c.name for c in ENTRIES.columns]
+_FLOATS = [c.name for c in ENTRIES.columns if isinstance(c.type, Double)]
+
+
+class LedgerError(DPReleaseError):
+    """The ledger cannot be reached or used."""
+
+
+class BudgetRefused(BudgetError):
+    """The ledger refused a release (lifetime budget, or a rerun that would spend twice);
+    nothing was read and nothing was spent."""
+
+
+def default_url(out_dir: Path | str) -> str:
+    """``sqlite:///<out>/ledger.db`` (absolute)."""
+    return f"sqlite:///{Path(out_dir).resolve() / 'ledger.db'}"
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for bundles and messages."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def row_hash(row: dict) -> str:
+    """sha256 of the previous hash and the row's canonical JSON (sorted keys, floats as
+    their shortest round-trip repr, no NaN); the ``hash`` field itself is excluded."""
+    body = json.dumps(
+        {k: row[k] for k in FIELDS if k != "hash"}, sort_keys=True, separators=(",", ":"), allow_nan=False
+    )
+    return hashlib.sha256((row["prev_hash"] + body).encode()).hexdigest()
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _engine(url: str) -> Engine:
+    try:
+        parsed = make_url(url)
+    except Exception:
+        raise LedgerError(
+            f"ledger URL {url!r} is not a database URL; use sqlite:///path/ledger.db or "
+            "postgresql+psycopg://user@host/db"
+        ) from None
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(parsed, connect_args={"timeout": 120})
+
+        @event.listens_for(engine, "connect")
+        def _manual_transactions(dbapi_connection, _record) -> None:
+            dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
+
+        @event.listens_for(engine, "begin")
+        def _write_lock(conn) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock, taken before any read
+
+        return engine
+    if parsed.get_backend_name() == "postgresql":
+        return create_engine(parsed, pool_pre_ping=True)
+    raise LedgerError(f"ledger URL {redact(url)!r}: only sqlite and postgresql are supported")
+
+
+@dataclass
+class _Txn:
+    conn: Connection
+    seq: int
+    head: str
+
+    def append(self, **fields) -> dict:
+        row = {k: fields.get(k) for k in FIELDS}
+        for k in _FLOATS:  # the database returns doubles: hash what it will return
+            row[k] = None if row[k] is None else float(row[k])
+        row.update(seq=self.seq + 1, time=_now(), prev_hash=self.head)
+        row["detail"] = json.dumps(fields.get("detail") or {}, sort_keys=True, allow_nan=False)
+        row["hash"] = row_hash(row)
+        self.conn.execute(insert(ENTRIES).values(**row))
+        self.conn.execute(update(HEAD).where(HEAD.c.id == 1).values(seq=row["seq"], hash=row["hash"]))
+        self.seq, self.head = row["seq"], row["hash"]
+        return row
+
+
+def _charge(rows: list[dict]) -> Charge:
+    """What one release_id costs, from its rows (see the module docstring)."""
+    states = [r for r in rows if r["kind"] == "release" and r["status"] in STATES]
+    if not states:
+        return Charge("pure", None, 0.0, 0.0)
+    last, reserved = states[-1], [r for r in states if r["status"] == "reserved"][-1]
+    notion, delta = reserved["accountant"], reserved["delta"]
+    if last["status"] == "reserved":
+        return Charge(notion, reserved["rho"], reserved["epsilon"], delta if reserved["epsilon"] else 0.0)
+    spent = [r for r in rows if r["kind"] == "stage" and r["status"] == "spent"]
+    if notion == "zcdp":
+        rho = math.fsum(r["rho"] for r in spent)
+        return Charge("zcdp", rho, zcdp_epsilon(rho, delta), delta if rho > 0 else 0.0)
+    return Charge("pure", None, math.fsum(r["epsilon"] for r in spent), 0.0)
+
+
+def _pid_alive(detail: dict) -> bool:
+    if detail.get("host") != socket.gethostname():
+        return True  # another machine: assume it is still running
+    try:
+        os.kill(int(detail["pid"]), 0)
+    except (ProcessLookupError, ValueError, KeyError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Ledger:
+    """The ledger at ``url``; tables are created on first use."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = _engine(url)
+        try:
+            with self.engine.begin() as conn:
+                if self.engine.dialect.name == "postgresql":
+                    conn.execute(text("SELECT pg_advisory_xact_lock(7151)"))  # concurrent first use
+                _META.create_all(conn)
+                if conn.execute(select(HEAD.c.id)).first() is None:
+                    conn.execute(insert(HEAD).values(id=1, seq=0, hash=GENESIS))
+        except SQLAlchemyError as e:
+            raise LedgerError(
+                f"the ledger at {redact(url)} cannot be opened ({type(e.orig or e).__name__}); "
+                "check --ledger and that the database is reachable"
+            ) from None
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @contextmanager
+    def _txn(self) -> Iterator[_Txn]:
+        try:
+            with self.engine.begin() as conn:
+                q = select(HEAD.c.seq, HEAD.c.hash).where(HEAD.c.id == 1)
+                if self.engine.dialect.name == "postgresql":
+                    q = q.with_for_update()
+                seq, head = conn.execute(q).one()
+                yield _Txn(conn, seq, head)
+        except SQLAlchemyError as e:
+            raise LedgerError(
+                f"writing to the ledger at {redact(self.url)} failed ({type(e.orig or e).__name__}); "
+                "nothing further was drawn"
+            ) from None
+
+    # reading -------------------------------------------------------------------------
+
+    def entries(self, *, dataset: str | None = None, release_id: str | None = None) -> list[dict]:
+        """Rows in chain order, ``detail`` decoded."""
+        q = select(ENTRIES).order_by(ENTRIES.c.seq)
+        if dataset is not None:
+            q = q.where(ENTRIES.c.dataset == dataset)
+        if release_id is not None:
+            q = q.where(ENTRIES.c.release_id == release_id)
+        with self.engine.connect() as conn:
+            return [{**r._asdict(), "detail": json.loads(r.detail)} for r in conn.execute(q)]
+
+    def _read(self, conn: Connection, **where) -> list[dict]:
+        q = select(ENTRIES).order_by(ENTRIES.c.seq)
+        for k, v in where.items():
+            q = q.where(ENTRIES.c[k] == v)
+        return [{**r._asdict(), "detail": json.loads(r.detail)} for r in conn.execute(q)]
+
+    def lifetime(self, dataset: str) -> tuple[float, float] | None:
+        rows = [r for r in self.entries(dataset=dataset) if r["kind"] == "budget"]
+        return None if not rows else (rows[-1]["epsilon"], rows[-1]["delta"])
+
+    def spend_so_far(self, dataset: str, delta: float, exclude: str | None = None) -> LifetimeSpend:
+        """The dataset's composed charges (all release_ids but ``exclude``) at ``delta``."""
+        return self._spend(self.entries(dataset=dataset), delta, exclude)
+
+    @staticmethod
+    def _spend(rows: list[dict], delta: float, exclude: str | None = None) -> LifetimeSpend:
+        ids = sorted({r["release_id"] for r in rows if r["release_id"] and r["release_id"] != exclude})
+        return compose_lifetime([_charge([r for r in rows if r["release_id"] == i]) for i in ids], delta)
+
+    def releases(self, dataset: str | None = None) -> list[dict]:
+        """One dict per release_id: dataset, release_id, status, what it is charged
+        (epsilon, delta, rho), times, and its stage rows (measurements nested)."""
+        rows = self.entries(dataset=dataset)
+        out = []
+        for rid in dict.fromkeys(r["release_id"] for r in rows if r["release_id"]):
+            mine = [r for r in rows if r["release_id"] == rid]
+            states = [r for r in mine if r["kind"] == "release" and r["status"] in STATES]
+            charge = _charge(mine)
+            stages = [
+                {
+                    **_public(r),
+                    "measurements": [
+                        _public(m) for m in mine if m["kind"] == "measurement" and m["stage"] == r["stage"]
+                    ],
+                }
+                for r in mine
+                if r["kind"] == "stage"
+            ]
+            out.append(
+                {
+                    "dataset": mine[0]["dataset"],
+                    "release_id": rid,
+                    "status": states[-1]["status"] if states else "refused",
+                    "mechanism": mine[0]["mechanism"],
+                    "accountant": charge.notion if states else None,
+                    "epsilon": charge.epsilon,
+                    "delta": charge.delta,
+                    "rho": charge.rho,
+                    "started": mine[0]["time"],
+                    "last_update": mine[-1]["time"],
+                    "stages": stages,
+                    "events": [_public(r) for r in mine if r["kind"] == "release"],
+                }
+            )
+        return out
+
+    def verify_chain(self) -> list[str]:
+        """Problems with the hash chain (empty when every row and the head check out)."""
+        problems, prev = [], GENESIS
+        with self.engine.connect() as conn:
+            rows = [r._asdict() for r in conn.execute(select(ENTRIES).order_by(ENTRIES.c.seq))]
+            head = conn.execute(select(HEAD.c.seq, HEAD.c.hash)).one()
+        for i, r in enumerate(rows, start=1):
+            if r["seq"] != i:
+                problems.append(f"ledger row {i} is missing (found seq {r['seq']} in its place)")
+            if r["prev_hash"] != prev:
+                problems.append(f"ledger row {r['seq']}: prev_hash does not match the row before it")
+            if row_hash(r) != r["hash"]:
+                problems.append(f"ledger row {r['seq']}: its hash does not match its contents (edited)")
+            prev = r["hash"]
+        if (head.seq, head.hash) != (len(rows), prev):
+            problems.append("ledger head does not match the last row (rows removed or added at the end)")
+        return problems
+
+    # writing -------------------------------------------------------------------------
+
+    def reserve(
+        self,
+        *,
+        dataset: str,
+        release_id: str,
+        mechanism: str,
+        plan: BudgetPlan,
+        lifetime: tuple[float, float] | None,
+        hold: Callable[[], None] | None = None,
+    ) -> dict:
+        """Charge the whole plan to ``release_id`` before any data is read, or refuse.
+
+        Refuses (a ``refused`` row, then ``BudgetRefused``) when the release_id was
+        published or gated, already spent a stage, is running elsewhere, or when the
+        dataset's lifetime budget cannot take the plan. ``hold`` runs inside the locked
+        transaction after the checks (tests use it to widen a race window)."""
+        base = {"dataset": dataset, "release_id": release_id, "mechanism": mechanism}
+        with self._txn() as t:
+            mine = self._read(t.conn, release_id=release_id)
+            reason = _rerun_refusal(release_id, mine)
+            if reason is None:
+                reason, budget = self._lifetime_refusal(t, dataset, release_id, plan, lifetime)
+            if hold is not None:
+                hold()
+            if reason is not None:
+                t.append(**base, kind="release", status="refused", detail={"reason": reason})
+            else:
+                if budget is not None:
+                    t.append(dataset=dataset, kind="budget", status="set", epsilon=budget[0], delta=budget[1])
+                last = _last_state(mine)
+                if last is not None and last["status"] == "reserved":  # died before any noise
+                    t.append(**base, kind="release", status="failed", detail={"reason": "abandoned"})
+                row = t.append(
+                    **base,
+                    kind="release",
+                    status="reserved",
+                    accountant=plan.notion,
+                    rho=plan.spent_rho,
+                    epsilon=plan.spent_epsilon,
+                    delta=plan.delta,
+                    detail={
+                        "plan": [[s.stage, s.rho, s.epsilon] for s in plan.stages],
+                        "lifetime": lifetime,
+                        "host": socket.gethostname(),
+                        "pid": os.getpid(),
+                    },
+                )
+        if reason is not None:
+            raise BudgetRefused(reason)
+        return row
+
+    def _lifetime_refusal(
+        self, t: _Txn, dataset: str, release_id: str, plan: BudgetPlan, lifetime: tuple[float, float] | None
+    ) -> tuple[str | None, tuple[float, float] | None]:
+        """(reason to refuse or None, a lifetime to record or None)."""
+        rows = self._read(t.conn, dataset=dataset)
+        budgets = [r for r in rows if r["kind"] == "budget"]
+        held = None if not budgets else (budgets[-1]["epsilon"], budgets[-1]["delta"])
+        if held is not None and lifetime is not None and tuple(lifetime) != held:
+            return (
+                f"dataset '{dataset}' has lifetime budget epsilon={held[0]:g}, delta={held[1]:g} in the "
+                f"ledger, but the spec says epsilon={lifetime[0]:g}, delta={lifetime[1]:g}; make the spec "
+                "match the ledger (a lifetime budget is fixed when first declared)",
+                None,
+            )
+        limit = held or (None if lifetime is None else tuple(lifetime))
+        if limit is None:
+            return None, None
+        this = (
+            Charge("zcdp", plan.spent_rho, plan.spent_epsilon, plan.delta)
+            if plan.notion == "zcdp"
+            else Charge("pure", None, plan.spent_epsilon, 0.0)
+        )
+        ids = sorted({r["release_id"] for r in rows if r["release_id"] and r["release_id"] != release_id})
+        charges = [_charge([r for r in rows if r["release_id"] == i]) for i in ids]
+        try:
+            before = compose_lifetime(charges, limit[1])
+            after = compose_lifetime([*charges, this], limit[1])
+        except BudgetError as e:
+            return f"dataset '{dataset}': {e}", None
+        if after.epsilon > limit[0]:
+            left = max(0.0, limit[0] - before.epsilon)
+            return (
+                f"lifetime budget of dataset '{dataset}' (epsilon={limit[0]:g}, delta={limit[1]:g}) would be "
+                f"exceeded: {len(ids)} earlier release(s) spent epsilon={before.epsilon:.4g} "
+                f"({before.rule}); this release needs epsilon={this.epsilon:.4g}, which would make "
+                f"{after.epsilon:.4g}. Budget left: epsilon={left:.4g}. Lower privacy.epsilon or stop "
+                "releasing this dataset; nothing was read or spent",
+                None,
+            )
+        return None, (None if held else limit)
+
+    def spend(self, release_id: str, stages: list[str], plan: BudgetPlan) -> list[dict]:
+        """Record ``stages`` of ``release_id``'s plan as spent; call *before* drawing their
+        noise. Refuses a stage already spent (its noise must never be drawn twice)."""
+        if not stages:
+            return []
+        with self._txn() as t:
+            mine = self._read(t.conn, release_id=release_id)
+            last = _last_state(mine)
+            if last is None or last["status"] != "reserved":
+                raise LedgerError(f"release '{release_id}' has no open reservation in the ledger")
+            done = {r["stage"] for r in mine if r["kind"] == "stage" and r["status"] == "spent"}
+            twice = sorted(set(stages) & done)
+            if twice:
+                raise BudgetRefused(
+                    f"release '{release_id}' already spent stage(s) {twice}; their noise is never "
+                    "drawn twice. Start a new release_id"
+                )
+            return [
+                t.append(
+                    dataset=last["dataset"],
+                    release_id=release_id,
+                    mechanism=last["mechanism"],
+                    kind="stage",
+                    status="spent",
+                    stage=s,
+                    accountant=plan.notion,
+                    rho=plan.stage(s).rho,
+                    epsilon=plan.stage(s).epsilon,
+                    delta=plan.delta if plan.notion == "zcdp" else 0.0,
+                )
+                for s in stages
+            ]
+
+    def record_measurements(self, release_id: str, measurements: list[Measurement]) -> list[dict]:
+        """One row per noisy statistic (after the step): sensitivity, noise scale, ρ/ε."""
+        if not measurements:
+            return []
+        with self._txn() as t:
+            mine = self._read(t.conn, release_id=release_id)
+            spent = {r["stage"] for r in mine if r["kind"] == "stage" and r["status"] == "spent"}
+            unspent = sorted({m.stage for m in measurements} - spent)
+            if unspent:  # the flow checks `spends` before a step: this is the last line of defence
+                raise LedgerError(f"internal error: noise drawn for stage(s) {unspent} not recorded as spent")
+            first = mine[0]
+            return [
+                t.append(
+                    dataset=first["dataset"],
+                    release_id=release_id,
+                    mechanism=first["mechanism"],
+                    kind="measurement",
+                    status="spent",
+                    stage=m.stage,
+                    statistic=m.name,
+                    accountant="zcdp" if m.rho is not None else "pure",
+                    sensitivity=m.sensitivity,
+                    sensitivity_norm=m.norm,
+                    noise_scale=m.scale,
+                    rho=m.rho,
+                    epsilon=m.epsilon,
+                    detail={
+                        "mechanism": m.mechanism,
+                        "dimension": int(m.value.size),
+                        "defect": m.defect,
+                    },
+                )
+                for m in measurements
+            ]
+
+    def finish(self, release_id: str, status: str, detail: dict | None = None) -> dict:
+        """Close the attempt as ``released``, ``gated`` or ``failed``, charged its spent stages."""
+        if status not in STATES[1:]:
+            raise ValueError(f"status {status!r} must be one of {STATES[1:]}")
+        with self._txn() as t:
+            mine = self._read(t.conn, release_id=release_id)
+            last = _last_state(mine)
+            if last is None or last["status"] != "reserved":
+                raise LedgerError(f"release '{release_id}' has no open reservation in the ledger")
+            c = _charge([*mine, {**last, "status": status}])
+            return t.append(
+                dataset=last["dataset"],
+                release_id=release_id,
+                mechanism=last["mechanism"],
+                kind="release",
+                status=status,
+                accountant=last["accountant"],
+                rho=c.rho,
+                epsilon=c.epsilon,
+                delta=c.delta,
+                detail=detail,
+            )
+
+
+def _last_state(rows: list[dict]) -> dict | None:
+    states = [r for r in rows if r["kind"] == "release" and r["status"] in STATES]
+    return states[-1] if states else None
+
+
+def _rerun_refusal(release_id: str, rows: list[dict]) -> str | None:
+    """Why a new attempt at ``release_id`` must not start (None: it may)."""
+    last = _last_state(rows)
+    if last is None:
+        return None
+    spent = sorted({r["stage"] for r in rows if r["kind"] == "stage" and r["status"] == "spent"})
+    if last["status"] in ("released", "gated"):
+        return (
+            f"release '{release_id}' already exists in the ledger ({last['status']} at {last['time']}); "
+            "choose another release_id"
+        )
+    if spent:
+        return (
+            f"release '{release_id}' already drew noise for stage(s) {spent} in an attempt that did not "
+            "finish; drawing again would spend them twice, and this version does not resume from "
+            "persisted outputs. Its spend stays charged; run again with a new release_id"
+        )
+    if last["status"] == "reserved" and _pid_alive(last["detail"]):
+        return (
+            f"release '{release_id}' is in progress since {last['time']} (host {last['detail'].get('host')}, "
+            f"pid {last['detail'].get('pid')}); wait for it to finish"
+        )
+    return None
+
+
+def _public(row: dict) -> dict:
+    """A row for display and JSON: no host/pid details beyond what the row says."""
+    return {k: v for k, v in row.items() if k != "prev_hash"}
+
+
+def ledger_facts(ledger: Ledger, spec, release_id: str) -> dict:
+    """For ``release.json``: where the spend is recorded, the rows of this release (seq and
+    hash, for ``audit verify`` to find and compare), and the dataset's lifetime account
+    with this release included (its whole plan is charged while it runs)."""
+    rows = ledger.entries(release_id=release_id)
+    lifetime = ledger.lifetime(spec.dataset.name)
+    doc = {
+        "url": redact(ledger.url),
+        "rows": [
+            {k: r[k] for k in ("seq", "hash", "kind", "status", "stage", "statistic")}
+            for r in rows
+            if r["kind"] != "release" or r["status"] == "reserved"
+        ],
+        "lifetime": None,
+    }
+    if lifetime is not None:
+        spend = ledger.spend_so_far(spec.dataset.name, lifetime[1])
+        doc["lifetime"] = {
+            "epsilon": lifetime[0],
+            "delta": lifetime[1],
+            "spent_epsilon": spend.epsilon,
+            "spent_delta": spend.delta,
+            "left_epsilon": max(0.0, lifetime[0] - spend.epsilon),
+            "rule": spend.rule,
+            "releases_counted": len(
+                {r["release_id"] for r in ledger.entries(dataset=spec.dataset.name) if r["release_id"]}
+            ),
+        }
+    return doc

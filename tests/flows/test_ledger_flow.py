@@ -1,0 +1,148 @@
+"""End to end: the release flow against the ledger (lifetime budgets, fail-closed spends,
+reruns), and ``dprelease audit`` / ``dprelease ledger`` on real bundles."""
+
+import json
+import sqlite3
+
+import pytest
+from typer.testing import CliRunner
+
+import flows.release as release_module
+from flows.audit import verify_bundle
+from flows.cli import app
+from flows.release import release
+from tasks.ledger_db import BudgetRefused, Ledger
+from tests.flows.helpers import adult_rows, write_spec
+
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]
+SMALL = {"enabled": False}
+
+
+def _spec(tmp_path, **privacy):
+    return write_spec(
+        tmp_path, adult_rows(300), checks=SMALL, privacy={"epsilon": 1.0, "delta": 1e-6, **privacy}
+    )
+
+
+def test_lifetime_budget_refuses_before_the_data_is_read(tmp_path):
+    spec = _spec(tmp_path, lifetime_epsilon=1.2)
+    out = tmp_path / "out"
+    release(str(spec), str(out), release_id="first")
+    (tmp_path / "data.csv").write_text("this is not the data\x00")  # never read: refused first
+    runner = CliRunner()
+    result = runner.invoke(app, ["release", str(spec), "--out", str(out), "--release-id", "second"])
+    assert result.exit_code == 4, result.output
+    assert "lifetime budget of dataset 'adult'" in result.output and "Budget left" in result.output
+    assert not (out / "second").exists() and not list(out.glob(".staging-*"))
+    (record,) = [p for p in (out / "failures").iterdir() if p.name.startswith("second")]
+    assert json.loads((record / "failure.json").read_text())["error"] == "BudgetRefused"
+    shown = runner.invoke(app, ["ledger", "show", "--json", "--ledger", f"sqlite:///{out / 'ledger.db'}"])
+    assert shown.exit_code == 0, shown.output
+    by_id = {r["release_id"]: r for r in json.loads(shown.output)}
+    assert by_id["first"]["status"] == "released" and 0 < by_id["first"]["epsilon"] <= 1.0
+    assert {s["stage"] for s in by_id["first"]["stages"]} == {"marginals", "moments"}
+    assert (by_id["second"]["status"], by_id["second"]["epsilon"], by_id["second"]["stages"]) == (
+        "refused",
+        0.0,
+        [],
+    )
+    doc = json.loads((out / "first" / "public" / "release.json").read_text())
+    assert doc["privacy"]["ledger_record"]["lifetime"]["left_epsilon"] == pytest.approx(0.2, abs=1e-9)
+
+
+def test_a_crash_after_noise_keeps_the_spend_and_a_rerun_never_redraws(tmp_path, monkeypatch):
+    spec = _spec(tmp_path)
+    out = tmp_path / "out"
+
+    def crash(*args, **kwargs):
+        raise MemoryError("simulated crash while sampling")
+
+    monkeypatch.setattr(release_module, "project_and_sample", crash)
+    with pytest.raises(MemoryError):
+        release(str(spec), str(out), release_id="crash")
+    monkeypatch.undo()
+    with Ledger(f"sqlite:///{out / 'ledger.db'}") as led:
+        (r,) = led.releases()
+        assert r["status"] == "failed" and r["epsilon"] > 0  # both stages' noise was drawn
+        assert [s["stage"] for s in r["stages"]] == ["marginals", "moments"]
+        assert all(s["measurements"] for s in r["stages"])
+    with pytest.raises(BudgetRefused, match=r"already drew noise for stage\(s\) \['marginals', 'moments'\]"):
+        release(str(spec), str(out), release_id="crash")
+    assert not (out / "crash").exists()
+
+
+def test_bad_input_spends_nothing_and_the_same_id_can_run_again(tmp_path):
+    data = adult_rows(300)
+    data.loc[3, "age"] = "999"
+    spec = write_spec(tmp_path, data, checks=SMALL)
+    out = tmp_path / "out"
+    with pytest.raises(Exception, match="column 'age'"):
+        release(str(spec), str(out), release_id="again")
+    with Ledger(f"sqlite:///{out / 'ledger.db'}") as led:
+        (r,) = led.releases()
+        assert (r["status"], r["epsilon"], r["stages"]) == ("failed", 0.0, [])
+    adult_rows(300).to_csv(tmp_path / "data.csv", index=False)
+    release(str(spec), str(out), release_id="again")
+    assert (out / "again" / "public" / "synthetic.csv").is_file()
+
+
+def test_postgres_ledger_and_audit(tmp_path, postgres_url):
+    from sqlalchemy import create_engine, text
+
+    name = f"e2e_{tmp_path.name[-8:].lower().replace('-', '_')}"
+    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        c.execute(text(f"CREATE DATABASE {name}"))
+    url = postgres_url.rsplit("/", 1)[0] + "/" + name
+    try:
+        bundle = release(str(_spec(tmp_path)), str(tmp_path / "out"), release_id="pg", ledger_url=url)
+        checks = verify_bundle(tmp_path / "out" / "pg", url)
+        assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+        assert not (tmp_path / "out" / "ledger.db").exists()
+        assert json.loads((tmp_path / "out" / "pg" / "public" / "release.json").read_text())["privacy"][
+            "ledger_record"
+        ]["url"].startswith("postgresql+psycopg://postgres@")
+        assert bundle.endswith("pg")
+    finally:
+        with admin.connect() as c:
+            c.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
+        admin.dispose()
+
+
+def test_audit_verify_catches_tampering(tmp_path):
+    out = tmp_path / "out"
+    release(str(_spec(tmp_path)), str(out), release_id="t")
+    bundle, runner = out / "t", CliRunner()
+    ok = runner.invoke(app, ["audit", "verify", str(bundle)])
+    assert ok.exit_code == 0, ok.output
+    shown = runner.invoke(app, ["audit", "show", str(bundle)], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0 and "histogram[age]" in shown.output and "no lifetime budget" in shown.output
+
+    # 1. a published file is edited
+    csv = bundle / "public" / "synthetic.csv"
+    original = csv.read_bytes()
+    csv.write_bytes(original.replace(b"Female", b"Male", 1))
+    assert [c.name for c in verify_bundle(bundle, None) if not c.ok] == ["public/synthetic.csv"]
+    csv.write_bytes(original)
+
+    # 2. a forger lowers a noise scale and re-hashes the manifest: the arithmetic and the
+    #    ledger's seal of the manifest both catch it
+    doc_path = bundle / "public" / "release.json"
+    doc = json.loads(doc_path.read_text())
+    doc["privacy"]["ledger"]["measurements"][0]["noise_scale"] /= 2
+    doc_path.write_text(json.dumps(doc))
+    manifest = bundle / "public" / "manifest.json"
+    m = json.loads(manifest.read_text())
+    from tasks.files import sha256
+
+    m["files"]["release.json"] = sha256(doc_path)
+    manifest.write_text(json.dumps(m))
+    failed = {c.name for c in verify_bundle(bundle, None) if not c.ok}
+    assert failed == {"marginals/histogram[age]", "measurements match", "closing row seals this manifest"}
+
+    # 3. the ledger row of a measurement is edited in the database
+    with sqlite3.connect(out / "ledger.db") as db:
+        db.execute("UPDATE ledger_entries SET noise_scale = noise_scale * 2 WHERE kind = 'measurement'")
+    result = runner.invoke(app, ["audit", "verify", str(bundle)])
+    assert result.exit_code == 1 and "ledger: hash chain" in result.output
