@@ -80,3 +80,19 @@ def test_noise_scales():
     assert laplace_scale(2.0, 0.5) == math.nextafter(4.0, math.inf)
     with pytest.raises(BudgetError, match=re.escape("rho (0.0) must be a finite number > 0")):
         gaussian_sigma(1.0, 0.0)
+
+
+def test_lifetime_composition_takes_the_better_valid_rule():
+    from mechanisms.accounting import Charge, compose_lifetime
+
+    z = Charge("zcdp", zcdp_rho(1.0, 1e-6), 1.0, 1e-6)
+    three = compose_lifetime([z, z, z], 1e-6)
+    assert three.basic == (3.0, 3e-6)  # basic: sums (its δ 3e-6 exceeds the lifetime δ)
+    assert three.zcdp[0] == zcdp_epsilon(3 * z.rho, 1e-6) and three.epsilon == three.zcdp[0] < 2
+    pure = Charge("pure", None, 0.1, 0.0)  # ε-DP is ε²/2-zCDP (Bun & Steinke Prop. 1.4)
+    assert compose_lifetime([pure] * 2, 0.0).epsilon == 0.2  # δ = 0: basic only
+    many = compose_lifetime([pure] * 100, 1e-6)  # 100 × 0.1: zCDP gives 5.22 < 10
+    assert many.epsilon == zcdp_epsilon(100 * 0.1**2 / 2, 1e-6) < 5.3 and many.basic[0] == pytest.approx(10)
+    assert compose_lifetime([], 1e-6).epsilon == 0.0
+    with pytest.raises(BudgetError, match="delta"):
+        compose_lifetime([z], 0.0)  # a zCDP release cannot fit a lifetime delta of 0
