@@ -376,6 +376,7 @@ def ledger_show(
         with Ledger(ledger or default_url("releases")) as led:
             releases = led.releases(dataset)
             problems = led.verify_chain()
+            head = led.head()
             accounts = {}
             for name in dict.fromkeys(r["dataset"] for r in releases):
                 life = led.lifetime(name)
@@ -387,7 +388,7 @@ def ledger_show(
         return
     table = Table(title="releases")
     for col in ("dataset", "release_id", "status", "epsilon", "delta", "stages spent", "started"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for r in releases:
         table.add_row(
             r["dataset"],
@@ -411,6 +412,7 @@ def ledger_show(
     out.print(
         "[green]hash chain intact" if not problems else "[red]hash chain broken: " + "; ".join(problems)
     )
+    out.print(f"chain head: row {head[0]}, sha256 {head[1]}")
 
 
 def main() -> None:

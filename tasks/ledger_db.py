@@ -316,6 +316,11 @@ class Ledger:
             )
         return out
 
+    def head(self) -> tuple[int, str]:
+        """(seq, hash) of the last row: publish it elsewhere to anchor the chain."""
+        with self.engine.connect() as conn:
+            return tuple(conn.execute(select(HEAD.c.seq, HEAD.c.hash)).one())
+
     def verify_chain(self) -> list[str]:
         """Problems with the hash chain (empty when every row and the head check out)."""
         problems, prev = [], GENESIS
