@@ -57,7 +57,9 @@ def build_suite(schema: Schema, name: str) -> gx.ExpectationSuite:
                     min_value=c.lower,
                     max_value=c.upper,
                     meta=_rule(
-                        c.name, f"values must lie within the public bounds [{c.lower:g}, {c.upper:g}]"
+                        c.name,
+                        f"values must lie within the public bounds [{c.lower:g}, {c.upper:g}] "
+                        "(or declare `out_of_bounds: clip`)",
                     ),
                 ),
             ]
@@ -75,7 +77,11 @@ def build_suite(schema: Schema, name: str) -> gx.ExpectationSuite:
                 gxe.ExpectColumnValuesToBeInSet(
                     column=c.name,
                     value_set=list(c.values),
-                    meta=_rule(c.name, f"values must be among the {len(c.values)} declared {what}"),
+                    meta=_rule(
+                        c.name,
+                        f"values must be among the {len(c.values)} declared {what} "
+                        f"(or declare `unknown: other` and `other: <one of the {what}>`)",
+                    ),
                 ),
             ]
     for i, e in enumerate(expectations):  # GX reports results in its own order

@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from mechanisms.errors import DPReleaseError
 from mechanisms.registry import MECHANISMS
@@ -28,10 +36,15 @@ class _Strict(BaseModel):
 
 
 class ContinuousSpec(_Strict):
+    """``out_of_bounds``: ``reject`` (default) refuses a value outside the bounds (±inf
+    included); ``clip`` moves it to the nearer declared bound before validation. A
+    missing value (empty, NA, NaN) is an error under both."""
+
     type: Literal["continuous"]
     bounds: tuple[float, float]
     integer: bool = False
     transform: Literal["none", "log"] = "none"
+    out_of_bounds: Literal["reject", "clip"] = "reject"
 
     @field_validator("bounds")
     @classmethod
@@ -41,16 +54,48 @@ class ContinuousSpec(_Strict):
         return v
 
 
+def _other_declared(other: str | None, info: ValidationInfo, values: str) -> str | None:
+    """``other`` is needed by, and only by, ``unknown: other``, and must be declared."""
+    unknown, declared = info.data.get("unknown"), info.data.get(values)
+    if unknown == "other" and other is None:
+        raise ValueError(f"unknown: other needs other: <token>, one of the declared {values}")
+    if other is not None and unknown == "reject":
+        raise ValueError(f"other ({other!r}) is used only with unknown: other")
+    if other is not None and declared is not None and other not in declared:
+        raise ValueError(f"other ({other!r}) must be one of the declared {values}: {declared}")
+    return other
+
+
 class OrdinalSpec(_Strict):
+    """``unknown``: ``reject`` (default) refuses a value that is not a declared level;
+    ``other`` maps it to the declared level ``other`` before validation. A missing cell is
+    governed by ``missing`` alone, never mapped to ``other``."""
+
     type: Literal["ordinal"]
     levels: list[str] = Field(min_length=2)
     missing: str | None = None
+    unknown: Literal["reject", "other"] = "reject"
+    other: str | None = Field(default=None, validate_default=True)
+
+    @field_validator("other")
+    @classmethod
+    def _other(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return _other_declared(v, info, "levels")
 
 
 class NominalSpec(_Strict):
+    """``unknown``/``other`` as for ordinal columns, over the declared categories."""
+
     type: Literal["nominal"]
     categories: list[str] = Field(min_length=2)
     missing: str | None = None
+    unknown: Literal["reject", "other"] = "reject"
+    other: str | None = Field(default=None, validate_default=True)
+
+    @field_validator("other")
+    @classmethod
+    def _other(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return _other_declared(v, info, "categories")
 
 
 ColumnSpec = Annotated[ContinuousSpec | OrdinalSpec | NominalSpec, Field(discriminator="type")]
@@ -276,13 +321,22 @@ def load_spec(path: str | Path) -> ReleaseSpec:
     if not path.is_file():
         raise SpecError(f"spec file '{path}' does not exist; pass the path of a release YAML")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise SpecError(f"spec file '{path}' is not UTF-8 text; save the release YAML as UTF-8") from None
     except yaml.YAMLError as e:
         raise SpecError(f"spec file '{path}' is not valid YAML: {e}") from None
+    except RecursionError:
+        raise SpecError(f"spec file '{path}' is nested too deeply to be a release spec") from None
     if not isinstance(raw, dict):
         raise SpecError(f"spec file '{path}' must contain a YAML mapping")
-    try:
-        return ReleaseSpec(**raw, base_dir=path.resolve().parent)
+    if "base_dir" in raw:  # set by the loader, never by the file
+        raise SpecError(
+            f"invalid release spec '{path}':\n  spec field 'base_dir': not a spec field (a relative "
+            "dataset.path resolves against the spec's folder); remove it"
+        )
+    try:  # model_validate, not **raw: YAML keys need not be strings, and pydantic names them
+        return ReleaseSpec.model_validate({**raw, "base_dir": path.resolve().parent})
     except ValidationError as e:
         lines = [f"spec field '{_field(err['loc']) or '(top level)'}': {err['msg']}" for err in e.errors()]
         raise SpecError(f"invalid release spec '{path}':\n  " + "\n  ".join(lines)) from None

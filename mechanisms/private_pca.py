@@ -1035,4 +1035,5 @@ SYNTHESIZER = Synthesizer(
     sample=_sample_stage,
     decode=_decode_stage,
     check=_check,
+    min_rows=lambda schema, params: 2,  # _check_rows: the centred covariance needs n >= 2
 )

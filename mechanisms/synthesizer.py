@@ -68,7 +68,10 @@ class Synthesizer:
     *before* running the step (fail closed), and refuses a step that measured a stage
     it did not declare. ``keeps_row_order`` means the output has exactly one row per fitted input row, in
     order; ``check(schema, params)`` raises ``ValueError`` (naming the parameter) when
-    the parameters do not fit the schema, before any data is read.
+    the parameters do not fit the schema, before any data is read. ``min_rows(schema,
+    params)`` is the fewest fitted rows the four steps need; the flow refuses a smaller
+    table before any noise is drawn (``tasks.validate.check_rows``). The default, 2:
+    one row has no spread to model (its centred covariance is zero).
     """
 
     name: str
@@ -84,3 +87,4 @@ class Synthesizer:
     sample: Callable[[Any, Any, int, np.random.Generator], Stage]
     decode: Callable[[Any, Schema, Any, np.random.Generator], MixedRows]
     check: Callable[[Schema, Any], None] = lambda schema, params: None
+    min_rows: Callable[[Schema, Any], int] = lambda schema, params: 2

@@ -6,6 +6,7 @@ column and the rule; they never quote a data value or a count.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,8 @@ __all__ = [
     "DataError",
     "bins_to_table",
     "check_columns",
+    "clip_to_bounds",
+    "map_unknown",
     "read_table",
     "rows_to_table",
     "table_to_bins",
@@ -105,6 +108,45 @@ def check_columns(columns: list[str], schema: Schema) -> None:
         parts = [f"column '{c}' is in the data but not declared in the schema" for c in extra]
         parts += [f"column '{c}' is declared in the schema but missing from the data" for c in absent]
         raise DataError("; ".join(parts) + "; make the spec's schema match the data header")
+
+
+def clip_to_bounds(df: pd.DataFrame, schema: Schema, columns: list[str]) -> dict[str, int]:
+    """``out_of_bounds: clip``: move values of ``columns`` outside the *declared* bounds
+    (±inf included) to the nearer bound, in place; returns the number of clipped cells per
+    column (confidential: for ``internal/`` only). NaN stays NaN (missing is not out of
+    bounds; the suite refuses it), and a column holding text is left for the type rule.
+    An integer column is clipped to the whole numbers inside the bounds; one read as
+    floats only because of a huge or infinite value becomes integers again."""
+    counts = {}
+    for name in columns:
+        c = schema[name]
+        col = df[name]
+        if not pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col):
+            continue
+        lower, upper = (math.ceil(c.lower), math.floor(c.upper)) if c.integer else (c.lower, c.upper)
+        outside = (col < lower) | (col > upper)
+        counts[name] = int(outside.sum())
+        col = col.clip(lower, upper)
+        if c.integer and pd.api.types.is_float_dtype(col):
+            present = col.dropna()
+            if (present == np.floor(present)).all():
+                col = col.astype("Int64" if col.isna().any() else "int64")
+        df[name] = col
+    return counts
+
+
+def map_unknown(df: pd.DataFrame, schema: Schema, other: dict[str, str]) -> dict[str, int]:
+    """``unknown: other``: a value of column ``name`` that is not declared becomes
+    ``other[name]`` (a declared value), in place; returns the number of mapped cells per
+    column (confidential: for ``internal/`` only). A missing cell is not mapped: a declared
+    ``missing`` token has already replaced it, else the suite refuses it."""
+    counts = {}
+    for name, token in other.items():
+        col = df[name]
+        unknown = col.notna() & ~col.isin(schema[name].values)
+        counts[name] = int(unknown.sum())
+        df[name] = col.mask(unknown, token)
+    return counts
 
 
 def table_to_bins(df: pd.DataFrame, schema: Schema) -> np.ndarray:

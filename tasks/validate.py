@@ -15,13 +15,22 @@ import pandas as pd
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.spec import ReleaseSpec
+from flows.spec import ContinuousSpec, ReleaseSpec
 from mechanisms.errors import DPReleaseError
+from mechanisms.registry import MECHANISMS
 from mechanisms.schema import Schema
 from tasks.files import write_json
-from tasks.tables import DataError, read_table
+from tasks.tables import DataError, clip_to_bounds, map_unknown, read_table
 
-__all__ = ["InputValidationError", "failing_rules", "validate_input", "validate_output"]
+__all__ = [
+    "InputValidationError",
+    "check_rows",
+    "failing_rules",
+    "fitted_rows",
+    "read_input",
+    "validate_input",
+    "validate_output",
+]
 
 
 class InputValidationError(DataError):
@@ -47,13 +56,90 @@ def check_table(df: pd.DataFrame, schema: Schema, name: str, report: Path) -> li
     return failing_rules(records)
 
 
-@task(name="validate_input", cache_policy=NO_CACHE, persist_result=False)
-def validate_input(spec: ReleaseSpec, internal_dir: Path) -> pd.DataFrame:
-    """Read the confidential table and check it against the public schema."""
+def read_input(spec: ReleaseSpec) -> tuple[pd.DataFrame, dict | None]:
+    """Read the table and apply the columns' declared policies (``out_of_bounds: clip``,
+    ``unknown: other``) before validation. Returns the table and, if any column declares
+    a policy, the per-column counts of changed cells: confidential, for ``internal/``
+    only (never a message, log or public file)."""
     schema = spec.public_schema()
     df = read_table(spec.data_path, schema, spec.missing_tokens())
+    continuous = {n: c for n, c in spec.columns.items() if isinstance(c, ContinuousSpec)}
+    clip = [n for n, c in continuous.items() if c.out_of_bounds == "clip"]
+    other = {n: c.other for n, c in spec.columns.items() if n not in continuous and c.unknown == "other"}
+    if not (clip or other):
+        return df, None
+    return df, {
+        "note": "cells changed by the declared policies before validation (confidential)",
+        "out_of_bounds_clipped": clip_to_bounds(df, schema, clip),
+        "unknown_mapped_to_other": map_unknown(df, schema, other),
+    }
+
+
+def fitted_rows(spec: ReleaseSpec, n: int) -> int:
+    """Rows the release is fitted on: n − ⌊holdout_fraction·n⌋, as the flow's holdout split."""
+    return n - int(spec.checks.holdout_fraction * n)
+
+
+def check_rows(spec: ReleaseSpec, n: int) -> None:
+    """Refuse, before any noise is drawn, a table of n rows that is too small for the
+    mechanism (``Synthesizer.min_rows`` on the fitted rows), for the post-release checks,
+    or for ``privacy.delta`` (δ ≥ 1/n). n is public under replace-one, so the message may
+    quote it."""
+    if n < 1:
+        raise InputValidationError("the input has no data rows; nothing was spent")
+    synth = MECHANISMS[spec.mechanism.name]
+    fitted, fraction = fitted_rows(spec, n), spec.checks.holdout_fraction
+    held = f" ({n - fitted} held out by checks.holdout_fraction {fraction:g})" if fraction else ""
+    more = "supply more rows" + (" or lower checks.holdout_fraction" if fraction else "")
+    problems = []
+    need = synth.min_rows(spec.public_schema(), spec.mechanism_params())
+    if fitted < need:
+        problems.append(
+            f"mechanism {synth.name} needs at least {need} fitted rows (min_rows); the input has {n} "
+            f"rows, {fitted} fitted{held}: {more}"
+        )
+    if spec.checks.enabled:
+        m = spec.synthetic_rows or fitted
+        if fitted < 2:
+            problems.append(
+                f"checks.enabled: the post-release checks need at least 2 fitted rows, got {fitted}{held}: "
+                f"{more}, or set checks.enabled: false"
+            )
+        if m < 2:
+            problems.append(
+                f"synthetic_rows ({m}): the post-release checks need at least 2 synthetic rows; "
+                "raise synthetic_rows or set checks.enabled: false"
+            )
+        if fraction and n - fitted < 1:
+            problems.append(
+                f"checks.holdout_fraction ({fraction:g}) keeps no row out of {n} (⌊{fraction:g}·{n}⌋ = 0), "
+                "so the checks would test on an empty holdout: raise it, set it to 0, or supply more rows"
+            )
+    delta = spec.privacy.delta
+    if delta > 0 and delta >= 1 / n:
+        problems.append(
+            f"privacy.delta ({delta:g}) must be below 1/n = {1 / n:.3g} for the n = {n} input rows: "
+            "with δ ≥ 1/n a mechanism may publish a whole record in the clear and still be "
+            f"(ε, δ)-DP. Set privacy.delta ≤ 1/(10 n) = {1 / (10 * n):.3g} or smaller"
+        )
+    if problems:
+        raise InputValidationError(
+            f"this release cannot run on the input's {n} rows:\n  "
+            + "\n  ".join(problems)
+            + "\nNothing was spent."
+        )
+
+
+@task(name="validate_input", cache_policy=NO_CACHE, persist_result=False)
+def validate_input(spec: ReleaseSpec, internal_dir: Path) -> pd.DataFrame:
+    """Read the confidential table, apply the declared policies (counts to
+    ``internal/clipping.json``) and check it against the public schema."""
+    schema = spec.public_schema()
+    df, changed = read_input(spec)
     if df.empty:
         raise InputValidationError(f"dataset file '{spec.data_path}' has no data rows")
+    if changed is not None:
+        write_json(internal_dir / "clipping.json", changed)
     report = internal_dir / "validation_input.json"
     failures = check_table(df, schema, "input", report)
     if failures:
