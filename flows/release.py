@@ -35,7 +35,7 @@ from tasks.ledger_db import Ledger, default_url, ledger_facts
 from tasks.post_release import check_linkage, check_utility, write_report
 from tasks.synthesis import decode, encode, estimate_private_moments, project_and_sample
 from tasks.tables import table_to_bins, table_to_rows
-from tasks.validate import validate_input, validate_output
+from tasks.validate import check_rows, validate_input, validate_output
 
 __all__ = ["STAGES", "release", "set_progress"]
 
@@ -239,6 +239,7 @@ def release(
             )
         step("validate_input")
         table = validate_input(spec, staging / "internal")
+        check_rows(spec, len(table))  # n is public: too few rows, or δ ≥ 1/n, before any noise
         rngs = noise_rngs(insecure_seed, 6)
         n = len(table)
         train, holdout = _holdout_split(table, spec.checks.holdout_fraction, rngs[4])

@@ -59,8 +59,8 @@ every d'; the paper allows it, at a √d' accuracy cost) and says so in the fact
 the paper's δ, |L| ≈ 75–105·ε₃n for d = 10, d' = 3 (R ≈ 1.5√d), so PSMM fits only very small
 ε₃n, where the ⅓ split also makes the private mean, hence R and |L|, large. The optional
 public ``psmm_cells`` coarsens δ to at most that many cells (a deviation from the
-paper's δ, labelled in the facts by ``grid_delta``). Noise uses numpy's samplers
-(``primitives.FLOAT_SAMPLER_NOTE``).
+paper's δ, labelled in the facts by ``grid_delta``). Noise comes from the primitives
+(OpenDP's vetted samplers unless the release uses ``--insecure-seed``; ``sampler_note``).
 """
 
 from __future__ import annotations

@@ -584,8 +584,6 @@ def ledger_facts(ledger: Ledger, spec, release_id: str) -> dict:
             "spent_delta": spend.delta,
             "left_epsilon": max(0.0, lifetime[0] - spend.epsilon),
             "rule": spend.rule,
-            "releases_counted": len(
-                {r["release_id"] for r in ledger.entries(dataset=spec.dataset.name) if r["release_id"]}
-            ),
+            "releases_counted": sum(r["status"] != "refused" for r in ledger.releases(spec.dataset.name)),
         }
     return doc
