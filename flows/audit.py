@@ -191,7 +191,6 @@ def _ledger(doc: dict, manifest: Path, url: str) -> list[Check]:
     claimed = sorted(
         (r["stage"], r["statistic"], r["sensitivity"], r["noise_scale"], r["rho"], r["epsilon"])
         for r in doc["privacy"]["ledger"]["measurements"]
-        if r["mechanism"] != "none"
     )
     out.append(
         Check(

@@ -171,7 +171,8 @@ def _synthesise(spec, ledger: Ledger, rid: str, plan, train, rngs, m, step):
         declared = [s for s in spends.get(key, ()) if s in planned]
         ledger.spend(rid, declared, plan)
         out = task(*args)
-        stray = sorted({mm.stage for mm in out.measurements} - set(declared))
+        noisy = {mm.stage for mm in out.measurements if mm.mechanism != "none"}  # "none" costs nothing
+        stray = sorted(noisy - set(declared))
         if stray:
             raise DPReleaseError(f"internal error: {name}.{key} measured stage(s) {stray} it did not declare")
         ledger.record_measurements(rid, list(out.measurements))
@@ -219,7 +220,7 @@ def release(
     dest, staging = _prepare(out, rid)
     stage = "allocate_budget"
     ledger: Ledger | None = None
-    reserved = False
+    reserved = sealed = False
 
     def step(name: str) -> None:
         nonlocal stage
@@ -278,11 +279,13 @@ def release(
         step("write_bundle")
 
         def seal(manifest_sha256: str) -> None:
+            nonlocal sealed
             ledger.finish(
                 rid,
                 "released" if passed else "gated",
                 {"manifest_sha256": manifest_sha256, "bundle": str(dest.resolve())},
             )
+            sealed = True
 
         path = write_bundle(staging, dest, synthetic, document, publish=passed, seal=seal)
         reserved = False
@@ -291,7 +294,7 @@ def release(
             raise GateError(failed_gates_message(gates, str(dest / "internal")))
     except BaseException as e:
         if reserved and ledger is not None:
-            _close_failed(ledger, rid, stage, e)
+            _close_failed(ledger, rid, stage, e, sealed)
         write_failure_record(out, rid, stage, e, staging if staging.exists() else None)
         raise
     finally:
@@ -303,10 +306,11 @@ def release(
     return str(path)
 
 
-def _close_failed(ledger: Ledger, rid: str, stage: str, error: BaseException) -> None:
-    """Mark the attempt failed (charged the stages it spent); if the ledger itself is what
-    failed, the reservation stays open and keeps the whole plan charged (fail closed)."""
+def _close_failed(ledger: Ledger, rid: str, stage: str, error: BaseException, sealed: bool) -> None:
+    """Mark the attempt failed (charged the stages it spent), also when it was sealed but the
+    bundle could not be moved into place; if the ledger itself is what failed, the
+    reservation stays open and keeps the whole plan charged (fail closed)."""
     try:
-        ledger.finish(rid, "failed", {"stage": stage, "error": type(error).__name__})
+        ledger.finish(rid, "failed", {"stage": stage, "error": type(error).__name__}, after_seal=sealed)
     except DPReleaseError:
         pass

@@ -473,7 +473,7 @@ class Ledger:
         with self._txn() as t:
             mine = self._read(t.conn, release_id=release_id)
             spent = {r["stage"] for r in mine if r["kind"] == "stage" and r["status"] == "spent"}
-            unspent = sorted({m.stage for m in measurements} - spent)
+            unspent = sorted({m.stage for m in measurements if m.mechanism != "none"} - spent)
             if unspent:  # the flow checks `spends` before a step: this is the last line of defence
                 raise LedgerError(f"internal error: noise drawn for stage(s) {unspent} not recorded as spent")
             first = mine[0]
@@ -501,14 +501,19 @@ class Ledger:
                 for m in measurements
             ]
 
-    def finish(self, release_id: str, status: str, detail: dict | None = None) -> dict:
-        """Close the attempt as ``released``, ``gated`` or ``failed``, charged its spent stages."""
-        if status not in STATES[1:]:
-            raise ValueError(f"status {status!r} must be one of {STATES[1:]}")
+    def finish(
+        self, release_id: str, status: str, detail: dict | None = None, *, after_seal: bool = False
+    ) -> dict:
+        """Close the attempt as ``released``, ``gated`` or ``failed``, charged its spent stages.
+        ``after_seal``: mark a sealed (released/gated) attempt ``failed`` because its bundle
+        could not be moved into place after all."""
+        if status not in STATES[1:] or (after_seal and status != "failed"):
+            raise ValueError(f"status {status!r} must be one of {STATES[1:]} (failed after a seal)")
+        open_states = ("released", "gated") if after_seal else ("reserved",)
         with self._txn() as t:
             mine = self._read(t.conn, release_id=release_id)
             last = _last_state(mine)
-            if last is None or last["status"] != "reserved":
+            if last is None or last["status"] not in open_states:
                 raise LedgerError(f"release '{release_id}' has no open reservation in the ledger")
             c = _charge([*mine, {**last, "status": status}])
             return t.append(

@@ -146,3 +146,28 @@ def test_audit_verify_catches_tampering(tmp_path):
         db.execute("UPDATE ledger_entries SET noise_scale = noise_scale * 2 WHERE kind = 'measurement'")
     result = runner.invoke(app, ["audit", "verify", str(bundle)])
     assert result.exit_code == 1 and "ledger: hash chain" in result.output
+
+
+def test_a_bundle_that_cannot_be_moved_after_its_seal_ends_failed(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    import tasks.bundle
+
+    real_replace = os.replace
+
+    def refuse_the_final_rename(src, dst):
+        if ".staging-" in str(src) and not str(dst).endswith(".json"):
+            raise OSError(errno.EACCES, "Permission denied")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(tasks.bundle.os, "replace", refuse_the_final_rename)
+    out = tmp_path / "out"
+    with pytest.raises(Exception, match="nothing was published"):
+        release(str(_spec(tmp_path)), str(out), release_id="moved")
+    monkeypatch.undo()
+    assert not (out / "moved").exists() and not list(out.glob(".staging-*"))
+    with Ledger(f"sqlite:///{out / 'ledger.db'}") as led:
+        (r,) = led.releases()
+    assert [e["status"] for e in r["events"]] == ["reserved", "released", "failed"]
+    assert r["status"] == "failed" and r["epsilon"] > 0  # its noise was drawn: the spend stays
