@@ -19,8 +19,10 @@ from uuid import uuid4
 import numpy as np
 import pandas as pd
 from prefect import flow
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
+from prefect.runtime import deployment, flow_run
 
+from flows.events import RunRecord, on_crashed, on_failure, public_message, release_event, track
 from flows.spec import load_spec
 from mechanisms.errors import DPReleaseError
 from mechanisms.primitives import noise_rngs, sampler_note
@@ -31,7 +33,7 @@ from tasks.bundle import release_document, write_bundle, write_failure_record
 from tasks.checks.gates import GateError, evaluate_gates, failed_gates_message
 from tasks.checks.reports import flat_metrics
 from tasks.files import write_json
-from tasks.ledger_db import Ledger, default_url, ledger_facts
+from tasks.ledger_db import BudgetRefused, Ledger, default_url, ledger_facts
 from tasks.post_release import check_linkage, check_utility, write_report
 from tasks.synthesis import decode, encode, estimate_private_moments, project_and_sample
 from tasks.tables import table_to_bins, table_to_rows
@@ -80,8 +82,15 @@ def _prepare(out: Path, release_id: str) -> tuple[Path, Path]:
     return dest, staging
 
 
-def _artifacts(release_id: str, document: dict, path: Path) -> None:
-    """Prefect artifacts: a budget table and a summary; both hold only public facts."""
+def _artifacts(release_id: str, document: dict, path: Path, *, published: bool) -> None:
+    """Prefect artifacts: a budget table, a summary and a link to the bundle (its public
+    folder, or its internal one when a gate stopped it); all hold only public facts."""
+    create_link_artifact(
+        key=f"{release_id}-bundle",
+        link=(path / ("public" if published else "internal")).resolve().as_uri(),
+        link_text=f"release {release_id} ({'published' if published else 'gated: internal reports only'})",
+        description=f"Bundle of release {release_id}",
+    )
     led = document["privacy"]["ledger"]
     create_table_artifact(
         key=f"{release_id}-budget",
@@ -197,7 +206,16 @@ def _undeclared_stages(spec, plan) -> list[str]:
     return sorted({s.stage for s in plan.stages} - declared)
 
 
-@flow(name="dp-release")
+def _slot_time(now: datetime) -> datetime:
+    """A deployment's run is named after its scheduled time, so a retried or late run of
+    the same slot gets the same release_id (and the ledger refuses to spend it twice);
+    a direct call is named after now."""
+    if deployment.id is None or flow_run.scheduled_start_time is None:
+        return now
+    return datetime.fromtimestamp(flow_run.scheduled_start_time.timestamp(), UTC)
+
+
+@flow(name="dp-release", on_failure=[on_failure], on_crashed=[on_crashed])
 def release(
     spec_path: str,
     out_dir: str = "releases",
@@ -209,30 +227,32 @@ def release(
 
     ``insecure_seed`` makes the noise reproducible; the bundle then says it is not fit
     for publication. Without it every draw comes from OS entropy. ``ledger_url``: the
-    budget ledger (default ``sqlite:///<out_dir>/ledger.db``).
+    budget ledger (default ``sqlite:///<out_dir>/ledger.db``). ``release_id``: default the
+    spec's, else ``<dataset>-<time>`` with the scheduled time of a deployment's run.
     """
     started = datetime.now(UTC)
+    out = Path(out_dir)
+    record = track(flow_run.id, RunRecord(out, release_id))
     spec = load_spec(spec_path)
     if release_id is not None and not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,79}", release_id):
         raise DPReleaseError(f"release_id ({release_id!r}) must match [a-z0-9][a-z0-9-]*")
-    rid = release_id or spec.resolved_release_id(started)
-    out = Path(out_dir)
+    rid = release_id or spec.resolved_release_id(_slot_time(started))
+    record.release_id, record.dataset, record.stage = rid, spec.dataset.name, "prepare"
     dest, staging = _prepare(out, rid)
-    stage = "allocate_budget"
+    record.ledger_url = ledger_url or default_url(out)
     ledger: Ledger | None = None
-    reserved = sealed = False
+    sealed = False
 
     def step(name: str) -> None:
-        nonlocal stage
-        stage = name
+        record.stage = name
         if _progress is not None:
             _progress(name)
 
     try:
-        ledger = Ledger(ledger_url or default_url(out))
+        ledger = Ledger(record.ledger_url)
         step("allocate_budget")  # before the data is read: the lifetime check needs no data
         plan = allocate_budget(spec, staging / "public", ledger, rid)
-        reserved = True
+        record.reserved = True
         if _undeclared_stages(spec, plan):
             raise DPReleaseError(
                 f"internal error: {spec.mechanism.name} does not say which step spends "
@@ -242,7 +262,6 @@ def release(
         table = validate_input(spec, staging / "internal")
         check_rows(spec, len(table))  # n is public: too few rows, or δ ≥ 1/n, before any noise
         rngs = noise_rngs(insecure_seed, 6)
-        n = len(table)
         train, holdout = _holdout_split(table, spec.checks.holdout_fraction, rngs[4])
         m = spec.synthetic_rows or len(train)
         train_bins, stages, synthetic = _synthesise(spec, ledger, rid, plan, train, rngs, m, step)
@@ -254,7 +273,7 @@ def release(
             rid,
             plan,
             [mm for st in stages for mm in st.measurements],
-            n=n,
+            n=len(table),
             m=m,
             facts={k: v for st in stages for k, v in st.facts.items()},
             insecure_seed=insecure_seed,
@@ -280,30 +299,53 @@ def release(
 
         def seal(manifest_sha256: str) -> None:
             nonlocal sealed
-            ledger.finish(
-                rid,
-                "released" if passed else "gated",
-                {"manifest_sha256": manifest_sha256, "bundle": str(dest.resolve())},
-            )
+            status = "released" if passed else "gated"
+            ledger.finish(rid, status, {"manifest_sha256": manifest_sha256, "bundle": str(dest.resolve())})
             sealed = True
 
         path = write_bundle(staging, dest, synthetic, document, publish=passed, seal=seal)
-        reserved = False
-        if not passed:
+        record.reserved = False
+        if gates:
             _gate_artifact(rid, gates)
+        _artifacts(rid, document, path, published=passed)
+        if not passed:
             raise GateError(failed_gates_message(gates, str(dest / "internal")))
+        release_event("completed", release_id=rid, dataset=spec.dataset.name, ledger=ledger, bundle=path)
     except BaseException as e:
-        if reserved and ledger is not None:
-            _close_failed(ledger, rid, stage, e, sealed)
-        write_failure_record(out, rid, stage, e, staging if staging.exists() else None)
+        _record_failure(record, ledger, e, staging, sealed)
         raise
     finally:
         if ledger is not None:
             ledger.close()
-    if gates:
-        _gate_artifact(rid, gates)
-    _artifacts(rid, document, path)
+    record.handled = True
     return str(path)
+
+
+def _record_failure(
+    record: RunRecord, ledger: Ledger | None, error: BaseException, staging: Path, sealed: bool
+) -> None:
+    """The body's own failure record: close the reservation (charged the stages spent),
+    write ``<out>/failures/``, emit ``.gated``, ``.refused`` or ``.failed``."""
+    if record.reserved and ledger is not None:
+        _close_failed(ledger, record.release_id, record.stage, error, sealed)
+    write_failure_record(
+        record.out, record.release_id, record.stage, error, staging if staging.exists() else None
+    )
+    kind = (
+        "gated"
+        if isinstance(error, GateError)
+        else "refused"
+        if isinstance(error, BudgetRefused)
+        else "failed"
+    )
+    release_event(
+        kind,
+        release_id=record.release_id,
+        dataset=record.dataset,
+        ledger=ledger,
+        message=public_message(error),
+    )
+    record.handled = True
 
 
 def _close_failed(ledger: Ledger, rid: str, stage: str, error: BaseException, sealed: bool) -> None:

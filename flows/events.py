@@ -1,0 +1,150 @@
+"""What a release tells the operators: Prefect events, and the flow's failure hooks.
+
+Events (``dprelease.release.completed``, ``.gated``, ``.refused``, ``.failed``) name the
+release as their resource (``dprelease.release.<release_id>``, with the dataset as a
+label) and carry only public facts: the status, what the release is charged (ε, δ) and the
+dataset's lifetime account (budget, spent, left) from the ledger, the bundle's path and, for
+a refusal or failure, our own message (which names rules, never data values) or just the
+exception's type. ``deploy/automations.py`` reacts to them.
+
+The flow body records its own failures (it knows the stage and the staging folder). The
+``on_failure`` / ``on_crashed`` hooks cover what the body could not: a failure before the
+release started (an invalid spec, an existing folder) or a crash; they write the failure
+record to ``<out>/failures/``, close the ledger reservation as ``failed`` (charged the
+stages spent) and emit ``.failed``. They need no server.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from prefect.events import emit_event
+
+from mechanisms.errors import DPReleaseError
+from tasks.bundle import write_failure_record
+from tasks.ledger_db import Ledger
+
+__all__ = ["RunRecord", "on_crashed", "on_failure", "release_event", "track"]
+
+KINDS = ("completed", "gated", "refused", "failed")
+_log = logging.getLogger("dprelease.events")
+
+
+class RunRecord:
+    """What the hooks need to know about a run of the flow, kept by the body as it goes."""
+
+    def __init__(self, out: Path, release_id: str | None = None, dataset: str | None = None) -> None:
+        self.out, self.release_id, self.dataset = out, release_id, dataset
+        self.stage = "load_spec"
+        self.ledger_url: str | None = None
+        self.reserved = False
+        self.handled = False
+
+
+_RUNS: dict[UUID, RunRecord] = {}
+
+
+def track(flow_run_id: Any, record: RunRecord) -> RunRecord:
+    """Register ``record`` for the hooks of flow run ``flow_run_id`` (None: not in a run)."""
+    if flow_run_id is not None:
+        _RUNS[UUID(str(flow_run_id))] = record
+    return record
+
+
+def budget_facts(ledger: Ledger, dataset: str, release_id: str) -> dict:
+    """This release's charge and the dataset's lifetime account, from the ledger."""
+    mine = next((r for r in ledger.releases(dataset) if r["release_id"] == release_id), None)
+    facts: dict[str, Any] = {
+        "epsilon_spent": None if mine is None else mine["epsilon"],
+        "delta_spent": None if mine is None else mine["delta"],
+    }
+    lifetime = ledger.lifetime(dataset)
+    if lifetime is None:
+        facts["lifetime"] = None
+    else:
+        spend = ledger.spend_so_far(dataset, lifetime[1])
+        facts["lifetime"] = {
+            "epsilon": lifetime[0],
+            "delta": lifetime[1],
+            "epsilon_spent": spend.epsilon,
+            "epsilon_left": max(0.0, lifetime[0] - spend.epsilon),
+        }
+    return facts
+
+
+def release_event(
+    kind: str,
+    *,
+    release_id: str,
+    dataset: str | None,
+    ledger: Ledger | None,
+    message: str | None = None,
+    bundle: Path | None = None,
+) -> None:
+    """Emit ``dprelease.release.<kind>``; never raises (an event must not fail a release)."""
+    if kind not in KINDS:
+        raise ValueError(f"event kind {kind!r} must be one of {KINDS}")
+    payload: dict[str, Any] = {"release_id": release_id, "dataset": dataset, "status": kind}
+    try:
+        if ledger is not None and dataset is not None:
+            payload.update(budget_facts(ledger, dataset, release_id))
+        if message is not None:
+            payload["message"] = message
+        if bundle is not None:
+            payload["bundle"] = str(bundle)
+        resource = {
+            "prefect.resource.id": f"dprelease.release.{release_id}",
+            "prefect.resource.name": release_id,
+        }
+        if dataset is not None:
+            resource["dprelease.dataset"] = dataset
+        emit_event(event=f"dprelease.release.{kind}", resource=resource, payload=payload)
+    except Exception as e:  # the release's outcome stands; the operator still has the ledger
+        _log.warning("could not emit dprelease.release.%s (%s)", kind, type(e).__name__)
+
+
+def public_message(error: BaseException) -> str:
+    """Our messages name rules, never values; anything else is reported by type only."""
+    return str(error) if isinstance(error, DPReleaseError) else f"unexpected {type(error).__name__}"
+
+
+def _record_unhandled(flow_run: Any, state: Any, what: str) -> None:
+    record = _RUNS.pop(UUID(str(flow_run.id)), None)
+    if record is not None and record.handled:
+        return
+    params = dict(getattr(flow_run, "parameters", None) or {})
+    if record is None:
+        record = RunRecord(Path(params.get("out_dir") or "releases"), params.get("release_id"))
+    result = state.result(raise_on_failure=False)
+    error = result if isinstance(result, BaseException) else RuntimeError(state.message or what)
+    rid = record.release_id or "unknown-release"
+    ledger = None
+    try:
+        if record.ledger_url is not None:
+            ledger = Ledger(record.ledger_url)
+            if record.reserved:
+                ledger.finish(
+                    rid, "failed", {"stage": record.stage, "error": type(error).__name__, "state": what}
+                )
+        write_failure_record(record.out, rid, f"{record.stage} ({what})", error, None)
+        release_event(
+            "failed", release_id=rid, dataset=record.dataset, ledger=ledger, message=public_message(error)
+        )
+    except Exception as e:  # a hook must not hide the run's own failure
+        _log.warning("the %s hook could not record the failure (%s)", what, type(e).__name__)
+    finally:
+        if ledger is not None:
+            ledger.close()
+
+
+def on_failure(flow: Any, flow_run: Any, state: Any) -> None:
+    """``on_failure`` hook: record a failure the flow body did not (e.g. an invalid spec)."""
+    _record_unhandled(flow_run, state, "failed")
+
+
+def on_crashed(flow: Any, flow_run: Any, state: Any) -> None:
+    """``on_crashed`` hook: record a crash (the process was interrupted or terminated)."""
+    _record_unhandled(flow_run, state, "crashed")

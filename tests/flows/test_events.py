@@ -1,0 +1,94 @@
+"""Events and failure hooks of the release flow, without a deployment: what each outcome
+emits, what the hooks record, and how a deployment's run is named after its slot."""
+
+import json
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
+import pytest
+
+import flows.events as events
+import flows.release as release_module
+from flows.release import release
+from mechanisms.accounting import plan_budget
+from tasks.ledger_db import Ledger
+from tests.flows.helpers import adult_rows, write_spec
+
+
+@pytest.fixture
+def emitted(monkeypatch):
+    seen = []
+    monkeypatch.setattr(events, "emit_event", lambda **kw: seen.append(kw))
+    return seen
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("prefect_harness")
+def test_each_outcome_emits_its_event_with_the_budget(tmp_path, emitted):
+    spec = write_spec(
+        tmp_path,
+        adult_rows(300),
+        checks={"enabled": False},
+        privacy={"epsilon": 1.0, "lifetime_epsilon": 1.2},
+    )
+    out = tmp_path / "out"
+    release(str(spec), str(out), release_id="ok")
+    with pytest.raises(Exception, match="lifetime budget"):
+        release(str(spec), str(out), release_id="no")
+    kinds = [(e["event"], e["resource"]["prefect.resource.id"]) for e in emitted]
+    assert kinds == [
+        ("dprelease.release.completed", "dprelease.release.ok"),
+        ("dprelease.release.refused", "dprelease.release.no"),
+    ]
+    done, refused = (e["payload"] for e in emitted)
+    assert done["lifetime"]["epsilon"] == 1.2 and 0 < done["epsilon_spent"] <= 1.0
+    assert done["bundle"].endswith("ok") and "message" not in done
+    assert refused["epsilon_spent"] == 0.0 and "Budget left" in refused["message"]
+    text = json.dumps(emitted, default=str)
+    assert "Female" not in text and "Private" not in text  # no data values
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("prefect_harness")
+def test_the_failure_hook_records_what_the_body_could_not(tmp_path, emitted):
+    out = tmp_path / "out"
+    with pytest.raises(Exception, match="does not exist"):
+        release(str(tmp_path / "missing.yaml"), str(out))
+    (record,) = list((out / "failures").iterdir())
+    failure = json.loads((record / "failure.json").read_text())
+    assert failure["stage"] == "load_spec (failed)" and failure["error"] == "SpecError"
+    assert [e["event"] for e in emitted] == ["dprelease.release.failed"]
+
+
+def test_the_crash_hook_closes_the_reservation(tmp_path, emitted):
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    plan = plan_budget("pure", 1.0, 0.0, {"a": 1.0, "b": 1.0})
+    with Ledger(url) as led:
+        led.reserve(dataset="d", release_id="r", mechanism="m", plan=plan, lifetime=None)
+        led.spend("r", ["a"], plan)
+    record = events.RunRecord(tmp_path / "out", "r", "d")
+    record.ledger_url, record.reserved, record.stage = url, True, "estimate_private_moments"
+    run_id = "00000000-0000-0000-0000-000000000001"
+    events.track(run_id, record)
+    state = SimpleNamespace(message="Execution was aborted", result=lambda raise_on_failure: None)
+    events.on_crashed(None, SimpleNamespace(id=run_id, parameters={}), state)
+    with Ledger(url) as led:
+        (r,) = led.releases()
+    assert r["status"] == "failed" and r["epsilon"] == plan.stage("a").epsilon  # only the spent stage
+    (folder,) = list((tmp_path / "out" / "failures").iterdir())
+    assert json.loads((folder / "failure.json").read_text())["stage"] == "estimate_private_moments (crashed)"
+    assert emitted[0]["event"] == "dprelease.release.failed" and emitted[0]["payload"]["epsilon_spent"] > 0
+
+
+def test_a_deployment_run_is_named_after_its_slot(monkeypatch):
+    slot = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
+    now = datetime(2026, 12, 1, 2, 7, 31, tzinfo=UTC)
+    monkeypatch.setattr(release_module, "deployment", SimpleNamespace(id=None))
+    assert release_module._slot_time(now) == now  # a direct call
+    monkeypatch.setattr(release_module, "deployment", SimpleNamespace(id="d"))
+    monkeypatch.setattr(release_module, "flow_run", SimpleNamespace(scheduled_start_time=slot))
+    assert release_module._slot_time(now) == slot  # a late or retried run keeps its slot's id
+    spec = SimpleNamespace(release_id=None, dataset=SimpleNamespace(name="adult"))
+    from flows.spec import ReleaseSpec
+
+    assert ReleaseSpec.resolved_release_id(spec, release_module._slot_time(now)) == "adult-20261201t020000z"
