@@ -148,11 +148,17 @@ def _trigger_and_work(env, spec: Path, out: Path) -> dict:
 
 
 def _events(env, name: str) -> list[dict]:
+    """Events named ``name`` about a release; waits up to 30 s for them to be stored."""
     body = {
         "filter": {"event": {"name": [name]}, "any_resource": {"id_prefix": ["dprelease.release."]}},
         "limit": 50,
     }
-    return _api(env, "POST", "/events/filter", json=body)["events"]
+    deadline = time.monotonic() + 30
+    while True:
+        found = _api(env, "POST", "/events/filter", json=body)["events"]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(1)
 
 
 def test_scheduled_release_and_refusal_through_a_real_server(server, alerts, tmp_path):
