@@ -452,9 +452,7 @@ class Ledger:
                 )
             return [
                 t.append(
-                    dataset=last["dataset"],
-                    release_id=release_id,
-                    mechanism=last["mechanism"],
+                    **_same_release(last),
                     kind="stage",
                     status="spent",
                     stage=s,
@@ -476,12 +474,9 @@ class Ledger:
             unspent = sorted({m.stage for m in measurements if m.mechanism != "none"} - spent)
             if unspent:  # the flow checks `spends` before a step: this is the last line of defence
                 raise LedgerError(f"internal error: noise drawn for stage(s) {unspent} not recorded as spent")
-            first = mine[0]
             return [
                 t.append(
-                    dataset=first["dataset"],
-                    release_id=release_id,
-                    mechanism=first["mechanism"],
+                    **_same_release(mine[0]),
                     kind="measurement",
                     status="spent",
                     stage=m.stage,
@@ -517,9 +512,7 @@ class Ledger:
                 raise LedgerError(f"release '{release_id}' has no open reservation in the ledger")
             c = _charge([*mine, {**last, "status": status}])
             return t.append(
-                dataset=last["dataset"],
-                release_id=release_id,
-                mechanism=last["mechanism"],
+                **_same_release(last),
                 kind="release",
                 status=status,
                 accountant=last["accountant"],
@@ -528,6 +521,11 @@ class Ledger:
                 delta=c.delta,
                 detail=detail,
             )
+
+
+def _same_release(row: dict) -> dict:
+    """The identifying fields a new row of the same release copies."""
+    return {k: row[k] for k in ("dataset", "release_id", "mechanism")}
 
 
 def _last_state(rows: list[dict]) -> dict | None:
