@@ -178,17 +178,22 @@ class _Txn:
 
 
 def _charge(rows: list[dict]) -> Charge:
-    """What one release_id costs, from its rows (see the module docstring)."""
+    """What one release_id costs, from its rows (see the module docstring): the plan of an
+    open reservation, else what its closing row recorded (``_spent_charge`` at the time)."""
     states = [r for r in rows if r["kind"] == "release" and r["status"] in STATES]
     if not states:
         return Charge("pure", None, 0.0, 0.0)
-    last, reserved = states[-1], [r for r in states if r["status"] == "reserved"][-1]
-    notion, delta = reserved["accountant"], reserved["delta"]
-    if last["status"] == "reserved":
-        return Charge(notion, reserved["rho"], reserved["epsilon"], delta if reserved["epsilon"] else 0.0)
+    last = states[-1]
+    return Charge(last["accountant"], last["rho"], last["epsilon"], last["delta"] if last["epsilon"] else 0.0)
+
+
+def _spent_charge(rows: list[dict]) -> Charge:
+    """The composed allocations of the stages with a ``spent`` row, at the reserved δ."""
+    reserved = [r for r in rows if r["kind"] == "release" and r["status"] == "reserved"][-1]
     spent = [r for r in rows if r["kind"] == "stage" and r["status"] == "spent"]
-    if notion == "zcdp":
+    if reserved["accountant"] == "zcdp":
         rho = math.fsum(r["rho"] for r in spent)
+        delta = reserved["delta"]
         return Charge("zcdp", rho, zcdp_epsilon(rho, delta), delta if rho > 0 else 0.0)
     return Charge("pure", None, math.fsum(r["epsilon"] for r in spent), 0.0)
 
@@ -260,8 +265,10 @@ class Ledger:
         with self.engine.connect() as conn:
             return [{**r._asdict(), "detail": json.loads(r.detail)} for r in conn.execute(q)]
 
-    def _read(self, conn: Connection, **where) -> list[dict]:
+    def _read(self, conn: Connection, kinds: tuple[str, ...] | None = None, **where) -> list[dict]:
         q = select(ENTRIES).order_by(ENTRIES.c.seq)
+        if kinds is not None:
+            q = q.where(ENTRIES.c.kind.in_(kinds))
         for k, v in where.items():
             q = q.where(ENTRIES.c[k] == v)
         return [{**r._asdict(), "detail": json.loads(r.detail)} for r in conn.execute(q)]
@@ -272,20 +279,20 @@ class Ledger:
 
     def spend_so_far(self, dataset: str, delta: float, exclude: str | None = None) -> LifetimeSpend:
         """The dataset's composed charges (all release_ids but ``exclude``) at ``delta``."""
-        return self._spend(self.entries(dataset=dataset), delta, exclude)
+        with self.engine.connect() as conn:
+            rows = self._read(conn, kinds=("release", "stage"), dataset=dataset)
+        return self._spend(rows, delta, exclude)
 
     @staticmethod
     def _spend(rows: list[dict], delta: float, exclude: str | None = None) -> LifetimeSpend:
-        ids = sorted({r["release_id"] for r in rows if r["release_id"] and r["release_id"] != exclude})
-        return compose_lifetime([_charge([r for r in rows if r["release_id"] == i]) for i in ids], delta)
+        groups = _by_release(rows)
+        return compose_lifetime([_charge(g) for i, g in groups.items() if i != exclude], delta)
 
     def releases(self, dataset: str | None = None) -> list[dict]:
         """One dict per release_id: dataset, release_id, status, what it is charged
         (epsilon, delta, rho), times, and its stage rows (measurements nested)."""
-        rows = self.entries(dataset=dataset)
         out = []
-        for rid in dict.fromkeys(r["release_id"] for r in rows if r["release_id"]):
-            mine = [r for r in rows if r["release_id"] == rid]
+        for rid, mine in _by_release(self.entries(dataset=dataset)).items():
             states = [r for r in mine if r["kind"] == "release" and r["status"] in STATES]
             charge = _charge(mine)
             stages = [
@@ -372,7 +379,16 @@ class Ledger:
                     t.append(dataset=dataset, kind="budget", status="set", epsilon=budget[0], delta=budget[1])
                 last = _last_state(mine)
                 if last is not None and last["status"] == "reserved":  # died before any noise
-                    t.append(**base, kind="release", status="failed", detail={"reason": "abandoned"})
+                    t.append(
+                        **base,
+                        kind="release",
+                        status="failed",
+                        accountant=last["accountant"],
+                        rho=0.0 if last["accountant"] == "zcdp" else None,
+                        epsilon=0.0,
+                        delta=0.0,
+                        detail={"reason": "abandoned: its process is gone and it drew no noise"},
+                    )
                 row = t.append(
                     **base,
                     kind="release",
@@ -396,7 +412,7 @@ class Ledger:
         self, t: _Txn, dataset: str, release_id: str, plan: BudgetPlan, lifetime: tuple[float, float] | None
     ) -> tuple[str | None, tuple[float, float] | None]:
         """(reason to refuse or None, a lifetime to record or None)."""
-        rows = self._read(t.conn, dataset=dataset)
+        rows = self._read(t.conn, kinds=("release", "stage", "budget"), dataset=dataset)  # enough to charge
         budgets = [r for r in rows if r["kind"] == "budget"]
         held = None if not budgets else (budgets[-1]["epsilon"], budgets[-1]["delta"])
         if held is not None and lifetime is not None and tuple(lifetime) != held:
@@ -414,8 +430,7 @@ class Ledger:
             if plan.notion == "zcdp"
             else Charge("pure", None, plan.spent_epsilon, 0.0)
         )
-        ids = sorted({r["release_id"] for r in rows if r["release_id"] and r["release_id"] != release_id})
-        charges = [_charge([r for r in rows if r["release_id"] == i]) for i in ids]
+        charges = [_charge(g) for i, g in _by_release(rows).items() if i != release_id]
         try:
             before = compose_lifetime(charges, limit[1])
             after = compose_lifetime([*charges, this], limit[1])
@@ -425,7 +440,7 @@ class Ledger:
             left = max(0.0, limit[0] - before.epsilon)
             return (
                 f"lifetime budget of dataset '{dataset}' (epsilon={limit[0]:g}, delta={limit[1]:g}) would be "
-                f"exceeded: {len(ids)} earlier release(s) spent epsilon={before.epsilon:.4g} "
+                f"exceeded: {len(charges)} earlier release(s) spent epsilon={before.epsilon:.4g} "
                 f"({before.rule}); this release needs epsilon={this.epsilon:.4g}, which would make "
                 f"{after.epsilon:.4g}. Budget left: epsilon={left:.4g}. Lower privacy.epsilon or stop "
                 "releasing this dataset; nothing was read or spent",
@@ -510,7 +525,7 @@ class Ledger:
             last = _last_state(mine)
             if last is None or last["status"] not in open_states:
                 raise LedgerError(f"release '{release_id}' has no open reservation in the ledger")
-            c = _charge([*mine, {**last, "status": status}])
+            c = _spent_charge(mine)
             return t.append(
                 **_same_release(last),
                 kind="release",
@@ -521,6 +536,15 @@ class Ledger:
                 delta=c.delta,
                 detail=detail,
             )
+
+
+def _by_release(rows: list[dict]) -> dict[str, list[dict]]:
+    """Rows grouped by release_id, in chain order (rows without one, e.g. budgets, left out)."""
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        if r["release_id"]:
+            groups.setdefault(r["release_id"], []).append(r)
+    return groups
 
 
 def _same_release(row: dict) -> dict:
