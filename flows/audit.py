@@ -165,7 +165,7 @@ def _status(doc: dict) -> list[Check]:
 
 
 def _ledger(doc: dict, manifest: Path, url: str) -> list[Check]:
-    from tasks.ledger_db import Ledger
+    from tasks.ledger_db import Ledger, spent_charge
 
     out = []
     rid = doc["release_id"]
@@ -201,6 +201,17 @@ def _ledger(doc: dict, manifest: Path, url: str) -> list[Check]:
         )
     )
     closing = [r for r in rows.values() if r["kind"] == "release" and r["status"] in ("released", "gated")]
+    if closing:
+        charge = spent_charge(list(rows.values()))
+        ok = _close(charge.epsilon, closing[-1]["epsilon"]) and charge.delta == closing[-1]["delta"]
+        out.append(
+            Check(
+                "ledger",
+                "closing row's charge",
+                ok,
+                f"spent stages compose to {charge.epsilon:.6g}; the row says {closing[-1]['epsilon']:.6g}",
+            )
+        )
     digest = sha256(manifest) if manifest.is_file() else None
     ok = bool(closing) and closing[-1]["detail"].get("manifest_sha256") == digest
     out.append(

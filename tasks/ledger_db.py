@@ -59,7 +59,7 @@ from mechanisms.accounting import BudgetPlan, Charge, LifetimeSpend, compose_lif
 from mechanisms.errors import BudgetError, DPReleaseError
 from mechanisms.primitives import Measurement
 
-__all__ = ["BudgetRefused", "Ledger", "LedgerError", "default_url", "ledger_facts", "redact"]
+__all__ = ["BudgetRefused", "Ledger", "LedgerError", "default_url", "ledger_facts", "redact", "spent_charge"]
 
 GENESIS = "0" * 64
 STATES = ("reserved", "released", "gated", "failed")  # refused rows never change a state
@@ -179,7 +179,7 @@ class _Txn:
 
 def _charge(rows: list[dict]) -> Charge:
     """What one release_id costs, from its rows (see the module docstring): the plan of an
-    open reservation, else what its closing row recorded (``_spent_charge`` at the time)."""
+    open reservation, else what its closing row recorded (``spent_charge`` at the time)."""
     states = [r for r in rows if r["kind"] == "release" and r["status"] in STATES]
     if not states:
         return Charge("pure", None, 0.0, 0.0)
@@ -187,7 +187,7 @@ def _charge(rows: list[dict]) -> Charge:
     return Charge(last["accountant"], last["rho"], last["epsilon"], last["delta"] if last["epsilon"] else 0.0)
 
 
-def _spent_charge(rows: list[dict]) -> Charge:
+def spent_charge(rows: list[dict]) -> Charge:
     """The composed allocations of the stages with a ``spent`` row, at the reserved δ."""
     reserved = [r for r in rows if r["kind"] == "release" and r["status"] == "reserved"][-1]
     spent = [r for r in rows if r["kind"] == "stage" and r["status"] == "spent"]
@@ -525,7 +525,7 @@ class Ledger:
             last = _last_state(mine)
             if last is None or last["status"] not in open_states:
                 raise LedgerError(f"release '{release_id}' has no open reservation in the ledger")
-            c = _spent_charge(mine)
+            c = spent_charge(mine)
             return t.append(
                 **_same_release(last),
                 kind="release",
