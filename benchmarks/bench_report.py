@@ -20,6 +20,7 @@ ITEMS = (
     "lda_ppd",
     "spectral",
     "sampler",
+    "ledger",
 )
 REPRODUCTIONS = (
     "dpfm",
@@ -29,6 +30,7 @@ REPRODUCTIONS = (
     "lda_ppd",
     "spectral",
 )  # benchmarks/repro_<item>.py: run() and render()
+BENCH_MODULES = ("sampler", "ledger")  # benchmarks/bench_<item>.py: run() and render()
 TITLES = {
     "mechanism": "1. Mechanism time on Adult (in-process, no Prefect)",
     "scale": "2. 1,000,000 rows × 15 columns through the CLI release",
@@ -42,6 +44,7 @@ TITLES = {
     "lda_ppd": "10. Reproduction: DP-LDA data publishing on Adult",
     "spectral": "11. Reproduction: spectral anonymization P/J/O (Perkonoja, Virta), simulations and linkage",
     "sampler": "12. Noise sampler throughput: numpy against OpenDP (vetted), and the cost in a release",
+    "ledger": "13. Budget ledger cost per release: SQLite against PostgreSQL, by the dataset's history",
 }
 PEER_VENV = "python3 -m venv .venv-peers && .venv-peers/bin/pip install torch==2.13.0 smartnoise-synth"
 SERVER_VARS = "PREFECT_SERVER_ANALYTICS_ENABLED=false PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=90"
@@ -467,11 +470,11 @@ def section(item: str, entry: dict[str, Any] | None) -> list[str]:
     if item in REPRODUCTIONS:
         render = importlib.import_module(f"repro_{item}").render
         return [*lines, *_machine(entry), *render(entry["figures"]), ""]
-    if item == "sampler":  # benchmarks/bench_sampler.py: run() and render()
+    if item in BENCH_MODULES:  # benchmarks/bench_<item>.py: run() and render()
         return [
             *lines,
             *_machine(entry),
-            *importlib.import_module("bench_sampler").render(entry["figures"]),
+            *importlib.import_module(f"bench_{item}").render(entry["figures"]),
             "",
         ]
     return [*lines, *_machine(entry), *RENDER[item](entry["figures"])]
@@ -530,7 +533,27 @@ def _summary(results: dict[str, Any]) -> list[str]:
             "| 12 | (cost, no target) OpenDP's vetted noise in a `factor_gauss` fit on Adult | "
             f"{o:.3f} s against {n:.3f} s with numpy's samplers | |"
         )
+    if lg := results.get("ledger"):
+        rows.append(_ledger_row(lg["figures"]))
     return [*rows, ""]
+
+
+def _ledger_row(f: dict[str, Any]) -> str:
+    def ms(s: float) -> str:
+        return f"{s * 1e3:,.0f} ms" if s < 1 else f"{s:,.1f} s"
+
+    backends = [(n, f["backends"][k]) for n, k in (("SQLite", "sqlite"), ("PostgreSQL", "postgresql"))]
+    done = [(n, b) for n, b in backends if "error" not in b]
+    first, last = done[0][1]["levels"][0], done[0][1]["levels"][-1]
+    cells = [
+        f"{lv['earlier']:,} earlier releases: " + " / ".join(ms(b["levels"][i]["flow"]) for _, b in done)
+        for i, lv in ((0, first), (-1, last))
+    ]
+    missing = "" if len(done) == 2 else " (PostgreSQL not measured)"
+    return (
+        f"| 13 | (cost, no target) ledger work of one release with a lifetime budget, "
+        f"{' / '.join(n for n, _ in done)}{missing} | {'; '.join(cells)} | |"
+    )
 
 
 def _reproduction_rows(results: dict[str, Any]) -> list[str]:

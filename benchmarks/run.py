@@ -7,9 +7,10 @@ MST and AIM; needs a separate venv, see ``benchmarks/peers.py``, and runs only w
 ``--only peers``), 6–11 the papers' reproductions ``dpfm``, ``ron_gauss``, ``private_pca``,
 ``pcappd``, ``lda_ppd``, ``spectral``
 (``benchmarks/repro_<item>.py``; ``--quick`` runs them with fewer seeds), 12 ``sampler``
-(numpy against OpenDP noise throughput, ``benchmarks/bench_sampler.py``). Results are
-merged into ``benchmarks/results.json`` (items not rerun keep
-their last figures) and BENCHMARKS.md is rewritten from it.
+(numpy against OpenDP noise throughput, ``benchmarks/bench_sampler.py``), 13 ``ledger`` (the
+SQL budget ledger's cost per release, SQLite against a throw-away PostgreSQL,
+``benchmarks/bench_ledger.py``). Results are merged into ``benchmarks/results.json`` (items not
+rerun keep their last figures) and BENCHMARKS.md is rewritten from it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_common import REPO, load_adult, machine, now_utc, timed
-from bench_report import ITEMS, REPRODUCTIONS, markdown, section
+from bench_report import BENCH_MODULES, ITEMS, REPRODUCTIONS, markdown, section
 from peers import DEFAULT_AIM_TIMEOUT_S, DEFAULT_PEER_PYTHON, DEFAULT_SEEDS
 
 RESULTS = REPO / "benchmarks" / "results.json"
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="skip item 2 (1M rows through the CLI); items 6-11 with fewer seeds",
+        help="skip item 2 (1M rows through the CLI); items 6-11 with fewer seeds, 12-13 with fewer repeats",
     )
     parser.add_argument("--only", choices=ITEMS, action="append", help="run only this item (repeatable)")
     parser.add_argument("--repeats", type=int, default=5, help="timing repeats of items 1 and 2 (default 5)")
@@ -132,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             figures = _peers(args)
         elif item in REPRODUCTIONS:
             figures = importlib.import_module(f"repro_{item}").run(quick=args.quick)
-        elif item == "sampler":
-            figures = importlib.import_module("bench_sampler").run(quick=args.quick)
+        elif item in BENCH_MODULES:
+            figures = importlib.import_module(f"bench_{item}").run(quick=args.quick)
         else:
             figures = RUNNERS[item](args.repeats, args.seeds)
         command = ".venv/bin/python benchmarks/run.py --only " + item
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             command += f" --aim-timeout {args.aim_timeout:g}"
         if item in ("mechanism", "scale") and args.repeats != 5:
             command += f" --repeats {args.repeats}"
-        if item in (*REPRODUCTIONS, "sampler") and args.quick:
+        if item in (*REPRODUCTIONS, *BENCH_MODULES) and args.quick:
             command += " --quick"
         if item == "utility" and args.seeds != 5:
             command += f" --seeds {args.seeds}"
