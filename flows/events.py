@@ -56,11 +56,8 @@ def track(flow_run_id: Any, record: RunRecord) -> RunRecord:
 
 def budget_facts(ledger: Ledger, dataset: str, release_id: str) -> dict:
     """This release's charge and the dataset's lifetime account, from the ledger."""
-    mine = next((r for r in ledger.releases(dataset) if r["release_id"] == release_id), None)
-    facts: dict[str, Any] = {
-        "epsilon_spent": None if mine is None else mine["epsilon"],
-        "delta_spent": None if mine is None else mine["delta"],
-    }
+    charge = ledger.charge(release_id)
+    facts: dict[str, Any] = {"epsilon_spent": charge.epsilon, "delta_spent": charge.delta}
     lifetime = ledger.lifetime(dataset)
     if lifetime is None:
         facts["lifetime"] = None

@@ -273,15 +273,27 @@ class Ledger:
             q = q.where(ENTRIES.c[k] == v)
         return [{**r._asdict(), "detail": json.loads(r.detail)} for r in conn.execute(q)]
 
+    def _select(self, kinds: tuple[str, ...], **where) -> list[dict]:
+        with self.engine.connect() as conn:
+            return self._read(conn, kinds=kinds, **where)
+
     def lifetime(self, dataset: str) -> tuple[float, float] | None:
-        rows = [r for r in self.entries(dataset=dataset) if r["kind"] == "budget"]
+        """The dataset's lifetime (ε, δ), or None when none was declared."""
+        rows = self._select(("budget",), dataset=dataset)
         return None if not rows else (rows[-1]["epsilon"], rows[-1]["delta"])
+
+    def charge(self, release_id: str) -> Charge:
+        """What ``release_id`` costs its dataset now."""
+        return _charge(self._select(("release",), release_id=release_id))
+
+    def charged_releases(self, dataset: str) -> int:
+        """How many release_ids of the dataset have a reservation (refused ones do not count)."""
+        rows = self._select(("release",), dataset=dataset)
+        return sum(any(r["status"] in STATES for r in g) for g in _by_release(rows).values())
 
     def spend_so_far(self, dataset: str, delta: float, exclude: str | None = None) -> LifetimeSpend:
         """The dataset's composed charges (all release_ids but ``exclude``) at ``delta``."""
-        with self.engine.connect() as conn:
-            rows = self._read(conn, kinds=("release", "stage"), dataset=dataset)
-        return self._spend(rows, delta, exclude)
+        return self._spend(self._select(("release",), dataset=dataset), delta, exclude)
 
     @staticmethod
     def _spend(rows: list[dict], delta: float, exclude: str | None = None) -> LifetimeSpend:
@@ -412,7 +424,7 @@ class Ledger:
         self, t: _Txn, dataset: str, release_id: str, plan: BudgetPlan, lifetime: tuple[float, float] | None
     ) -> tuple[str | None, tuple[float, float] | None]:
         """(reason to refuse or None, a lifetime to record or None)."""
-        rows = self._read(t.conn, kinds=("release", "stage", "budget"), dataset=dataset)  # enough to charge
+        rows = self._read(t.conn, kinds=("release", "budget"), dataset=dataset)  # enough to charge
         budgets = [r for r in rows if r["kind"] == "budget"]
         held = None if not budgets else (budgets[-1]["epsilon"], budgets[-1]["delta"])
         if held is not None and lifetime is not None and tuple(lifetime) != held:
@@ -611,6 +623,6 @@ def ledger_facts(ledger: Ledger, spec, release_id: str) -> dict:
             "spent_delta": spend.delta,
             "left_epsilon": max(0.0, lifetime[0] - spend.epsilon),
             "rule": spend.rule,
-            "releases_counted": sum(r["status"] != "refused" for r in ledger.releases(spec.dataset.name)),
+            "releases_counted": ledger.charged_releases(spec.dataset.name),
         }
     return doc
