@@ -145,7 +145,8 @@ def dprelease() -> str:
 
 def write_big_adult(folder: Path, rows: int, seed: int) -> Path:
     """``rows`` Adult rows drawn with replacement (raw text, so missing tokens stay as is),
-    and a spec with the demo's schema pointing at them; returns the spec's path."""
+    and a spec with the demo's schema pointing at them, δ at most 1/(10·rows); returns the
+    spec's path."""
     raw = pd.read_csv(DEMO_SPEC.parent / "adult.csv", dtype=str, keep_default_na=False)
     idx = np.random.default_rng(seed).integers(0, len(raw), rows)
     csv = folder / f"adult_{rows}.csv"
@@ -153,6 +154,8 @@ def write_big_adult(folder: Path, rows: int, seed: int) -> Path:
     doc = yaml.safe_load(DEMO_SPEC.read_text())
     doc["dataset"]["path"] = str(csv)
     doc["release_id"] = f"bench-{rows}"
+    # δ must stay below 1/n (check_rows refuses δ ≥ 1/n): the demo's 1e-6 is 1/n at 1M rows.
+    doc["privacy"]["delta"] = min(doc["privacy"]["delta"], 0.1 / rows)
     spec = folder / f"adult_{rows}.yaml"
     spec.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
     return spec

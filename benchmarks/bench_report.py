@@ -136,7 +136,8 @@ def _scale(f: dict[str, Any]) -> list[str]:
     lines = [
         f"Input: {rows} rows drawn with replacement from Adult (seed {f['seed']}), "
         f"{cli['input_csv_mb']:.0f} MB of CSV written in {f['make_csv_s']:.1f} s (not counted); "
-        "the spec is `flows/demo/adult.yaml` with `dataset.path` pointing at it, so each release also runs "
+        "the spec is `flows/demo/adult.yaml` with `dataset.path` pointing at it and δ lowered to "
+        "1/(10·n) = 1e-7 (the flow refuses δ ≥ 1/n), so each release also runs "
         "the demo's post-release checks, report and gates. "
         "The runs share one PREFECT_HOME whose database a first, discarded 32k-row run created, "
         "as on a steward's machine after its first release (item 3 gives the cold first-run "
