@@ -27,7 +27,7 @@ from mechanisms.errors import DPReleaseError
 from tasks.bundle import write_failure_record
 from tasks.ledger_db import Ledger
 
-__all__ = ["RunRecord", "on_crashed", "on_failure", "release_event", "track"]
+__all__ = ["RunRecord", "on_crashed", "on_failure", "release_event", "track", "untrack"]
 
 KINDS = ("completed", "gated", "refused", "failed")
 _log = logging.getLogger("dprelease.events")
@@ -52,6 +52,12 @@ def track(flow_run_id: Any, record: RunRecord) -> RunRecord:
     if flow_run_id is not None:
         _RUNS[UUID(str(flow_run_id))] = record
     return record
+
+
+def untrack(flow_run_id: Any) -> None:
+    """Forget a run that ended without needing the hooks."""
+    if flow_run_id is not None:
+        _RUNS.pop(UUID(str(flow_run_id)), None)
 
 
 def budget_facts(ledger: Ledger, dataset: str, release_id: str) -> dict:

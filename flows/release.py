@@ -22,7 +22,7 @@ from prefect import flow
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 from prefect.runtime import deployment, flow_run
 
-from flows.events import RunRecord, on_crashed, on_failure, public_message, release_event, track
+from flows.events import RunRecord, on_crashed, on_failure, public_message, release_event, track, untrack
 from flows.spec import load_spec
 from mechanisms.errors import DPReleaseError
 from mechanisms.primitives import noise_rngs, sampler_note
@@ -317,7 +317,7 @@ def release(
     finally:
         if ledger is not None:
             ledger.close()
-    record.handled = True
+    untrack(flow_run.id)
     return str(path)
 
 
