@@ -44,7 +44,8 @@ SeedOpt = Annotated[
     int | None,
     typer.Option(
         "--insecure-seed",
-        help="Fix the noise seed for a reproducible run. The bundle then says it is NOT fit for publication.",
+        help="Fix the noise seed for a reproducible run (numpy's samplers instead of OpenDP's vetted "
+        "ones). The bundle then says it is NOT fit for publication, and audit verify fails it.",
     ),
 ]
 IdOpt = Annotated[
