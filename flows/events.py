@@ -17,6 +17,7 @@ stages spent) and emit ``.failed``. They need no server.
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -27,9 +28,10 @@ from mechanisms.errors import DPReleaseError
 from tasks.bundle import write_failure_record
 from tasks.ledger_db import Ledger
 
-__all__ = ["RunRecord", "on_crashed", "on_failure", "release_event", "track", "untrack"]
+__all__ = ["RELEASE_ID", "RunRecord", "on_crashed", "on_failure", "release_event", "track", "untrack"]
 
 KINDS = ("completed", "gated", "refused", "failed")
+RELEASE_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,79}")
 _log = logging.getLogger("dprelease.events")
 
 
@@ -120,7 +122,9 @@ def _record_unhandled(flow_run: Any, state: Any, what: str) -> None:
         return
     params = dict(getattr(flow_run, "parameters", None) or {})
     if record is None:
-        record = RunRecord(Path(params.get("out_dir") or "releases"), params.get("release_id"))
+        rid = params.get("release_id")
+        safe = isinstance(rid, str) and RELEASE_ID.fullmatch(rid) is not None  # it names a folder
+        record = RunRecord(Path(params.get("out_dir") or "releases"), rid if safe else None)
     result = state.result(raise_on_failure=False)
     error = result if isinstance(result, BaseException) else RuntimeError(state.message or what)
     rid = record.release_id or "unknown-release"

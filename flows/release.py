@@ -10,7 +10,6 @@ record (stage, error, internal reports) is left in ``<out>/failures/``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +21,16 @@ from prefect import flow
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 from prefect.runtime import deployment, flow_run
 
-from flows.events import RunRecord, on_crashed, on_failure, public_message, release_event, track, untrack
+from flows.events import (
+    RELEASE_ID,
+    RunRecord,
+    on_crashed,
+    on_failure,
+    public_message,
+    release_event,
+    track,
+    untrack,
+)
 from flows.spec import load_spec
 from mechanisms.errors import DPReleaseError
 from mechanisms.primitives import noise_rngs, sampler_note
@@ -232,10 +240,11 @@ def release(
     """
     started = datetime.now(UTC)
     out = Path(out_dir)
-    record = track(flow_run.id, RunRecord(out, release_id))
-    spec = load_spec(spec_path)
-    if release_id is not None and not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,79}", release_id):
+    record = track(flow_run.id, RunRecord(out))
+    if release_id is not None and not RELEASE_ID.fullmatch(release_id):
         raise DPReleaseError(f"release_id ({release_id!r}) must match [a-z0-9][a-z0-9-]*")
+    record.release_id = release_id  # only once it is safe as a folder name
+    spec = load_spec(spec_path)
     rid = release_id or spec.resolved_release_id(_slot_time(started))
     record.release_id, record.dataset, record.stage = rid, spec.dataset.name, "prepare"
     dest, staging = _prepare(out, rid)

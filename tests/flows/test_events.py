@@ -92,3 +92,14 @@ def test_a_deployment_run_is_named_after_its_slot(monkeypatch):
     from flows.spec import ReleaseSpec
 
     assert ReleaseSpec.resolved_release_id(spec, release_module._slot_time(now)) == "adult-20261201t020000z"
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_hostile_release_id_never_names_a_folder(tmp_path, emitted):
+    out = tmp_path / "deep" / "out"
+    with pytest.raises(Exception, match="must match"):
+        release(str(tmp_path / "spec.yaml"), str(out), release_id="../../escaped")
+    assert not list(tmp_path.rglob("escaped*"))
+    (record,) = list((out / "failures").iterdir())
+    assert record.name.startswith("unknown-release-")
