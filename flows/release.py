@@ -43,6 +43,7 @@ from tasks.checks.reports import flat_metrics
 from tasks.files import write_json
 from tasks.ledger_db import BudgetRefused, Ledger, default_url, ledger_facts
 from tasks.post_release import check_linkage, check_utility, write_report
+from tasks.scrub import scrub
 from tasks.synthesis import decode, encode, estimate_private_moments, project_and_sample
 from tasks.tables import table_to_bins, table_to_rows
 from tasks.validate import check_rows, validate_input, validate_output
@@ -322,7 +323,10 @@ def release(
         release_event("completed", release_id=rid, dataset=spec.dataset.name, ledger=ledger, bundle=path)
     except BaseException as e:
         _record_failure(record, ledger, e, staging, sealed)
-        raise
+        safe = scrub(e, f"stage '{record.stage}'") if isinstance(e, Exception) else e
+        if safe is e:
+            raise
+        raise safe from None  # Prefect logs the flow's exception message: never an unscrubbed one
     finally:
         if ledger is not None:
             ledger.close()

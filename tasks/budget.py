@@ -19,6 +19,7 @@ from mechanisms.accounting import BudgetPlan, plan_budget
 from mechanisms.errors import BudgetError
 from tasks.files import write_json
 from tasks.ledger_db import Ledger
+from tasks.scrub import scrub_errors
 
 __all__ = ["allocate_budget", "plan_to_dict"]
 
@@ -31,6 +32,7 @@ def plan_to_dict(plan: BudgetPlan) -> dict:
 
 
 @task(name="allocate_budget", cache_policy=NO_CACHE, persist_result=False)
+@scrub_errors
 def allocate_budget(spec: ReleaseSpec, public_dir: Path, ledger: Ledger, release_id: str) -> BudgetPlan:
     """Build the plan from the spec alone, refuse it if it exceeds the spec, and reserve it
     in the ledger (which refuses it when the dataset's lifetime budget cannot take it, or

@@ -45,6 +45,7 @@ from mechanisms.primitives import Measurement
 from mechanisms.registry import MECHANISMS
 from tasks.budget import plan_to_dict
 from tasks.files import sha256, write_json
+from tasks.scrub import scrub_errors
 
 __all__ = [
     "NEIGHBOUR_STATEMENT",
@@ -300,6 +301,7 @@ def _manifest(folder: Path) -> None:
 
 
 @task(name="write_bundle", cache_policy=NO_CACHE, persist_result=False)
+@scrub_errors
 def write_bundle(
     staging: Path,
     dest: Path,
@@ -363,13 +365,14 @@ def write_failure_record(
             os.replace(staging / "internal", record / "internal")
         if not isinstance(error, DPReleaseError):
             (record / "internal").mkdir(exist_ok=True)
-            (record / "internal" / "traceback.txt").write_text("".join(traceback.format_exception(error)))
+            cause = getattr(error, "original", error)  # a scrubbed error carries the real one
+            (record / "internal" / "traceback.txt").write_text("".join(traceback.format_exception(cause)))
         write_json(
             record / "failure.json",
             {
                 "release_id": release_id,
                 "stage": stage,
-                "error": type(error).__name__,
+                "error": type(getattr(error, "original", error)).__name__,
                 "message": message,
                 "published": False,
                 "time": datetime.now(UTC).isoformat(),

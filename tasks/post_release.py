@@ -18,6 +18,7 @@ from mechanisms.schema import Schema
 from tasks.checks.report import render_report
 from tasks.checks.reports import linkage_report, utility_report
 from tasks.files import write_json
+from tasks.scrub import scrub_errors
 
 __all__ = ["Binned", "check_linkage", "check_utility", "write_report"]
 
@@ -25,6 +26,7 @@ Binned = tuple[pd.DataFrame, np.ndarray]  # a table and its public-bin indices
 
 
 @task(name="check_utility", cache_policy=NO_CACHE, persist_result=False)
+@scrub_errors
 def check_utility(
     real: Binned,
     synthetic: Binned,
@@ -44,6 +46,7 @@ def check_utility(
 
 
 @task(name="check_linkage", cache_policy=NO_CACHE, persist_result=False)
+@scrub_errors
 def check_linkage(
     real: Binned,
     synthetic: Binned,
@@ -63,6 +66,7 @@ def check_linkage(
 
 
 @task(name="write_report", cache_policy=NO_CACHE, persist_result=False)
+@scrub_errors
 def write_report(
     real: Binned,
     synthetic: Binned,

@@ -21,6 +21,7 @@ from mechanisms.accounting import BudgetPlan
 from mechanisms.registry import MECHANISMS
 from mechanisms.schema import Schema
 from mechanisms.synthesizer import MixedRows, Stage
+from tasks.scrub import scrub_errors
 from tasks.tables import rows_to_table
 
 __all__ = ["decode", "encode", "estimate_private_moments", "project_and_sample"]
@@ -32,6 +33,7 @@ def _log(stage: Stage, what: str) -> Stage:
 
 
 @task(name="encode", cache_policy=NO_CACHE, persist_result=False)
+@scrub_errors
 def encode(
     mechanism: str, rows: MixedRows, schema: Schema, plan: BudgetPlan, params: Any, rng: np.random.Generator
 ) -> Stage:
@@ -40,6 +42,7 @@ def encode(
 
 
 @task(name="estimate_private_moments", cache_policy=NO_CACHE, persist_result=False)
+@scrub_errors
 def estimate_private_moments(
     mechanism: str, state: Any, plan: BudgetPlan, params: Any, rng: np.random.Generator
 ) -> Stage:
@@ -48,12 +51,14 @@ def estimate_private_moments(
 
 
 @task(name="project_and_sample", cache_policy=NO_CACHE, persist_result=False)
+@scrub_errors
 def project_and_sample(mechanism: str, state: Any, params: Any, m: int, rng: np.random.Generator) -> Stage:
     """Projection and sampling of m rows (post-processing, or a last measurement)."""
     return _log(MECHANISMS[mechanism].sample(state, params, m, rng), "project_and_sample")
 
 
 @task(name="decode", cache_policy=NO_CACHE, persist_result=False)
+@scrub_errors
 def decode(mechanism: str, state: Any, schema: Schema, params: Any, rng: np.random.Generator) -> pd.DataFrame:
     """Synthetic rows → values of the schema's types (post-processing)."""
     return rows_to_table(MECHANISMS[mechanism].decode(state, schema, params, rng), schema, rng=rng)

@@ -20,6 +20,7 @@ from mechanisms.errors import DPReleaseError
 from mechanisms.registry import MECHANISMS
 from mechanisms.schema import Schema
 from tasks.files import write_json
+from tasks.scrub import scrub_errors
 from tasks.tables import DataError, clip_to_bounds, map_unknown, read_table
 
 __all__ = [
@@ -131,6 +132,7 @@ def check_rows(spec: ReleaseSpec, n: int) -> None:
 
 
 @task(name="validate_input", cache_policy=NO_CACHE, persist_result=False)
+@scrub_errors
 def validate_input(spec: ReleaseSpec, internal_dir: Path) -> pd.DataFrame:
     """Read the confidential table, apply the declared policies (counts to
     ``internal/clipping.json``) and check it against the public schema."""
@@ -155,6 +157,7 @@ def validate_input(spec: ReleaseSpec, internal_dir: Path) -> pd.DataFrame:
 
 
 @task(name="validate_output", cache_policy=NO_CACHE, persist_result=False)
+@scrub_errors
 def validate_output(synthetic: pd.DataFrame, schema: Schema, internal_dir: Path) -> None:
     """The synthetic table must conform to the same public schema (a failure is a bug)."""
     failures = check_table(synthetic, schema, "output", internal_dir / "validation_output.json")

@@ -103,3 +103,31 @@ def test_a_hostile_release_id_never_names_a_folder(tmp_path, emitted):
     assert not list(tmp_path.rglob("escaped*"))
     (record,) = list((out / "failures").iterdir())
     assert record.name.startswith("unknown-release-")
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.parametrize("where", ["task", "flow"])
+def test_an_unexpected_message_never_reaches_a_log(where, tmp_path, monkeypatch, caplog, emitted):
+    """A library error quoting a value (here 'age=4242') is logged by Prefect only by type;
+    its text stays in the failure record's internal/traceback.txt."""
+    import mechanisms.factor_gauss as fg
+    from tasks.scrub import UnexpectedError
+
+    def leak(*args, **kwargs):
+        raise ValueError("cannot handle age=4242")
+
+    target = (fg, "measure_moments") if where == "task" else (release_module, "table_to_rows")
+    monkeypatch.setattr(*target, leak)
+    spec = write_spec(tmp_path, adult_rows(300), checks={"enabled": False})
+    out = tmp_path / "out"
+    caplog.set_level("DEBUG")
+    with pytest.raises(UnexpectedError) as raised:
+        release(str(spec), str(out), release_id="leak")
+    assert "4242" not in str(raised.value) and "ValueError" in str(raised.value)
+    assert "UnexpectedError" in caplog.text  # Prefect's own failure logs are captured here
+    assert "4242" not in caplog.text and "4242" not in json.dumps(emitted, default=str)
+    (record,) = list((out / "failures").iterdir())
+    assert "4242" in (record / "internal" / "traceback.txt").read_text()
+    failure = json.loads((record / "failure.json").read_text())
+    assert failure["error"] == "ValueError" and "4242" not in json.dumps(failure)
