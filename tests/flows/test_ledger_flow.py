@@ -12,6 +12,7 @@ from flows.audit import verify_bundle
 from flows.cli import app
 from flows.release import release
 from tasks.ledger_db import BudgetRefused, Ledger
+from tasks.scrub import UnexpectedError
 from tests.flows.helpers import adult_rows, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]
@@ -58,7 +59,7 @@ def test_a_crash_after_noise_keeps_the_spend_and_a_rerun_never_redraws(tmp_path,
         raise MemoryError("simulated crash while sampling")
 
     monkeypatch.setattr(release_module, "project_and_sample", crash)
-    with pytest.raises(MemoryError):
+    with pytest.raises(UnexpectedError, match=r"\(MemoryError\)"):
         release(str(spec), str(out), release_id="crash")
     monkeypatch.undo()
     with Ledger(f"sqlite:///{out / 'ledger.db'}") as led:
