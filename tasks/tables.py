@@ -98,16 +98,30 @@ def _read_csv(path: Path, numeric: list[str], text: list[str]) -> pd.DataFrame:
 
 
 def check_columns(columns: list[str], schema: Schema) -> None:
-    """The data's header must hold exactly the schema's columns (any order)."""
-    extra = [c for c in columns if c not in schema.names]
+    """The data's header must hold exactly the schema's columns (any order). Only declared
+    (public) names are quoted: an undeclared "name" may be a record, e.g. in a file whose
+    header line is missing, so those are counted, never shown."""
+    declared = set(schema.names)
+    extra = sum(c not in declared for c in columns)
     absent = [c for c in schema.names if c not in columns]
-    if len(set(columns)) != len(columns):
-        dup = sorted({c for c in columns if columns.count(c) > 1})
-        raise DataError(f"columns {dup} appear more than once in the data header")
+    dup = sorted({c for c in columns if columns.count(c) > 1})
+    if dup:
+        named = [c for c in dup if c in declared]
+        what = f"columns {named}" if len(named) == len(dup) else f"{len(dup)} column name(s)"
+        raise DataError(f"{what} appear more than once in the data header; each column must appear once")
     if extra or absent:
-        parts = [f"column '{c}' is in the data but not declared in the schema" for c in extra]
+        parts = (
+            [
+                f"the data header has {extra} column(s) the schema does not declare (not shown: a header "
+                "line can hold a record, e.g. when the file has none)"
+            ]
+            if extra
+            else []
+        )
         parts += [f"column '{c}' is declared in the schema but missing from the data" for c in absent]
-        raise DataError("; ".join(parts) + "; make the spec's schema match the data header")
+        raise DataError(
+            "; ".join(parts) + f"; make the data header exactly the schema's columns: {list(schema.names)}"
+        )
 
 
 def clip_to_bounds(df: pd.DataFrame, schema: Schema, columns: list[str]) -> dict[str, int]:

@@ -131,12 +131,16 @@ def test_csv_cut_mid_row_names_the_columns_it_lacks(tmp_path):
 @pytest.mark.parametrize(
     ("header", "message"),
     [
-        ("x,k,c,o,extra", "column 'extra' is in the data but not declared in the schema"),
+        ("x,k,c,o,extra", "the data header has 1 column(s) the schema does not declare"),
         ("x,k,c", "column 'o' is declared in the schema but missing from the data"),
-        ("x,K,c,o", "column 'K' is in the data but not declared"),
+        (
+            "x,K,c,o",
+            "e.g. when the file has none); column 'k' is declared in the schema but missing",
+        ),
         ("x,k,c,o,x", "columns ['x'] appear more than once in the data header"),
+        ("x,k,c,o,39,39", "1 column name(s) appear more than once in the data header"),
     ],
-    ids=["extra", "missing", "case", "duplicate"],
+    ids=["extra", "missing", "case", "duplicate", "duplicate-undeclared"],
 )
 def test_header_mismatch(header, message, tmp_path):
     width = len(header.split(","))
@@ -144,6 +148,15 @@ def test_header_mismatch(header, message, tmp_path):
     spec = _toy(tmp_path, f"{header}\n{row}\n")
     with pytest.raises(DataError, match=re.escape(message)):
         _validate(spec, tmp_path)
+
+
+def test_a_file_without_header_never_quotes_its_first_record(tmp_path):
+    spec = _toy(tmp_path, "0.5,3,secret-a,lo\n0.25,4,b,hi\n")
+    with pytest.raises(DataError) as raised:
+        _validate(spec, tmp_path)
+    message = str(raised.value)
+    assert "4 column(s) the schema does not declare" in message
+    assert "secret-a" not in message and "0.5" not in message
 
 
 @pytest.mark.parametrize(
@@ -635,7 +648,7 @@ def _bad_input(kind: str, folder: Path) -> tuple[Path, str]:
         return path, f"dataset file '{folder / 'nowhere.csv'}' does not exist; fix dataset.path in the spec"
     if kind == "header-mismatch":
         data = data.rename(columns={"sex": "gender"})
-        words = "column 'gender' is in the data but not declared in the schema"
+        words = "the data header has 1 column(s) the schema does not declare"
     elif kind == "unknown-category":
         data.loc[5, "race"] = "Martian"
         words = "column 'race': values must be among the 5 declared categories"
