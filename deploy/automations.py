@@ -14,8 +14,8 @@ Three automations, each notifying the same target:
 
 The target is a ``CustomWebhookNotificationBlock`` named ``dprelease-alerts`` posting JSON
 ``{"subject": …, "body": …}`` to ``--webhook-url``, or an existing notification block
-(Slack, e-mail, …) named by ``--notification-block``. The messages carry only what the
-events carry: names, states, budgets; never data values.
+(Slack, e-mail, …) named by ``--notification-block``. The messages carry the event's name,
+time and resource only; never an exception message, never a data value.
 """
 
 from __future__ import annotations
@@ -32,9 +32,11 @@ from prefect.events.schemas.automations import EventTrigger, Posture
 
 PREFIX = "dprelease: "
 BLOCK = "dprelease-alerts"
+# No payload: a flow run's Failed event carries the exception's message, which says which
+# rule the data broke; that stays in the Prefect UI and the failure record, not in chat.
 _BODY = (
-    "{{ event.event }} at {{ event.occurred }} for {{ event.resource.id }}"
-    "{% if event.payload %}; payload {{ event.payload }}{% endif %}"
+    "{{ event.event }} at {{ event.occurred }} for {{ event.resource.id }}; see the Prefect UI, "
+    "`dprelease ledger show` and <out>/failures/ for details"
 )
 
 

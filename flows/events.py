@@ -3,9 +3,9 @@
 Events (``dprelease.release.completed``, ``.gated``, ``.refused``, ``.failed``) name the
 release as their resource (``dprelease.release.<release_id>``, with the dataset as a
 label) and carry only public facts: the status, what the release is charged (ε, δ) and the
-dataset's lifetime account (budget, spent, left) from the ledger, the bundle's path and, for
-a refusal or failure, our own message (which names rules, never data values) or just the
-exception's type. ``deploy/automations.py`` reacts to them.
+dataset's lifetime account (budget, spent, left) from the ledger, the bundle's path, for a
+refusal the ledger's message (budgets only), and for a failure the exception's type and the
+stage, never its message. ``deploy/automations.py`` reacts to them.
 
 The flow body records its own failures (it knows the stage and the staging folder). The
 ``on_failure`` / ``on_crashed`` hooks cover what the body could not: a failure before the
@@ -24,9 +24,8 @@ from uuid import UUID
 
 from prefect.events import emit_event
 
-from mechanisms.errors import DPReleaseError
 from tasks.bundle import write_failure_record
-from tasks.ledger_db import Ledger
+from tasks.ledger_db import BudgetRefused, Ledger
 
 __all__ = ["RELEASE_ID", "RunRecord", "on_crashed", "on_failure", "release_event", "track", "untrack"]
 
@@ -86,18 +85,26 @@ def release_event(
     release_id: str,
     dataset: str | None,
     ledger: Ledger | None,
-    message: str | None = None,
+    error: BaseException | None = None,
+    stage: str | None = None,
     bundle: Path | None = None,
 ) -> None:
-    """Emit ``dprelease.release.<kind>``; never raises (an event must not fail a release)."""
+    """Emit ``dprelease.release.<kind>``; never raises (an event must not fail a release).
+
+    A refusal carries the ledger's message (budgets and release ids: public). A failure
+    carries only the error's type and the stage: even our rule-naming messages say that
+    some record broke a rule, which belongs to the steward's failure record, not to every
+    automation's notification target."""
     if kind not in KINDS:
         raise ValueError(f"event kind {kind!r} must be one of {KINDS}")
     payload: dict[str, Any] = {"release_id": release_id, "dataset": dataset, "status": kind}
     try:
         if ledger is not None and dataset is not None:
             payload.update(budget_facts(ledger, dataset, release_id))
-        if message is not None:
-            payload["message"] = message
+        if error is not None:
+            payload.update(error=type(getattr(error, "original", error)).__name__, stage=stage)
+            if isinstance(error, BudgetRefused):
+                payload["message"] = str(error)
         if bundle is not None:
             payload["bundle"] = str(bundle)
         resource = {
@@ -109,11 +116,6 @@ def release_event(
         emit_event(event=f"dprelease.release.{kind}", resource=resource, payload=payload)
     except Exception as e:  # the release's outcome stands; the operator still has the ledger
         _log.warning("could not emit dprelease.release.%s (%s)", kind, type(e).__name__)
-
-
-def public_message(error: BaseException) -> str:
-    """Our messages name rules, never values; anything else is reported by type only."""
-    return str(error) if isinstance(error, DPReleaseError) else f"unexpected {type(error).__name__}"
 
 
 def _record_unhandled(flow_run: Any, state: Any, what: str) -> None:
@@ -138,7 +140,7 @@ def _record_unhandled(flow_run: Any, state: Any, what: str) -> None:
                 )
         write_failure_record(record.out, rid, f"{record.stage} ({what})", error, None)
         release_event(
-            "failed", release_id=rid, dataset=record.dataset, ledger=ledger, message=public_message(error)
+            "failed", release_id=rid, dataset=record.dataset, ledger=ledger, error=error, stage=record.stage
         )
     except Exception as e:  # a hook must not hide the run's own failure
         _log.warning("the %s hook could not record the failure (%s)", what, type(e).__name__)

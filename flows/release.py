@@ -26,7 +26,6 @@ from flows.events import (
     RunRecord,
     on_crashed,
     on_failure,
-    public_message,
     release_event,
     track,
     untrack,
@@ -356,7 +355,8 @@ def _record_failure(
         release_id=record.release_id,
         dataset=record.dataset,
         ledger=ledger,
-        message=public_message(error),
+        error=error,
+        stage=record.stage,
     )
     record.handled = True
 

@@ -58,6 +58,8 @@ def test_the_failure_hook_records_what_the_body_could_not(tmp_path, emitted):
     failure = json.loads((record / "failure.json").read_text())
     assert failure["stage"] == "load_spec (failed)" and failure["error"] == "SpecError"
     assert [e["event"] for e in emitted] == ["dprelease.release.failed"]
+    payload = emitted[0]["payload"]
+    assert payload["error"] == "SpecError" and payload["stage"] == "load_spec" and "message" not in payload
 
 
 def test_the_crash_hook_closes_the_reservation(tmp_path, emitted):
