@@ -374,7 +374,7 @@ def ledger_show(
     from tasks.ledger_db import Ledger, default_url
 
     try:
-        with Ledger(ledger or default_url("releases")) as led:
+        with Ledger(ledger or default_url("releases"), create=False) as led:
             releases = led.releases(dataset)
             problems = led.verify_chain()
             head = led.head()

@@ -48,6 +48,7 @@ from sqlalchemy import (
     create_engine,
     event,
     insert,
+    inspect,
     select,
     text,
     update,
@@ -131,7 +132,7 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def _engine(url: str) -> Engine:
+def _engine(url: str, create: bool) -> Engine:
     try:
         parsed = make_url(url)
     except Exception:
@@ -141,6 +142,8 @@ def _engine(url: str) -> Engine:
         ) from None
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
+            if not (create or Path(parsed.database).is_file()):
+                raise LedgerError(f"there is no ledger at {url}; pass the --ledger the releases used")
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(parsed, connect_args={"timeout": 120})
 
@@ -211,12 +214,20 @@ def _pid_alive(detail: dict) -> bool:
 
 
 class Ledger:
-    """The ledger at ``url``; tables are created on first use."""
+    """The ledger at ``url``; tables are created on first use (unless ``create=False``)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, create: bool = True) -> None:
+        """``create=False`` (audits, ``ledger show``): refuse a database without a ledger
+        rather than create one."""
         self.url = url
-        self.engine = _engine(url)
+        self.engine = _engine(url, create)
         try:
+            if not create:
+                if not inspect(self.engine).has_table(ENTRIES.name):
+                    raise LedgerError(
+                        f"there is no ledger at {redact(url)}; pass the --ledger the releases used"
+                    )
+                return
             with self.engine.begin() as conn:
                 if self.engine.dialect.name == "postgresql":
                     conn.execute(text("SELECT pg_advisory_xact_lock(7151)"))  # concurrent first use

@@ -206,3 +206,14 @@ def test_two_processes_cannot_both_pass_the_lifetime_check(url, tmp_path):
     with Ledger(url) as led:
         assert led.verify_chain() == []
         assert sorted(r["status"] for r in led.releases()) == ["refused", "reserved"]
+
+
+def test_reading_never_creates_a_ledger(tmp_path, url):
+    if url.startswith("sqlite"):
+        with pytest.raises(LedgerError, match="there is no ledger at"):
+            Ledger(f"sqlite:///{tmp_path / 'typo.db'}", create=False)
+        assert not (tmp_path / "typo.db").exists()
+    with pytest.raises(LedgerError, match="there is no ledger at"):
+        Ledger(url, create=False)  # the database exists, but holds no ledger yet
+    Ledger(url).close()
+    Ledger(url, create=False).close()
