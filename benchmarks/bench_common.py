@@ -102,3 +102,12 @@ def load_adult() -> Adult:
     spec = load_spec(DEMO_SPEC)
     schema = spec.public_schema()
     return Adult(spec, schema, read_table(spec.data_path, schema, spec.missing_tokens()))
+
+
+def standalone(run, render, argv) -> int:
+    """``python benchmarks/<module>.py [--quick]``: run one item and print its section
+    (``run.py --only ITEM`` also stores it in results.json and BENCHMARKS.md)."""
+    f = run("--quick" in argv)
+    f.setdefault("machine", machine())
+    print("\n".join(render(f)))
+    return 0

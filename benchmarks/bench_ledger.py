@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.metadata import version
 from itertools import pairwise
@@ -49,7 +49,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-from bench_common import REPO, machine
+from bench_common import REPO, standalone
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
@@ -607,12 +607,5 @@ def render(figures: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _main(argv: Sequence[str]) -> int:
-    f = run("--quick" in argv)
-    f["machine"] = machine()
-    print("\n".join(render(f)))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(_main(sys.argv))
+    sys.exit(standalone(run, render, sys.argv))

@@ -7,21 +7,6 @@ import math
 import statistics
 from typing import Any
 
-ITEMS = (
-    "mechanism",
-    "scale",
-    "demo",
-    "utility",
-    "peers",
-    "dpfm",
-    "ron_gauss",
-    "private_pca",
-    "pcappd",
-    "lda_ppd",
-    "spectral",
-    "sampler",
-    "ledger",
-)
 REPRODUCTIONS = (
     "dpfm",
     "ron_gauss",
@@ -31,6 +16,7 @@ REPRODUCTIONS = (
     "spectral",
 )  # benchmarks/repro_<item>.py: run() and render()
 BENCH_MODULES = ("sampler", "ledger")  # benchmarks/bench_<item>.py: run() and render()
+ITEMS = ("mechanism", "scale", "demo", "utility", "peers", *REPRODUCTIONS, *BENCH_MODULES)
 TITLES = {
     "mechanism": "1. Mechanism time on Adult (in-process, no Prefect)",
     "scale": "2. 1,000,000 rows × 15 columns through the CLI release",

@@ -23,12 +23,12 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from importlib.metadata import version
 from typing import Any
 
 import numpy as np
-from bench_common import load_adult, machine
+from bench_common import load_adult, standalone
 
 from mechanisms import factor_gauss
 from mechanisms import primitives as p
@@ -257,12 +257,5 @@ def render(figures: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _main(argv: Sequence[str]) -> int:
-    f = run("--quick" in argv)
-    f["machine"] = machine()
-    print("\n".join(render(f)))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(_main(sys.argv))
+    sys.exit(standalone(run, render, sys.argv))

@@ -31,7 +31,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
 import numpy as np
-from bench_common import machine, now_utc
+from bench_common import machine, now_utc, standalone
 from publishing_data import PaperAdult, describe, paper_adult
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from sklearn.metrics import roc_auc_score
@@ -622,10 +622,5 @@ def render(figures: dict[str, Any]) -> list[str]:
     ]
 
 
-def _main(argv: Sequence[str], runner: Callable[[bool], dict[str, Any]] = run) -> int:
-    print("\n".join(render(runner("--quick" in argv))))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(_main(sys.argv))
+    sys.exit(standalone(run, render, sys.argv))

@@ -25,11 +25,11 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from bench_common import machine, now_utc
+from bench_common import machine, now_utc, standalone
 from publishing_data import describe, paper_adult
 from scipy import stats
 from threadpoolctl import threadpool_limits
@@ -572,10 +572,5 @@ def render(figures: dict[str, Any]) -> list[str]:
     return [*lines, *_reading(f), *_differences(f)]
 
 
-def _main(argv: Sequence[str], runner: Callable[[bool], dict[str, Any]] = run) -> int:
-    print("\n".join(render(runner("--quick" in argv))))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(_main(sys.argv))
+    sys.exit(standalone(run, render, sys.argv))

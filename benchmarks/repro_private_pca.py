@@ -24,13 +24,14 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import scipy
+from bench_common import standalone
 from scipy.optimize import linear_sum_assignment
 from scipy.spatial.distance import cdist
 
@@ -655,10 +656,5 @@ def render(figures: dict[str, Any]) -> list[str]:
     return [*lines, *_differs(figures)]
 
 
-def _main(argv: Sequence[str], runner: Callable[[bool], dict[str, Any]] = run) -> int:
-    print("\n".join(render(runner("--quick" in argv))))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(_main(sys.argv))
+    sys.exit(standalone(run, render, sys.argv))

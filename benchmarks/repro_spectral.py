@@ -25,13 +25,13 @@ import math
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import numpy as np
-from bench_common import machine
+from bench_common import machine, standalone
 from scipy.spatial import KDTree
 from threadpoolctl import threadpool_limits
 
@@ -719,10 +719,5 @@ def render(figures: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _main(argv: Sequence[str], runner: Callable[[bool], dict[str, Any]] = run) -> int:
-    print("\n".join(render(runner("--quick" in argv))))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(_main(sys.argv))
+    sys.exit(standalone(run, render, sys.argv))

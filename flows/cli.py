@@ -370,6 +370,7 @@ def ledger_show(
 ) -> None:
     """The releases in the ledger, what each is charged, and each dataset's lifetime account."""
     import json
+    import math
 
     from tasks.ledger_db import Ledger, default_url
 
@@ -381,7 +382,9 @@ def ledger_show(
             accounts = {}
             for name in dict.fromkeys(r["dataset"] for r in releases):
                 life = led.lifetime(name)
-                accounts[name] = (life, led.spend_so_far(name, life[1] if life else 1e-6))
+                # no lifetime: compose at the releases' summed δ, where basic composition holds
+                delta = life[1] if life else math.fsum(r["delta"] for r in releases if r["dataset"] == name)
+                accounts[name] = (life, led.spend_so_far(name, delta))
     except DPReleaseError as e:
         _fail(str(e), "pass --ledger with the database URL the releases used.", 2)
     if as_json:

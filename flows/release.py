@@ -10,6 +10,7 @@ record (stage, error, internal reports) is left in ``<out>/failures/``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -188,7 +189,7 @@ def _synthesise(spec, ledger: Ledger, rid: str, plan, train, rngs, m, step):
         declared = [s for s in spends.get(key, ()) if s in planned]
         ledger.spend(rid, declared, plan)
         out = task(*args)
-        noisy = {mm.stage for mm in out.measurements if mm.mechanism != "none"}  # "none" costs nothing
+        noisy = {mm.stage for mm in out.measurements if mm.draws_noise}
         stray = sorted(noisy - set(declared))
         if stray:
             raise DPReleaseError(f"internal error: {name}.{key} measured stage(s) {stray} it did not declare")
@@ -262,10 +263,9 @@ def release(
         step("allocate_budget")  # before the data is read: the lifetime check needs no data
         plan = allocate_budget(spec, staging / "public", ledger, rid)
         record.reserved = True
-        if _undeclared_stages(spec, plan):
+        if undeclared := _undeclared_stages(spec, plan):
             raise DPReleaseError(
-                f"internal error: {spec.mechanism.name} does not say which step spends "
-                f"stage(s) {_undeclared_stages(spec, plan)}"
+                f"internal error: {spec.mechanism.name} does not say which step spends stage(s) {undeclared}"
             )
         step("validate_input")
         table = validate_input(spec, staging / "internal")
@@ -367,5 +367,7 @@ def _close_failed(ledger: Ledger, rid: str, stage: str, error: BaseException, se
     reservation stays open and keeps the whole plan charged (fail closed)."""
     try:
         ledger.finish(rid, "failed", {"stage": stage, "error": type(error).__name__}, after_seal=sealed)
-    except DPReleaseError:
-        pass
+    except DPReleaseError as e:
+        logging.getLogger("dprelease").warning(
+            "release '%s' stays reserved (charged its whole plan) in the ledger: %s", rid, e
+        )

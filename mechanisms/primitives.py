@@ -166,6 +166,12 @@ class Measurement:
     epsilon: float | None
     defect: str | None = None
 
+    @property
+    def draws_noise(self) -> bool:
+        """False for a value used without noise (mechanism ``none``): it costs no budget,
+        which is exactly what makes it a defect."""
+        return self.mechanism != "none"
+
     def ledger_row(self) -> dict:
         """Everything but the value: safe to publish."""
         return {

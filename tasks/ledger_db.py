@@ -268,13 +268,8 @@ class Ledger:
 
     def entries(self, *, dataset: str | None = None, release_id: str | None = None) -> list[dict]:
         """Rows in chain order, ``detail`` decoded."""
-        q = select(ENTRIES).order_by(ENTRIES.c.seq)
-        if dataset is not None:
-            q = q.where(ENTRIES.c.dataset == dataset)
-        if release_id is not None:
-            q = q.where(ENTRIES.c.release_id == release_id)
-        with self.engine.connect() as conn:
-            return [{**r._asdict(), "detail": json.loads(r.detail)} for r in conn.execute(q)]
+        where = {k: v for k, v in (("dataset", dataset), ("release_id", release_id)) if v is not None}
+        return self._select(None, **where)
 
     def _read(self, conn: Connection, kinds: tuple[str, ...] | None = None, **where) -> list[dict]:
         q = select(ENTRIES).order_by(ENTRIES.c.seq)
@@ -284,7 +279,7 @@ class Ledger:
             q = q.where(ENTRIES.c[k] == v)
         return [{**r._asdict(), "detail": json.loads(r.detail)} for r in conn.execute(q)]
 
-    def _select(self, kinds: tuple[str, ...], **where) -> list[dict]:
+    def _select(self, kinds: tuple[str, ...] | None, **where) -> list[dict]:
         with self.engine.connect() as conn:
             return self._read(conn, kinds=kinds, **where)
 
@@ -509,7 +504,7 @@ class Ledger:
         with self._txn() as t:
             mine = self._read(t.conn, release_id=release_id)
             spent = {r["stage"] for r in mine if r["kind"] == "stage" and r["status"] == "spent"}
-            unspent = sorted({m.stage for m in measurements if m.mechanism != "none"} - spent)
+            unspent = sorted({m.stage for m in measurements if m.draws_noise} - spent)
             if unspent:  # the flow checks `spends` before a step: this is the last line of defence
                 raise LedgerError(f"internal error: noise drawn for stage(s) {unspent} not recorded as spent")
             return [
