@@ -92,7 +92,7 @@ def _run_release(
         _fail(str(e), "fix the field the message names; nothing was read or spent.", 2)
 
     from flows.release import STAGES, release, set_progress
-    from tasks.checks.gates import GateError
+    from tasks.checks.gates import GateError, measured_values
     from tasks.ledger_db import BudgetRefused
 
     with Progress(
@@ -119,7 +119,11 @@ def _run_release(
             _fail(str(e), "see `dprelease ledger show` for what this dataset has spent; nothing was read.", 4)
         except GateError as e:
             progress.stop()
-            _fail(str(e), "read the internal report named above before deciding what to change.", 3)
+            values = measured_values(e.internal_dir) if e.internal_dir else []
+            shown = (
+                "\n\nMeasured (confidential, shown here only):\n  " + "\n  ".join(values) if values else ""
+            )
+            _fail(str(e) + shown, "read the internal report named above before deciding what to change.", 3)
         except DPReleaseError as e:
             progress.stop()
             _fail(

@@ -318,7 +318,9 @@ def release(
             _gate_artifact(rid, gates)
         _artifacts(rid, document, path, published=passed)
         if not passed:
-            raise GateError(failed_gates_message(gates, str(dest / "internal")))
+            stopped = GateError(failed_gates_message(gates, str(dest / "internal")))
+            stopped.internal_dir = str(dest / "internal")
+            raise stopped
         release_event("completed", release_id=rid, dataset=spec.dataset.name, ledger=ledger, bundle=path)
     except BaseException as e:
         _record_failure(record, ledger, e, staging, sealed)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 from mechanisms.errors import DPReleaseError
 
@@ -26,7 +28,12 @@ GATE_METRICS = (
 
 
 class GateError(DPReleaseError):
-    """A release check fell outside a gate: nothing was published."""
+    """A release check fell outside a gate: nothing was published. The message names the
+    gates and their public bounds only; ``internal_dir`` holds gates.json with the
+    measured values (confidential, non-DP), which the CLI shows on the steward's terminal
+    but which never reach a log, an event or Prefect."""
+
+    internal_dir: str | None = None
 
 
 def evaluate_gates(gates: dict[str, dict[str, float | None]], metrics: dict[str, float | None]) -> list[dict]:
@@ -43,19 +50,31 @@ def evaluate_gates(gates: dict[str, dict[str, float | None]], metrics: dict[str,
 
 
 def failed_gates_message(rows: list[dict], internal_dir: str) -> str:
-    """Names each failed gate and its measured value (a confidential, non-DP statistic
-    shown to the steward running the release)."""
+    """Names each failed gate and its public bound, never the measured value."""
     parts = []
     for r in rows:
         if r["passed"]:
             continue
         bound = " and ".join(f"{k} {r[k]:g}" for k in ("min", "max") if r[k] is not None)
-        value = "not measurable" if r["value"] is None else f"{r['value']:.6g}"
-        parts.append(f"gate '{r['gate']}' ({bound}) failed: measured {value}")
+        parts.append(f"gate '{r['gate']}' ({bound}) failed")
     return (
         "release stopped by its checks; public/ was not published:\n  "
         + "\n  ".join(parts)
-        + f"\nThe reports are in {internal_dir} (open report.html); the budget was spent (the "
-        "noise was drawn). Loosen the gate, raise epsilon or change the mechanism, then "
+        + f"\nThe measured values are in {internal_dir}/gates.json and report.html; the budget was "
+        "spent (the noise was drawn). Loosen the gate, raise epsilon or change the mechanism, then "
         "release again under a new release id."
     )
+
+
+def measured_values(internal_dir: str) -> list[str]:
+    """``gate: value`` for each failed gate, read from ``internal_dir/gates.json`` (for the
+    steward's terminal only)."""
+    path = Path(internal_dir) / "gates.json"
+    if not path.is_file():
+        return []
+    rows = json.loads(path.read_text())
+    return [
+        f"{r['gate']}: {'not measurable' if r['value'] is None else format(r['value'], '.6g')}"
+        for r in rows
+        if not r["passed"]
+    ]
