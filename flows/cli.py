@@ -105,11 +105,13 @@ def _run_release(
         bar = progress.add_task("starting Prefect", total=len(STAGES))
         started: list[str] = []
 
-        def on_stage(name: str) -> None:
-            if started:
-                progress.advance(bar)
-            started.append(name)
-            progress.update(bar, description=f"[{len(started)}/{len(STAGES)}] {STAGES[name]}")
+        def on_stage(name: str, detail: str | None) -> None:
+            if detail is None:
+                if started:
+                    progress.advance(bar)
+                started.append(name)
+            where = f"[{len(started)}/{len(STAGES)}] {STAGES[name]}"
+            progress.update(bar, description=where if detail is None else f"{where}: {detail}")
 
         set_progress(on_stage)
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from uuid import uuid4
@@ -35,15 +36,18 @@ from flows.spec import load_spec
 from mechanisms.errors import DPReleaseError
 from mechanisms.primitives import noise_rngs, sampler_note
 from mechanisms.registry import MECHANISMS
+from mechanisms.rowkeys import RowKeys
 from mechanisms.synthesizer import Stage
 from tasks.budget import allocate_budget
 from tasks.bundle import release_document, write_bundle, write_failure_record
 from tasks.checks.gates import GateError, evaluate_gates, failed_gates_message
 from tasks.checks.reports import flat_metrics
+from tasks.engines import open_engine
 from tasks.files import write_json
 from tasks.ledger_db import BudgetRefused, Ledger, default_url, ledger_facts
 from tasks.post_release import check_linkage, check_utility, write_report
 from tasks.scrub import scrub
+from tasks.streaming import chunk_job, measure_marginals, project, scan_input, stream_moments, write_synthetic
 from tasks.synthesis import decode, encode, estimate_private_moments, project_and_sample
 from tasks.tables import table_to_bins, table_to_rows
 from tasks.validate import check_rows, validate_input, validate_output
@@ -64,13 +68,40 @@ STAGES = {
     "write_bundle": "writing the release bundle",
 }
 
-_progress: Callable[[str], None] | None = None
+_progress: Callable[[str, str | None], None] | None = None
 
 
-def set_progress(callback: Callable[[str], None] | None) -> None:
-    """Register a callback told the name of each stage as it starts (the CLI's display)."""
+def set_progress(callback: Callable[[str, str | None], None] | None) -> None:
+    """Register a callback told the name of each stage as it starts, and then (streaming
+    engines) how far it has got, e.g. "1,250,000 rows" (the CLI's display)."""
     global _progress
     _progress = callback
+
+
+def _rows_done(stage: str) -> Callable[[int], None]:
+    def tell(rows: int) -> None:
+        if _progress is not None:
+            _progress(stage, f"{rows:,} rows")
+
+    return tell
+
+
+@dataclass
+class _Fitted:
+    """What the synthesis left for the rest of the flow: n, the fitted count, m, the
+    stages (their measurements and facts), the rows the checks see (all of them, or the
+    streaming engines' samples), the synthetic table (``None`` when it was already
+    written, chunk by chunk) and public facts about the engine."""
+
+    n: int
+    n_fitted: int
+    m: int
+    stages: list[Stage]
+    real: tuple[pd.DataFrame, np.ndarray]
+    holdout: pd.DataFrame | None
+    synthetic_for_checks: pd.DataFrame
+    synthetic: pd.DataFrame | None
+    engine: dict
 
 
 def _prepare(out: Path, release_id: str) -> tuple[Path, Path]:
@@ -177,11 +208,10 @@ def _gate_artifact(release_id: str, gates: list[dict]) -> None:
     )
 
 
-def _synthesise(spec, ledger: Ledger, rid: str, plan, train, rngs, m, step):
-    """encode → estimate_private_moments → project_and_sample → decode. Before each step
-    the stages whose noise it may draw are recorded as spent in the ledger; after it,
-    one ledger row per noisy statistic."""
-    schema, params, name = spec.public_schema(), spec.mechanism_params(), spec.mechanism.name
+def _spender(spec, ledger: Ledger, rid: str, plan) -> Callable[..., Stage]:
+    """run(step, task, *args): before the step, the stages whose noise it may draw are
+    recorded as spent in the ledger; after it, one ledger row per noisy statistic."""
+    name = spec.mechanism.name
     spends = MECHANISMS[name].spends
     planned = {s.stage for s in plan.stages}
 
@@ -196,6 +226,19 @@ def _synthesise(spec, ledger: Ledger, rid: str, plan, train, rngs, m, step):
         ledger.record_measurements(rid, list(out.measurements))
         return out
 
+    return run
+
+
+def _in_memory(spec, ledger: Ledger, rid: str, plan, staging: Path, rngs, step) -> _Fitted:
+    """The memory engine: validate the whole table, split off the holdout,
+    encode → estimate_private_moments → project_and_sample → decode, validate the output."""
+    step("validate_input")
+    table = validate_input(spec, staging / "internal")
+    check_rows(spec, len(table))  # n is public: too few rows, or δ ≥ 1/n, before any noise
+    train, holdout = _holdout_split(table, spec.checks.holdout_fraction, rngs[4])
+    m = spec.synthetic_rows or len(train)
+    schema, params, name = spec.public_schema(), spec.mechanism_params(), spec.mechanism.name
+    run = _spender(spec, ledger, rid, plan)
     step("encode")
     train_bins = table_to_bins(train, schema)  # once: for encode and for the checks
     rows = table_to_rows(train, train_bins, schema)
@@ -206,7 +249,85 @@ def _synthesise(spec, ledger: Ledger, rid: str, plan, train, rngs, m, step):
     sampled = run("sample", project_and_sample, name, moments.state, params, m, rngs[2])
     step("decode")
     synthetic = decode(name, sampled.state, schema, params, rngs[3])
-    return train_bins, (encoded, moments, sampled), synthetic
+    step("validate_output")
+    validate_output(synthetic, schema, staging / "internal")
+    return _Fitted(
+        len(table),
+        len(train),
+        m,
+        [encoded, moments, sampled],
+        (train, train_bins),
+        holdout,
+        synthetic,
+        synthetic,
+        {"name": "memory"},
+    )
+
+
+def _streaming(spec, ledger: Ledger, rid: str, plan, staging: Path, rngs, step) -> _Fitted:
+    """The local and dask engines (factor_gauss): pass 1 validates every chunk and sums the
+    fitted rows' histograms; noise on them (encode); pass 2 sums ZᵀZ; noise once
+    (estimate_private_moments); the factor model (project_and_sample); synthetic rows made,
+    validated and written chunk by chunk (decode). The checks see uniform samples."""
+    schema, params = spec.public_schema(), spec.mechanism_params()
+    job = chunk_job(spec, RowKeys.draw(rngs[4]))
+    run = _spender(spec, ledger, rid, plan)
+    engine = open_engine(spec.engine, spec.data_path)
+    try:
+        step("validate_input")
+        scan = scan_input(engine, job, staging / "internal", _rows_done("validate_input"))
+        check_rows(spec, scan.rows, fitted=scan.fitted)
+        step("encode")
+        encoded = run("encode", measure_marginals, scan, schema, plan, params, rngs[0])
+        step("estimate_private_moments")
+        progress = _rows_done("estimate_private_moments")
+        moments = run(
+            "estimate",
+            stream_moments,
+            engine,
+            job,
+            encoded.state,
+            scan.fitted,
+            plan,
+            params,
+            rngs[1],
+            progress,
+        )
+        facts = engine.describe()
+    finally:
+        engine.close()
+    step("project_and_sample")
+    projected = run("sample", project, moments.state, params)
+    step("decode")
+    m = spec.synthetic_rows or scan.fitted
+    chunk = spec.engine.chunk_rows
+    formats, k = spec.output_formats, spec.checks.sample_rows
+    written = write_synthetic(
+        projected.state, schema, m, chunk, formats, k, staging, rngs[3], _rows_done("decode")
+    )
+    fitted_sample, held_sample = scan.samples()
+    return _Fitted(
+        scan.rows,
+        scan.fitted,
+        m,
+        [encoded, moments, projected],
+        (fitted_sample, table_to_bins(fitted_sample, schema)),
+        held_sample if spec.checks.holdout_fraction else None,
+        written.sample,
+        None,
+        {
+            **facts,
+            "passes": "pass 1: validation and histograms; pass 2: latent second-moment sum"
+            + ("; before them, a pass counting each chunk's rows" if facts.get("counting_pass") else ""),
+            "holdout": "each row held out with probability holdout_fraction, by its position only",
+            "checks_sample": {
+                "rows": k,
+                "note": "the checks ran on uniform samples of at most this many fitted, held-out and "
+                "synthetic rows",
+            },
+            "synthetic_chunks": written.chunks,
+        },
+    )
 
 
 def _undeclared_stages(spec, plan) -> list[str]:
@@ -256,7 +377,7 @@ def release(
     def step(name: str) -> None:
         record.stage = name
         if _progress is not None:
-            _progress(name)
+            _progress(name, None)
 
     try:
         ledger = Ledger(record.ledger_url)
@@ -267,37 +388,32 @@ def release(
             raise DPReleaseError(
                 f"internal error: {spec.mechanism.name} does not say which step spends stage(s) {undeclared}"
             )
-        step("validate_input")
-        table = validate_input(spec, staging / "internal")
-        check_rows(spec, len(table))  # n is public: too few rows, or δ ≥ 1/n, before any noise
         rngs = noise_rngs(insecure_seed, 6)
-        train, holdout = _holdout_split(table, spec.checks.holdout_fraction, rngs[4])
-        m = spec.synthetic_rows or len(train)
-        train_bins, stages, synthetic = _synthesise(spec, ledger, rid, plan, train, rngs, m, step)
-        step("validate_output")
-        validate_output(synthetic, spec.public_schema(), staging / "internal")
+        synthesise = _streaming if spec.engine.streaming else _in_memory
+        fit = synthesise(spec, ledger, rid, plan, staging, rngs, step)
         gates: list[dict] = []
         document = release_document(
             spec,
             rid,
             plan,
-            [mm for st in stages for mm in st.measurements],
-            n=len(table),
-            m=m,
-            facts={k: v for st in stages for k, v in st.facts.items()},
+            [mm for st in fit.stages for mm in st.measurements],
+            n=fit.n,
+            m=fit.m,
+            facts={k: v for st in fit.stages for k, v in st.facts.items()},
             insecure_seed=insecure_seed,
             started=started,
-            n_fitted=len(train),
+            n_fitted=fit.n_fitted,
             ledger_record=ledger_facts(ledger, spec, rid),
             numerics=sampler_note(rngs[1]),
+            engine=fit.engine,
         )
         if spec.checks.enabled:
             gates, document = _run_checks(
                 spec,
                 spec.public_schema(),
-                (train, train_bins),
-                holdout,
-                synthetic,
+                fit.real,
+                fit.holdout,
+                fit.synthetic_for_checks,
                 document,
                 staging,
                 rngs[5],
@@ -312,7 +428,7 @@ def release(
             ledger.finish(rid, status, {"manifest_sha256": manifest_sha256, "bundle": str(dest.resolve())})
             sealed = True
 
-        path = write_bundle(staging, dest, synthetic, document, publish=passed, seal=seal)
+        path = write_bundle(staging, dest, fit.synthetic, document, publish=passed, seal=seal)
         record.reserved = False
         if gates:
             _gate_artifact(rid, gates)

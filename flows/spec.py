@@ -174,11 +174,14 @@ class GateSpec(_Strict):
 
 
 class ChecksSpec(_Strict):
-    """Post-release checks (internal reports) and the gates that can stop a release."""
+    """Post-release checks (internal reports) and the gates that can stop a release.
+    ``sample_rows``: under a streaming engine the checks run on a uniform sample of at most
+    this many fitted, held-out and synthetic rows each (the memory engine uses all rows)."""
 
     enabled: bool = True
     target: str | None = None
     holdout_fraction: float = Field(default=0.0, ge=0.0, le=0.5)
+    sample_rows: int = Field(default=50_000, ge=100, le=5_000_000)
     gates: dict[str, GateSpec] = Field(default_factory=dict)
 
     @field_validator("gates")
@@ -187,6 +190,52 @@ class ChecksSpec(_Strict):
         unknown = sorted(set(v) - set(GATE_METRICS))
         if unknown:
             raise ValueError(f"gates {unknown} must be among {list(GATE_METRICS)}")
+        return v
+
+
+STREAMING_MECHANISMS = ("factor_gauss",)
+
+
+class EngineSpec(_Strict):
+    """Where the data passes run.
+
+    ``memory`` (default): the table is read into memory; every mechanism. ``local``: two
+    streaming passes over chunks of about ``chunk_rows`` rows on this machine (pass 1: GX
+    validation and the histograms; pass 2: the latent second-moment sum); memory grows
+    with the chunk, not with n. ``dask``: the same passes on a Dask cluster, at
+    ``scheduler`` (e.g. ``tcp://10.0.0.5:8786``) or, without it, on a LocalCluster of
+    ``workers`` processes. The noise is drawn once, on the machine running the flow.
+    """
+
+    name: Literal["memory", "local", "dask"] = "memory"
+    chunk_rows: int = Field(default=250_000, ge=1_000, le=20_000_000)
+    scheduler: str | None = Field(default=None, min_length=1)
+    workers: int | None = Field(default=None, ge=1, le=256)
+
+    @model_validator(mode="after")
+    def _dask_only(self) -> EngineSpec:
+        if self.name != "dask" and (self.scheduler is not None or self.workers is not None):
+            raise ValueError("scheduler and workers apply only to name: dask")
+        if self.scheduler is not None and self.workers is not None:
+            raise ValueError("workers sets the size of a LocalCluster; a scheduler's cluster has its own")
+        return self
+
+    @property
+    def streaming(self) -> bool:
+        return self.name != "memory"
+
+
+class OutputSpec(_Strict):
+    """``formats``: the synthetic data files, ``synthetic.csv`` and/or ``synthetic.parquet``;
+    default CSV under the memory engine, Parquet (written chunk by chunk) when streaming."""
+
+    formats: list[Literal["csv", "parquet"]] | None = Field(default=None, min_length=1)
+
+    @field_validator("formats")
+    @classmethod
+    def _once(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError(f"formats ({v}) must name each format once")
         return v
 
 
@@ -199,6 +248,8 @@ class ReleaseSpec(_Strict):
     allocation: dict[str, float] = Field(default_factory=dict)
     synthetic_rows: int | None = Field(default=None, gt=0)
     checks: ChecksSpec = ChecksSpec()
+    engine: EngineSpec = EngineSpec()
+    output: OutputSpec = OutputSpec()
     base_dir: Path = Path(".")
 
     @model_validator(mode="after")
@@ -239,6 +290,12 @@ class ReleaseSpec(_Strict):
                 "fitted input row; remove synthetic_rows"
             )
         self._check_checks(synth.keeps_row_order)
+        if self.engine.streaming and synth.name not in STREAMING_MECHANISMS:
+            raise ValueError(
+                f"engine.name {self.engine.name!r} streams the data in two passes (histograms, then the "
+                f"latent second-moment sum), which only {list(STREAMING_MECHANISMS)} can use; "
+                f"{synth.name} needs every row in memory: use engine.name: memory"
+            )
         return self
 
     def _check_checks(self, keeps_row_order: bool) -> None:
@@ -262,6 +319,12 @@ class ReleaseSpec(_Strict):
                 f"gate correct_link_rate applies only to mechanisms that keep row order, "
                 f"not {self.mechanism.name}"
             )
+
+    @property
+    def output_formats(self) -> list[str]:
+        if self.output.formats is not None:
+            return list(self.output.formats)
+        return ["parquet"] if self.engine.streaming else ["csv"]
 
     @property
     def data_path(self) -> Path:
@@ -305,9 +368,12 @@ class ReleaseSpec(_Strict):
         return Schema(tuple(cols))
 
     def public_dict(self) -> dict:
-        """The spec as published: schema, privacy, mechanism; never the data path."""
+        """The spec as published: schema, privacy, mechanism; never the data path or the
+        Dask scheduler's address."""
         d = self.model_dump(mode="json", by_alias=True, exclude={"base_dir", "dataset"})
         d["dataset"] = {"name": self.dataset.name}
+        if self.engine.scheduler is not None:  # infrastructure, like the data path
+            d["engine"]["scheduler"] = "set (address not published)"
         return d
 
 

@@ -430,7 +430,7 @@ def encode_rows(rows: MixedRows, schema: Schema, code: Code, *, rng: np.random.G
         elif isinstance(col, Ordinal):
             cdf = code.encode_cdfs[o]
             latent = LatentCode((cdf,), (np.arange(col.n_bins),))
-            blocks.append(to_latent(rows.bins[:, [j]], latent, rng=rng))
+            blocks.append(to_latent(rows.bins[:, [j]], latent, rng.random((len(rows), 1))))
             o += 1
         else:
             blocks.append(probit_latent(rows.bins[:, j], col.n_bins, rng))

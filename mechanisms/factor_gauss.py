@@ -38,6 +38,7 @@ from mechanisms.latent import (
 )
 from mechanisms.marginals import measure_histograms, private_distribution
 from mechanisms.primitives import Measurement, measure_stage
+from mechanisms.rowkeys import RowKeys, row_uniforms
 from mechanisms.schema import Schema
 from mechanisms.synthesizer import MixedRows, Stage, Synthesizer
 
@@ -48,11 +49,15 @@ __all__ = [
     "FactorGaussParams",
     "FactorGaussRelease",
     "bound_rows",
+    "code_from_marginals",
     "encode",
     "factor_correlation",
     "fit",
     "latent_model",
+    "latent_rows",
+    "measure_moment_sum",
     "measure_moments",
+    "moment_sum",
     "sample_latent",
     "second_moment_sensitivity",
 ]
@@ -116,6 +121,31 @@ class Encoded:
     bound: float
 
 
+def code_from_marginals(marginals: list[Measurement], n: int, schema: Schema) -> LatentCode:
+    """Post-processing of stage 1: private CDFs (nominal columns by private frequency)."""
+    distributions = [private_distribution(m, n) for m in marginals]
+    return latent_code(distributions, [c.kind == "nominal" for c in schema.columns])
+
+
+def latent_rows(
+    bins: np.ndarray, code: LatentCode, params: FactorGaussParams, dither_key: int, start: int = 0
+) -> np.ndarray:
+    """Stage 2 for rows start … start+n−1: bounded latent scores, dithered inside their
+    bins by ``rowkeys.row_uniforms(dither_key, …)`` (the same rows give the same scores
+    in any chunking; the bound holds for any dither)."""
+    n, p = bins.shape
+    dither = row_uniforms(dither_key, start, n, p)
+    return bound_rows(to_latent(bins, code, dither), params.clip, params.bound(p))
+
+
+def moment_sum(
+    bins: np.ndarray, code: LatentCode, params: FactorGaussParams, dither_key: int, start: int = 0
+) -> np.ndarray:
+    """ZᵀZ over one chunk of rows (a streaming pass sums it over chunks; exact)."""
+    z = latent_rows(bins, code, params, dither_key, start)
+    return z.T @ z
+
+
 def encode(
     bins: np.ndarray,
     schema: Schema,
@@ -126,27 +156,34 @@ def encode(
 ) -> Encoded:
     """Stage 1 (private histograms → CDFs, nominal order) and stage 2 (bounded scores)."""
     marginals = measure_histograms(bins, schema.names, schema.n_bins, budget, rng=rng)
-    n = bins.shape[0]
-    distributions = [private_distribution(m, n) for m in marginals]
-    code = latent_code(distributions, [c.kind == "nominal" for c in schema.columns])
-    bound = params.bound(len(schema))
-    z = bound_rows(to_latent(bins, code, rng=rng), params.clip, bound)
-    return Encoded(z, code, tuple(marginals), bound)
+    code = code_from_marginals(marginals, bins.shape[0], schema)
+    z = latent_rows(bins, code, params, RowKeys.draw(rng).dither)
+    return Encoded(z, code, tuple(marginals), params.bound(len(schema)))
 
 
 def measure_moments(
     z: np.ndarray, bound: float, budget: StageBudget, *, rng: np.random.Generator
 ) -> Measurement:
-    """Stage 3: the upper triangle of S = ZᵀZ/n plus noise (value = the vector).
-
-    Sensitivity: ``second_moment_sensitivity`` (rows must satisfy ‖z‖₂ ≤ B, enforced by
-    ``bound_rows``). Noise: σ = Δ₂/√(2ρ) (Gaussian) or b = Δ₁/ε (Laplace) per entry.
-    """
-    n, p = z.shape
+    """Stage 3 on rows in memory: ``measure_moment_sum`` of ZᵀZ (rows must satisfy
+    ‖z‖₂ ≤ B, enforced by ``bound_rows``)."""
+    n = z.shape[0]
     if np.any(np.linalg.norm(z, axis=1) > bound * (1 + 1e-12)):
         raise ValueError("latent rows must be bounded with bound_rows before measuring")
-    iu = np.triu_indices(p)
-    upper = (z.T @ z / n)[iu]
+    return measure_moment_sum(z.T @ z, n, bound, budget, rng=rng)
+
+
+def measure_moment_sum(
+    total: np.ndarray, n: int, bound: float, budget: StageBudget, *, rng: np.random.Generator
+) -> Measurement:
+    """Stage 3: the upper triangle of S = ZᵀZ/n plus noise (value = the vector), from the
+    exact sum ZᵀZ of rows with ‖z‖₂ ≤ B (one chunk, or summed over chunks: the noise is
+    drawn once, here, never per chunk).
+
+    Sensitivity: ``second_moment_sensitivity``. Noise: σ = Δ₂/√(2ρ) (Gaussian) or
+    b = Δ₁/ε (Laplace) per entry.
+    """
+    p = total.shape[0]
+    upper = (total / n)[np.triu_indices(p)]
     return measure_stage(
         upper,
         budget,

@@ -52,14 +52,16 @@ def latent_code(distributions: list[np.ndarray], nominal: list[bool]) -> LatentC
     return LatentCode(tuple(cdfs), tuple(orders))
 
 
-def to_latent(bins: np.ndarray, code: LatentCode, *, rng: np.random.Generator) -> np.ndarray:
-    """(n, p) bin indices → (n, p) latent normal scores."""
+def to_latent(bins: np.ndarray, code: LatentCode, dither: np.ndarray) -> np.ndarray:
+    """(n, p) bin indices → (n, p) latent normal scores; ``dither`` (n, p) in [0, 1) places
+    each value inside its bin's CDF interval (uniform draws, or ``rowkeys.row_uniforms``
+    so a streaming engine gets the same scores whatever its chunks)."""
     z = np.empty(bins.shape, dtype=float)
     for j, (cdf, order) in enumerate(zip(code.cdfs, code.orders, strict=True)):
         position = np.empty_like(order)
         position[order] = np.arange(len(order))
         pos = position[bins[:, j]]
-        u = cdf[pos] + rng.random(len(pos)) * (cdf[pos + 1] - cdf[pos])
+        u = cdf[pos] + dither[:, j] * (cdf[pos + 1] - cdf[pos])
         z[:, j] = ndtri(np.clip(u, _U_FLOOR, 1 - _U_FLOOR))
     return z
 

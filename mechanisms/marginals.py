@@ -18,6 +18,7 @@ from mechanisms.primitives import Measurement, measure
 __all__ = [
     "histogram",
     "histogram_sensitivity",
+    "measure_counts",
     "measure_histograms",
     "private_distribution",
     "project_to_simplex",
@@ -42,7 +43,16 @@ def measure_histograms(
     *,
     rng: np.random.Generator,
 ) -> list[Measurement]:
-    """One noisy histogram per column; the stage budget is split evenly over columns.
+    """One noisy histogram per column of ``bins``: ``measure_counts`` on their counts."""
+    counts = [histogram(bins[:, j], n_bins[j]) for j in range(len(names))]
+    return measure_counts(counts, names, budget, rng=rng)
+
+
+def measure_counts(
+    counts: list[np.ndarray], names: list[str], budget: StageBudget, *, rng: np.random.Generator
+) -> list[Measurement]:
+    """One noisy histogram per column from its exact counts (summed over chunks by a
+    streaming engine); the stage budget is split evenly over columns.
 
     Sensitivity: Δ₂ = √2 (Gaussian, zCDP) or Δ₁ = 2 (Laplace, pure ε) per histogram.
     Noise: σ_j = √2/√(2ρ_j) with ρ_j = ρ/p; or b_j = 2/ε_j with ε_j = ε/p.
@@ -52,7 +62,7 @@ def measure_histograms(
     shares = split_budget(budget.rho if zcdp else budget.epsilon, [1.0] * len(names))
     return [
         measure(
-            histogram(bins[:, j], n_bins[j]),
+            np.asarray(counts[j], dtype=float),
             share=shares[j],
             zcdp=zcdp,
             l2_sensitivity=histogram_sensitivity("l2"),

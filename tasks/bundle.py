@@ -3,8 +3,8 @@ failure record a failed run leaves instead.
 
 Layout of ``<out>/<release_id>/``:
 
-* ``public/``: ``synthetic.csv``, ``budget_plan.json``, ``release.json``, ``README.txt``,
-  ``manifest.json`` (sha256 of every other public file);
+* ``public/``: ``synthetic.csv`` and/or ``synthetic.parquet``, ``budget_plan.json``,
+  ``release.json``, ``README.txt``, ``manifest.json`` (sha256 of every other public file);
 * ``internal/``: validation reports (with counts) and ``manifest.json`` — for the steward
   and the auditor only.
 
@@ -35,6 +35,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
@@ -162,12 +163,13 @@ def release_document(
     n_fitted: int | None = None,
     ledger_record: dict | None = None,
     numerics: str = "",
+    engine: dict | None = None,
 ) -> dict:
     """``public/release.json``: what was released and how; no data path, no raw value.
     ``n_fitted`` < n when ``checks.holdout_fraction`` keeps rows out of the release.
     ``facts`` are the public facts the synthesis stages reported; ``ledger_record`` where the
     spend is recorded (``ledger_db.ledger_facts``); ``numerics`` how the noise was sampled
-    (``primitives.sampler_note``)."""
+    (``primitives.sampler_note``); ``engine`` public facts about where the passes ran."""
     synth = MECHANISMS[spec.mechanism.name]
     book = ledger(
         plan,
@@ -201,6 +203,11 @@ def release_document(
             "ledger": book,
             "numerics": numerics,
             "ledger_record": ledger_record,
+        },
+        "engine": engine or {"name": "memory"},
+        "outputs": {
+            f"synthetic.{f}": {"rows": m, "format": f, "columns": list(spec.columns)}
+            for f in spec.output_formats
         },
         "randomness": (
             {"source": "os-entropy", "fit_for_publication": True}
@@ -236,7 +243,10 @@ def _readme(doc: dict) -> str:
         ),
         NEIGHBOUR_STATEMENT,
         "",
-        "synthetic.csv      the synthetic data, with the columns and types of the public schema",
+        *(
+            f"{name:<18} the synthetic data ({out['format']}), the public schema's columns and types"
+            for name, out in doc["outputs"].items()
+        ),
         "release.json       schema, mechanism, parameters, budget ledger, software versions",
         "budget_plan.json   the budget split fixed before the data was read",
         "manifest.json      sha256 of every file above",
@@ -274,6 +284,15 @@ def _io_error(what: str, folder: Path, e: OSError, after: str = "") -> DPRelease
     )
 
 
+def write_parquet(table: pd.DataFrame, path: Path) -> None:
+    """Parquet through pyarrow; a write that fails part way removes the partial file."""
+    try:
+        pq.write_table(pa.Table.from_pandas(table, preserve_index=False), path)
+    except OSError:
+        path.unlink(missing_ok=True)
+        raise
+
+
 def write_csv(table: pd.DataFrame, path: Path) -> None:
     """CSV through pyarrow (≈10× faster than pandas on 1M rows); quotes only where needed.
     A write that fails part way removes the partial file."""
@@ -305,7 +324,7 @@ def _manifest(folder: Path) -> None:
 def write_bundle(
     staging: Path,
     dest: Path,
-    synthetic: pd.DataFrame,
+    synthetic: pd.DataFrame | None,
     document: dict,
     *,
     publish: bool = True,
@@ -314,6 +333,8 @@ def write_bundle(
     """Write the public files and manifests into ``staging``, then rename it to ``dest``.
     With ``publish=False`` (a gate failed) there is no ``public/``: the record of what was
     spent goes to ``internal/release.json`` beside the budget plan and the reports.
+    ``synthetic`` None: a streaming engine has already written the synthetic files into
+    ``public/``, chunk by chunk (they are removed with it when a gate failed).
     ``seal`` gets the sha256 of the manifest (public, or internal when gated) just before
     the rename: the flow writes it into the ledger's closing row.
     An OSError (disk full, not writable) becomes a ``DPReleaseError`` naming the folder and
@@ -322,7 +343,10 @@ def write_bundle(
     public, internal = staging / "public", staging / "internal"
     try:
         if publish:
-            write_csv(synthetic, public / "synthetic.csv")
+            if synthetic is not None:
+                writers = {"csv": write_csv, "parquet": write_parquet}
+                for name, out in document["outputs"].items():
+                    writers[out["format"]](synthetic, public / name)
             write_json(public / "release.json", document)
             (public / "README.txt").write_text(_readme(document))
             _manifest(public)

@@ -81,15 +81,17 @@ def fitted_rows(spec: ReleaseSpec, n: int) -> int:
     return n - int(spec.checks.holdout_fraction * n)
 
 
-def check_rows(spec: ReleaseSpec, n: int) -> None:
+def check_rows(spec: ReleaseSpec, n: int, fitted: int | None = None) -> None:
     """Refuse, before any noise is drawn, a table of n rows that is too small for the
     mechanism (``Synthesizer.min_rows`` on the fitted rows), for the post-release checks,
     or for ``privacy.delta`` (δ ≥ 1/n). n is public under replace-one, so the message may
-    quote it."""
+    quote it. ``fitted``: the streaming engines' fitted count (their holdout coin is per
+    row); default n − ⌊holdout_fraction·n⌋."""
     if n < 1:
         raise InputValidationError("the input has no data rows; nothing was spent")
     synth = MECHANISMS[spec.mechanism.name]
-    fitted, fraction = fitted_rows(spec, n), spec.checks.holdout_fraction
+    fitted = fitted_rows(spec, n) if fitted is None else fitted
+    fraction = spec.checks.holdout_fraction
     held = f" ({n - fitted} held out by checks.holdout_fraction {fraction:g})" if fraction else ""
     more = "supply more rows" + (" or lower checks.holdout_fraction" if fraction else "")
     problems = []

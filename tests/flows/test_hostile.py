@@ -558,7 +558,8 @@ def test_write_errors_become_clear_messages(code, reason, hint, tmp_path, monkey
     out = tmp_path / "out"
     staging = _staging(out)
     with pytest.raises(DPReleaseError) as err:
-        bundle.write_bundle.fn(staging, out / "r", pd.DataFrame({"a": [1]}), {})
+        document = {"outputs": {"synthetic.csv": {"format": "csv"}}}
+        bundle.write_bundle.fn(staging, out / "r", pd.DataFrame({"a": [1]}), document)
     message = str(err.value)
     assert message.startswith(
         f"writing the release bundle into '{out}' failed: {reason}; nothing was published"

@@ -68,10 +68,14 @@ def test_demo_release_end_to_end(tmp_path):
         "spec",
         "mechanism",
         "privacy",
+        "engine",
+        "outputs",
         "randomness",
         "software",
         "times",
     }  # no check results
+    assert doc["engine"] == {"name": "memory"}
+    assert doc["outputs"]["synthetic.csv"]["rows"] == doc["privacy"]["synthetic_rows"]
     assert "replacing one record" in doc["privacy"]["statement"]
     assert doc["randomness"] == {**doc["randomness"], "source": "insecure-seed", "fit_for_publication": False}
     assert (public / "README.txt").read_text().startswith("NOT FIT FOR PUBLICATION")

@@ -1,0 +1,282 @@
+"""The input in chunks: reading, per-chunk work, and combining (plain functions, no Prefect).
+
+Both streaming engines (``tasks.engines``) run the *same* functions on each chunk and
+combine the results the same way; only where the chunk boundaries fall differs (pyarrow
+batches on one machine, byte ranges or row groups on Dask). Every per-row random choice
+is keyed by the row's position in the file (``mechanisms.rowkeys``), so the combined
+statistics do not depend on the boundaries: equal up to floating-point summation order.
+
+Reading: every CSV column is read as text and the continuous ones converted here, per
+chunk: int64 when every cell is a whole number, else float64, else left as text for the
+schema's type rule to name (the memory engine's reader gives the same types). Parquet
+columns keep their stored types. A CSV value may not contain a line break (both engines
+split the file at line ends).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+
+from mechanisms import factor_gauss as fg
+from mechanisms.latent import LatentCode
+from mechanisms.rowkeys import RowKeys, holdout_mask, row_uniforms
+from mechanisms.schema import Continuous, Schema
+from tasks.tables import DataError, check_columns, clip_to_bounds, map_unknown, table_to_bins
+
+__all__ = [
+    "ChunkJob",
+    "Scan",
+    "add_counts",
+    "block_bytes",
+    "csv_header",
+    "input_format",
+    "local_chunks",
+    "parse_csv_block",
+    "read_row_group",
+]
+
+_NUMERIC_NA = ["", "NA", "NaN", "nan", "null", "NULL"]
+_PRIORITY = "__priority__"
+
+
+def input_format(path: Path) -> str:
+    """``csv`` (optionally gzipped) or ``parquet``, from the file name."""
+    if not path.is_file():
+        raise DataError(f"dataset file '{path}' does not exist; fix dataset.path in the spec")
+    if path.suffix.lower() == ".parquet":
+        return "parquet"
+    if "".join(path.suffixes[-2:]).lower().endswith((".csv", ".csv.gz")):
+        return "csv"
+    raise DataError(f"dataset file '{path}' must end in .csv, .csv.gz or .parquet")
+
+
+def csv_header(path: Path) -> list[str]:
+    """The header's column names (the reader needs them to read every column as text)."""
+    return pa_csv.open_csv(path, read_options=pa_csv.ReadOptions(block_size=1 << 16)).schema.names
+
+
+def block_bytes(path: Path, chunk_rows: int) -> int:
+    """Bytes per chunk of about ``chunk_rows`` rows: the mean line length of the first MiB
+    (of the uncompressed text) times ``chunk_rows``."""
+    with pa.input_stream(str(path), compression="detect") as f:
+        head = f.read(1 << 20)
+    per_row = max(len(head) / max(head.count(b"\n"), 1), 8.0)
+    return int(min(max(chunk_rows * per_row, 1 << 16), (1 << 31) - 1))
+
+
+def _convert(names: list[str]) -> pa_csv.ConvertOptions:
+    return pa_csv.ConvertOptions(column_types={c: pa.string() for c in names}, strings_can_be_null=False)
+
+
+def local_chunks(path: Path, chunk_rows: int) -> Iterator[pa.Table]:
+    """The local engine's chunks, read one at a time: pyarrow's streaming CSV reader (blocks
+    of ``block_bytes``) or Parquet batches of ``chunk_rows``. A malformed file is reported
+    by kind, never by the parser's message (which may quote a row)."""
+    try:
+        if input_format(path) == "parquet":
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=chunk_rows):
+                yield pa.Table.from_batches([batch])
+            return
+        reader = pa_csv.open_csv(
+            path,
+            read_options=pa_csv.ReadOptions(block_size=block_bytes(path, chunk_rows)),
+            convert_options=_convert(csv_header(path)),
+        )
+        for batch in reader:
+            yield pa.Table.from_batches([batch])
+    except (pa.ArrowInvalid, OSError) as e:
+        raise _unreadable(path, e) from None
+
+
+def _unreadable(path: Path, e: Exception) -> DataError:
+    return DataError(
+        f"dataset file '{path}' could not be read ({type(e).__name__}); check that it is a complete, "
+        "well-formed file with one header row and no line breaks inside values"
+    )
+
+
+def parse_csv_block(block: bytes, header: bytes, first: bool, names: list[str]) -> pa.Table:
+    """One Dask byte range (whole lines) as a table; ranges after the first get the header."""
+    try:
+        data = pa.py_buffer(block if first else header + block)
+        return pa_csv.read_csv(data, convert_options=_convert(names))
+    except pa.ArrowInvalid as e:
+        raise DataError(
+            f"a block of the dataset file could not be read ({type(e).__name__}); check that it is a "
+            "complete, well-formed CSV file with no line breaks inside values"
+        ) from None
+
+
+def read_row_group(path: str, index: int) -> pa.Table:
+    """One Parquet row group (a Dask engine's chunk of a Parquet input)."""
+    return pq.ParquetFile(path).read_row_group(index)
+
+
+def _numeric(col: pa.ChunkedArray) -> pd.Series:
+    """A text column of a continuous variable → int64 if every present cell is a whole
+    number, else float64, else the text (for the type rule); the NA tokens are missing."""
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        return col.to_pandas()
+    col = pc.if_else(pc.is_in(col, pa.array(_NUMERIC_NA)), pa.scalar(None, col.type), col)
+    for kind in (pa.int64(), pa.float64()):
+        try:
+            return pc.cast(col, kind).to_pandas()
+        except pa.ArrowInvalid:
+            continue
+    return col.to_pandas()
+
+
+def to_frame(table: pa.Table, schema: Schema, missing: dict[str, str]) -> pd.DataFrame:
+    """A chunk as the validation suite sees it: the schema's columns in order, continuous
+    ones numeric where they can be, text cells empty → missing → the declared token."""
+    check_columns(table.column_names, schema)
+    data = {}
+    for c in schema.columns:
+        col = table.column(c.name)
+        if isinstance(c, Continuous):
+            data[c.name] = _numeric(col)
+            continue
+        text = col.cast(pa.string()).to_pandas() if not pa.types.is_string(col.type) else col.to_pandas()
+        text = text.where(text != "")
+        data[c.name] = text.fillna(missing[c.name]) if c.name in missing else text
+    return pd.DataFrame(data)
+
+
+def _total(a: int | None, b: int | None) -> int | None:
+    """A count GX reports for some expectations only (``None`` for a type rule)."""
+    return None if a is None and b is None else (a or 0) + (b or 0)
+
+
+def add_counts(a: list[dict], b: list[dict]) -> list[dict]:
+    """Per-expectation validation records of two chunks as one (counts add up)."""
+    out = []
+    for x, y in zip(a, b, strict=True):
+        out.append(
+            {
+                **x,
+                "success": x["success"] and y["success"],
+                "element_count": _total(x["element_count"], y["element_count"]),
+                "unexpected_count": _total(x["unexpected_count"], y["unexpected_count"]),
+                "raised_exception": x["raised_exception"] or y["raised_exception"],
+            }
+        )
+    return out
+
+
+def _smallest(a: pd.DataFrame, b: pd.DataFrame, k: int) -> pd.DataFrame:
+    return pd.concat([a, b], ignore_index=True).nsmallest(k, _PRIORITY, keep="first").reset_index(drop=True)
+
+
+@dataclass
+class Scan:
+    """Pass 1 over some rows: their count, the validation records (confidential counts),
+    the policy counts, the fitted rows' histograms (``None`` once a chunk broke the
+    schema) and uniform samples (bottom-k by a positional priority) of fitted and
+    held-out rows for the checks."""
+
+    rows: int
+    fitted: int
+    validation: list[dict]
+    changed: dict[str, dict[str, int]]
+    counts: list[np.ndarray] | None
+    fitted_sample: pd.DataFrame = field(repr=False)
+    held_sample: pd.DataFrame = field(repr=False)
+
+    @property
+    def valid(self) -> bool:
+        return all(r["success"] for r in self.validation)
+
+    def combine(self, other: Scan, k: int) -> Scan:
+        counts = (
+            None
+            if self.counts is None or other.counts is None
+            else [a + b for a, b in zip(self.counts, other.counts, strict=True)]
+        )
+        changed = {
+            kind: {c: n + other.changed[kind][c] for c, n in cols.items()}
+            for kind, cols in self.changed.items()
+        }
+        return Scan(
+            self.rows + other.rows,
+            self.fitted + other.fitted,
+            add_counts(self.validation, other.validation),
+            changed,
+            counts,
+            _smallest(self.fitted_sample, other.fitted_sample, k),
+            _smallest(self.held_sample, other.held_sample, k),
+        )
+
+    def samples(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The check samples in file order, without their priority column."""
+
+        def clean(df: pd.DataFrame) -> pd.DataFrame:
+            return df.sort_values("__row__").drop(columns=[_PRIORITY, "__row__"]).reset_index(drop=True)
+
+        return clean(self.fitted_sample), clean(self.held_sample)
+
+
+@dataclass(frozen=True)
+class ChunkJob:
+    """What every chunk needs to know: the public schema and the spec's policies, the row
+    keys, the holdout fraction and the check-sample size. Pickled to Dask workers."""
+
+    schema: Schema
+    missing: dict[str, str]
+    clip: tuple[str, ...]
+    other: dict[str, str]
+    keys: RowKeys
+    holdout_fraction: float
+    sample_rows: int
+
+    def frame(self, table: pa.Table) -> tuple[pd.DataFrame, dict[str, dict[str, int]]]:
+        """The chunk as a table with the declared policies applied, and their counts."""
+        df = to_frame(table, self.schema, self.missing)
+        return df, {
+            "out_of_bounds_clipped": clip_to_bounds(df, self.schema, list(self.clip)),
+            "unknown_mapped_to_other": map_unknown(df, self.schema, self.other),
+        }
+
+    def scan(self, table: pa.Table, start: int) -> Scan:
+        """Pass 1 on rows start … start+len−1: GX validation, then (if valid) histograms of
+        the fitted rows and the samples."""
+        from expectations.suite import validate_table  # GX is heavy: import on first use
+
+        df, changed = self.frame(table)
+        n = len(df)
+        _, records = validate_table(df, self.schema, "input")
+        held = holdout_mask(self.keys.holdout, start, n, self.holdout_fraction)
+        priority = row_uniforms(self.keys.sample, start, n, 1)[:, 0]
+        tagged = df.assign(**{_PRIORITY: priority, "__row__": np.arange(start, start + n)})
+        counts = None
+        if all(r["success"] for r in records):
+            bins = table_to_bins(df, self.schema)[~held]
+            counts = [np.bincount(bins[:, j], minlength=k) for j, k in enumerate(self.schema.n_bins)]
+        k = self.sample_rows
+        return Scan(
+            n,
+            int(n - held.sum()),
+            records,
+            changed,
+            counts,
+            tagged[~held].nsmallest(k, _PRIORITY, keep="first"),
+            tagged[held].nsmallest(k, _PRIORITY, keep="first"),
+        )
+
+    def moments(
+        self, table: pa.Table, start: int, code: LatentCode, params: fg.FactorGaussParams
+    ) -> np.ndarray:
+        """Pass 2 on rows start … start+len−1: ZᵀZ over the fitted rows (exact)."""
+        df, _ = self.frame(table)
+        bins = table_to_bins(df, self.schema)
+        held = holdout_mask(self.keys.holdout, start, len(df), self.holdout_fraction)
+        z = fg.latent_rows(bins, code, params, self.keys.dither, start)[~held]
+        return z.T @ z

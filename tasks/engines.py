@@ -1,0 +1,184 @@
+"""Streaming engines: run a per-chunk function over the input and combine the results.
+
+``LocalEngine`` reads the chunks one after another in this process (memory: one chunk
+plus the running result). ``DaskEngine`` maps the same function over byte ranges (CSV,
+split at line ends by ``dask.bytes.read_bytes``, the splitter behind
+``dask.dataframe.read_csv``) or row groups (Parquet) on a Dask cluster and combines the
+partial results pairwise on the workers, so only the final one travels to this process.
+Both hand the function the chunk's first global row index (Dask needs a first counting
+pass for a CSV input to know it; a Parquet footer states it), which keys all per-row
+randomness (``mechanisms.rowkeys``). No noise is drawn here: the flow adds it to the
+combined statistic, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from flows.spec import EngineSpec
+from mechanisms.errors import DPReleaseError
+from tasks.chunks import block_bytes, csv_header, input_format, local_chunks, parse_csv_block, read_row_group
+
+__all__ = ["DaskEngine", "LocalEngine", "open_engine"]
+
+R = TypeVar("R")
+CONNECT_TIMEOUT = "30s"
+ChunkFn = Callable[[pa.Table, int], R]
+Progress = Callable[[int], None]
+
+
+class LocalEngine:
+    """Chunks of about ``chunk_rows`` rows, read in order by this process."""
+
+    name = "local"
+
+    def __init__(self, path: Path, chunk_rows: int) -> None:
+        self.path, self.chunk_rows = path, chunk_rows
+        self.chunks_read = 0
+
+    def run(self, fn: ChunkFn, combine: Callable[[R, R], R], progress: Progress | None = None) -> R:
+        """combine(… combine(fn(chunk₀, 0), fn(chunk₁, n₀)) …), one chunk in memory at a time."""
+        result, start, count = None, 0, 0
+        for table in local_chunks(self.path, self.chunk_rows):
+            part = fn(table, start)
+            result = part if result is None else combine(result, part)
+            start += table.num_rows
+            count += 1
+            if progress is not None:
+                progress(start)
+        if result is None:
+            raise DPReleaseError(f"dataset file '{self.path}' has no data rows")
+        self.chunks_read = count
+        return result
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "chunk_rows": self.chunk_rows, "chunks": self.chunks_read}
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _count(table: pa.Table, start: int) -> int:
+    return table.num_rows
+
+
+def _call(fn: ChunkFn, load: Callable[..., pa.Table], args: tuple, start: int) -> Any:
+    return fn(load(*args), start)
+
+
+def _tree(parts: list, combine: Callable) -> Any:
+    """Pairwise combination as a balanced tree of delayed calls (runs on the workers)."""
+    from dask import delayed
+
+    while len(parts) > 1:
+        paired = [delayed(combine)(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
+        parts = paired + ([parts[-1]] if len(parts) % 2 else [])
+    return parts[0]
+
+
+class DaskEngine:
+    """The same passes on a Dask cluster: ``scheduler`` (an address) or a LocalCluster of
+    ``workers`` single-threaded processes. Workers must be able to read the dataset path
+    (a shared file system)."""
+
+    name = "dask"
+
+    def __init__(self, path: Path, chunk_rows: int, scheduler: str | None, workers: int | None) -> None:
+        from distributed import Client, LocalCluster
+
+        self.path, self.chunk_rows, self.scheduler = path, chunk_rows, scheduler
+        self.cluster = None
+        try:
+            if scheduler is None:
+                self.cluster = LocalCluster(
+                    n_workers=workers or 2, threads_per_worker=1, processes=True, dashboard_address=None
+                )
+                self.client = Client(self.cluster)
+            else:
+                self.client = Client(scheduler, timeout=CONNECT_TIMEOUT)
+        except (OSError, TimeoutError) as e:
+            if self.cluster is not None:
+                self.cluster.close()
+            raise DPReleaseError(
+                f"engine.scheduler: could not connect to the Dask scheduler ({type(e).__name__}); check the "
+                "address (tcp://host:8786) and that the scheduler is running; nothing was read or spent"
+            ) from None
+        self.workers = len(self.client.scheduler_info(n_workers=-1)["workers"])
+        self._pieces = self._split()
+        self._starts: list[int] | None = None
+
+    def _split(self) -> list[tuple[Callable[..., pa.Table], tuple]]:
+        """(loader, its arguments) per chunk: byte ranges of whole lines, or row groups."""
+        from dask.bytes import read_bytes
+
+        if input_format(self.path) == "parquet":
+            meta = pq.ParquetFile(self.path).metadata
+            self._lengths = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+            return [(read_row_group, (str(self.path), i)) for i in range(meta.num_row_groups)]
+        self._lengths = None
+        names = csv_header(self.path)
+        with pa.input_stream(str(self.path), compression="detect") as f:
+            header = f.read(1 << 20).split(b"\n", 1)[0] + b"\n"
+        gz = self.path.suffix.lower() == ".gz"
+        _, blocks = read_bytes(
+            str(self.path),
+            delimiter=b"\n",
+            blocksize=None if gz else block_bytes(self.path, self.chunk_rows),
+            compression="gzip" if gz else None,
+            sample=False,
+        )
+        return [(parse_csv_block, (b, header, i == 0, names)) for i, b in enumerate(blocks[0])]
+
+    def _first_rows(self) -> list[int]:
+        """Each chunk's first global row index: a counting pass for CSV (once per release)."""
+        if self._starts is None:
+            from dask import delayed
+
+            lengths = self._lengths
+            if lengths is None:
+                counts = [delayed(_call)(_count, load, args, 0) for load, args in self._pieces]
+                lengths = list(self.client.compute(counts, sync=True))
+            self._starts = [sum(lengths[:i]) for i in range(len(lengths))]
+            self._total = sum(lengths)
+        return self._starts
+
+    def run(self, fn: ChunkFn, combine: Callable[[R, R], R], progress: Progress | None = None) -> R:
+        from dask import delayed
+
+        starts = self._first_rows()
+        if self._total == 0:
+            raise DPReleaseError(f"dataset file '{self.path}' has no data rows")
+        pieces = zip(self._pieces, starts, strict=True)
+        parts = [delayed(_call)(fn, load, args, start) for (load, args), start in pieces]
+        result = self.client.compute(_tree(parts, combine), sync=True)
+        if progress is not None:
+            progress(self._total)
+        return result
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "chunk_rows": self.chunk_rows,
+            "chunks": len(self._pieces),
+            "workers": self.workers,
+            "cluster": "LocalCluster" if self.scheduler is None else "scheduler (address not published)",
+            "counting_pass": self._lengths is None,
+        }
+
+    def close(self) -> None:
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+def open_engine(engine: EngineSpec, path: Path) -> LocalEngine | DaskEngine:
+    """The spec's streaming engine for the dataset at ``path`` (closed by the caller)."""
+    input_format(path)  # a missing or misnamed file is an error before any cluster starts
+    if engine.name == "local":
+        return LocalEngine(path, engine.chunk_rows)
+    return DaskEngine(path, engine.chunk_rows, engine.scheduler, engine.workers)

@@ -1,0 +1,77 @@
+"""The Dask engine on a LocalCluster (2 worker processes) against the local engine: the
+same sufficient statistics on the same data, for CSV and Parquet input."""
+
+import functools
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from flows.spec import load_spec
+from mechanisms.errors import DPReleaseError
+from tasks.chunks import Scan
+from tasks.engines import DaskEngine, LocalEngine
+from tasks.streaming import chunk_job
+from tests.flows.helpers import adult_rows, write_spec
+from tests.streaming.test_passes import KEYS, PARAMS, _code
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+        yield c.scheduler_address
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("dask")
+    rows = adult_rows(20_000, seed=4)
+    spec = load_spec(write_spec(tmp, rows, checks={"holdout_fraction": 0.2, "sample_rows": 400}))
+    parquet = tmp / "data.parquet"
+    pq.write_table(pa.Table.from_pandas(rows, preserve_index=False), parquet, row_group_size=6_000)
+    return spec, parquet
+
+
+def _run(engine, job):
+    scan = engine.run(job.scan, functools.partial(Scan.combine, k=job.sample_rows))
+    code = _code(job.schema, scan.counts)
+    total = engine.run(functools.partial(job.moments, code=code, params=PARAMS), np.add)
+    return scan, code, total
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_dask_statistics_equal_the_local_engine(cluster, data, fmt):
+    spec, parquet = data
+    path = spec.data_path if fmt == "csv" else parquet
+    job = chunk_job(spec, KEYS)
+    local_scan, code, local_total = _run(LocalEngine(path, 20_000), job)
+    engine = DaskEngine(path, 3_000, cluster, None)
+    try:
+        scan = engine.run(job.scan, functools.partial(Scan.combine, k=job.sample_rows))
+        total = engine.run(functools.partial(job.moments, code=code, params=PARAMS), np.add)
+        facts = engine.describe()
+    finally:
+        engine.close()
+    assert facts["chunks"] > 2 and facts["workers"] == 2
+    assert facts["counting_pass"] is (fmt == "csv")  # a Parquet footer gives the row counts
+    assert (scan.rows, scan.fitted) == (local_scan.rows, local_scan.fitted) == (20_000, local_scan.fitted)
+    for got, want in zip(scan.counts, local_scan.counts, strict=True):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(total, local_total, rtol=1e-12)
+    assert scan.validation == local_scan.validation
+    for got, want in zip(scan.samples(), local_scan.samples(), strict=True):
+        assert got.equals(want)
+
+
+def test_a_wrong_scheduler_address_is_a_clear_error(data, monkeypatch):
+    import tasks.engines
+
+    monkeypatch.setattr(tasks.engines, "CONNECT_TIMEOUT", "2s")
+    spec, _ = data
+    with pytest.raises(DPReleaseError, match="could not connect to the Dask scheduler"):
+        DaskEngine(spec.data_path, 3_000, "tcp://127.0.0.1:9", None)
