@@ -15,7 +15,7 @@ REPRODUCTIONS = (
     "lda_ppd",
     "spectral",
 )  # benchmarks/repro_<item>.py: run() and render()
-BENCH_MODULES = ("sampler", "ledger")  # benchmarks/bench_<item>.py: run() and render()
+BENCH_MODULES = ("sampler", "ledger", "stream")  # benchmarks/bench_<item>.py: run() and render()
 ITEMS = ("mechanism", "scale", "demo", "utility", "peers", *REPRODUCTIONS, *BENCH_MODULES)
 TITLES = {
     "mechanism": "1. Mechanism time on Adult (in-process, no Prefect)",
@@ -31,6 +31,7 @@ TITLES = {
     "spectral": "11. Reproduction: spectral anonymization P/J/O (Perkonoja, Virta), simulations and linkage",
     "sampler": "12. Noise sampler throughput: numpy against OpenDP (vetted), and the cost in a release",
     "ledger": "13. Budget ledger cost per release: SQLite against PostgreSQL, by the dataset's history",
+    "stream": "14. Streaming releases: 100k, 1M and 10M rows on the local engine; Dask against local at 1M",
 }
 PEER_VENV = "python3 -m venv .venv-peers && .venv-peers/bin/pip install torch==2.13.0 smartnoise-synth"
 SERVER_VARS = "PREFECT_SERVER_ANALYTICS_ENABLED=false PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=90"
@@ -522,7 +523,24 @@ def _summary(results: dict[str, Any]) -> list[str]:
         )
     if lg := results.get("ledger"):
         rows.append(_ledger_row(lg["figures"]))
+    if st := results.get("stream"):
+        rows += _stream_rows(st["figures"])
     return [*rows, ""]
+
+
+def _stream_rows(f: dict[str, Any]) -> list[str]:
+    out = []
+    if big := next((r for r in f["runs"] if r["rows"] == 10_000_000), None):
+        t, gb = big["wall_s"], big["peak_rss_tree_mb"] / 1024
+        out += [
+            f"| 14 | 10M-row streaming release (local engine) < 5 min | {t:.0f} s | {_met(t < 300)} |",
+            f"| 14 | 10M-row streaming release peak RSS < 3 GB | {gb:.2f} GB | {_met(gb < 3)} |",
+        ]
+    out.append(
+        f"| 14 | (cost, no target) time against n; Dask (2 workers) over local at 1M rows | "
+        f"{f['fit']['s_per_million_rows']:.1f} s per million rows; {f['dask_over_local_1m']:.2f}× | |"
+    )
+    return out
 
 
 def _ledger_row(f: dict[str, Any]) -> str:
