@@ -10,7 +10,8 @@ MST and AIM; needs a separate venv, see ``benchmarks/peers.py``, and runs only w
 (numpy against OpenDP noise throughput, ``benchmarks/bench_sampler.py``), 13 ``ledger`` (the
 SQL budget ledger's cost per release, SQLite against a throw-away PostgreSQL,
 ``benchmarks/bench_ledger.py``), 14 ``stream`` (100k / 1M / 10M-row streaming releases
-through the CLI, and Dask against local at 1M, ``benchmarks/bench_stream.py``). Results are merged into ``benchmarks/results.json`` (items not
+through the CLI, and Dask against local at 1M, ``benchmarks/bench_stream.py``).
+Results are merged into ``benchmarks/results.json`` (items not
 rerun keep their last figures) and BENCHMARKS.md is rewritten from it.
 """
 
