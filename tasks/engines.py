@@ -2,8 +2,8 @@
 
 ``LocalEngine`` reads the chunks one after another in this process (memory: one chunk
 plus the running result). ``DaskEngine`` maps the same function over byte ranges (CSV,
-split at line ends by ``dask.bytes.read_bytes``, the splitter behind
-``dask.dataframe.read_csv``) or row groups (Parquet) on a Dask cluster and combines the
+whole lines by fsspec's ``read_block``, the splitter behind ``dask.dataframe.read_csv``)
+or row groups (Parquet) on a Dask cluster and combines the
 partial results pairwise on the workers, so only the final one travels to this process.
 Both hand the function the chunk's first global row index (Dask needs a first counting
 pass for a CSV input to know it; a Parquet footer states it), which keys all per-row
@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from flows.spec import EngineSpec
 from mechanisms.errors import DPReleaseError
-from tasks.chunks import block_bytes, csv_header, input_format, local_chunks, parse_csv_block, read_row_group
+from tasks.chunks import block_bytes, csv_header, input_format, local_chunks, read_csv_range, read_row_group
 
 __all__ = ["DaskEngine", "LocalEngine", "open_engine"]
 
@@ -67,8 +67,22 @@ def _count(table: pa.Table, start: int) -> int:
     return table.num_rows
 
 
+class WorkerError(DPReleaseError):
+    """An unexpected error on a Dask worker, reported by type only (Dask logs a failed
+    task's exception on the worker; its message might quote a value)."""
+
+
 def _call(fn: ChunkFn, load: Callable[..., pa.Table], args: tuple, start: int) -> Any:
-    return fn(load(*args), start)
+    """fn on one chunk, on a worker; an unexpected error leaves it as a ``WorkerError``."""
+    try:
+        return fn(load(*args), start)
+    except DPReleaseError:
+        raise
+    except Exception as e:
+        raise WorkerError(
+            f"a chunk failed on a Dask worker ({type(e).__name__}); rerun with engine.name: local to "
+            "keep the cause in the failure record's internal/traceback.txt"
+        ) from None
 
 
 def _tree(parts: list, combine: Callable) -> Any:
@@ -113,9 +127,8 @@ class DaskEngine:
         self._starts: list[int] | None = None
 
     def _split(self) -> list[tuple[Callable[..., pa.Table], tuple]]:
-        """(loader, its arguments) per chunk: byte ranges of whole lines, or row groups."""
-        from dask.bytes import read_bytes
-
+        """(loader, its arguments) per chunk: byte ranges of whole lines (one range for a
+        gzipped file, which cannot be entered in the middle), or Parquet row groups."""
         if input_format(self.path) == "parquet":
             meta = pq.ParquetFile(self.path).metadata
             self._lengths = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
@@ -124,15 +137,11 @@ class DaskEngine:
         names = csv_header(self.path)
         with pa.input_stream(str(self.path), compression="detect") as f:
             header = f.read(1 << 20).split(b"\n", 1)[0] + b"\n"
-        gz = self.path.suffix.lower() == ".gz"
-        _, blocks = read_bytes(
-            str(self.path),
-            delimiter=b"\n",
-            blocksize=None if gz else block_bytes(self.path, self.chunk_rows),
-            compression="gzip" if gz else None,
-            sample=False,
-        )
-        return [(parse_csv_block, (b, header, i == 0, names)) for i, b in enumerate(blocks[0])]
+        path = str(self.path)
+        if self.path.suffix.lower() == ".gz":
+            return [(read_csv_range, (path, 0, None, header, names))]
+        size, step = self.path.stat().st_size, block_bytes(self.path, self.chunk_rows)
+        return [(read_csv_range, (path, off, step, header, names)) for off in range(0, size, step)]
 
     def _first_rows(self) -> list[int]:
         """Each chunk's first global row index: a counting pass for CSV (once per release)."""

@@ -132,3 +132,25 @@ def test_peak_memory_grows_with_the_chunk_not_with_n(adult, tmp_path, monkeypatc
     bigger_chunks = _peak_bytes(spec, code, files[24_000], 6_000)
     assert large < 1.25 * small, (small, large)
     assert bigger_chunks > 1.5 * small, (small, bigger_chunks)
+
+
+def test_line_endings_compression_and_a_missing_final_newline(adult, tmp_path):
+    """The local reader splits the raw bytes at line ends itself: CRLF, a gzipped file and a
+    last line without its newline give the same statistics as the plain file."""
+    import gzip
+
+    spec, _, _, code, _ = adult
+    job = chunk_job(spec, KEYS)
+    ref_scan, ref_total = _passes(LocalEngine(spec.data_path, 12_000), job, code)
+    text = spec.data_path.read_bytes()
+    variants = {
+        "crlf.csv": text.replace(b"\n", b"\r\n"),
+        "no-final-newline.csv": text.rstrip(b"\n"),
+        "packed.csv.gz": gzip.compress(text),
+    }
+    for name, data in variants.items():
+        (tmp_path / name).write_bytes(data)
+        scan, total = _passes(LocalEngine(tmp_path / name, 12_000), job, code)
+        assert scan.rows == ref_scan.rows, name
+        assert all(np.array_equal(a, b) for a, b in zip(scan.counts, ref_scan.counts, strict=True)), name
+        np.testing.assert_allclose(total, ref_total, rtol=1e-12)
