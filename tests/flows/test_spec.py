@@ -187,7 +187,50 @@ CASES = [
         lambda s: s["checks"].update(enabled=False),
         "checks.gates need checks.enabled: true",
     ),
+    (
+        "unknown engine",
+        lambda s: s.update(engine={"name": "spark"}),
+        "spec field 'engine.name': Input should be 'memory', 'local' or 'dask'",
+    ),
+    (
+        "scheduler on the local engine",
+        lambda s: s.update(engine={"name": "local", "scheduler": "tcp://h:8786"}),
+        "scheduler and workers apply only to name: dask",
+    ),
+    (
+        "workers with a scheduler",
+        lambda s: s.update(engine={"name": "dask", "scheduler": "tcp://h:8786", "workers": 4}),
+        "workers sets the size of a LocalCluster; a scheduler's cluster has its own",
+    ),
+    (
+        "tiny chunks",
+        lambda s: s.update(engine={"name": "local", "chunk_rows": 10}),
+        "spec field 'engine.chunk_rows': Input should be greater than or equal to 1000",
+    ),
+    (
+        "streaming a mechanism that needs all rows",
+        lambda s: s.update(engine={"name": "dask"}, mechanism={"name": "private_pca"}),
+        "engine.name 'dask' streams the data in two passes (histograms, then the latent second-moment "
+        "sum), which only ['factor_gauss'] can use; private_pca needs every row in memory",
+    ),
+    (
+        "a format twice",
+        lambda s: s.update(output={"formats": ["csv", "csv"]}),
+        "spec field 'output.formats': Value error, formats (['csv', 'csv']) must name each format once",
+    ),
 ]
+
+
+def test_engine_defaults_and_the_published_spec(tmp_path):
+    spec = load_spec(DEMO_DIR / "adult.yaml")
+    assert spec.engine.name == "memory" and spec.output_formats == ["csv"]
+    doc = _mutate(lambda s: s.update(engine={"name": "dask", "scheduler": "tcp://10.1.2.3:8786"}))
+    doc["dataset"]["path"] = str(DEMO_DIR / "adult.csv")
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(doc))
+    streaming = load_spec(tmp_path / "spec.yaml")
+    assert streaming.output_formats == ["parquet"] and streaming.engine.chunk_rows == 250_000
+    published = streaming.public_dict()["engine"]
+    assert published["scheduler"] == "set (address not published)" and "10.1.2.3" not in str(published)
 
 
 @pytest.mark.parametrize(("case", "change", "message"), CASES, ids=[c[0] for c in CASES])

@@ -81,6 +81,7 @@ def test_dask_engine_release_equals_the_local_one(local_bundle, cluster, tmp_pat
     mine = pd.read_parquet(public / "synthetic.parquet")
     assert mine.equals(pd.read_parquet(local_bundle / "public" / "synthetic.parquet"))
     local_doc = json.loads((local_bundle / "public" / "release.json").read_text())
+    assert len(doc["privacy"]["ledger"]["measurements"]) == 16  # once per statistic, not per chunk
     values = [m["noise_scale"] for m in doc["privacy"]["ledger"]["measurements"]]
     assert values == [m["noise_scale"] for m in local_doc["privacy"]["ledger"]["measurements"]]
 
