@@ -4,6 +4,11 @@ Stages (each a Prefect task, run in this order):
 allocate_budget → validate_input → encode → estimate_private_moments →
 project_and_sample → decode → validate_output → write_bundle.
 
+Engines (``spec.engine``): ``memory`` reads the table and runs any mechanism through
+``tasks.synthesis``; ``local`` and ``dask`` stream ``factor_gauss``'s two passes over
+chunks (``tasks.streaming``, ``tasks.engines``), draw each noise once here, on the
+driver, and write the synthetic rows chunk by chunk (validated per chunk in ``decode``).
+
 A failure at any stage publishes nothing: the staging folder is removed and a failure
 record (stage, error, internal reports) is left in ``<out>/failures/``.
 """
