@@ -38,7 +38,7 @@ from tasks.engines import DaskEngine, LocalEngine
 from tasks.files import write_json
 from tasks.scrub import scrub_errors
 from tasks.tables import bins_to_table
-from tasks.validate import InputValidationError, failing_rules
+from tasks.validate import failing_rules, refuse_input
 
 __all__ = [
     "Synthetic",
@@ -89,15 +89,7 @@ def scan_input(
             "results": scan.validation,
         },
     )
-    failures = failing_rules(scan.validation)
-    if failures:
-        lines = [f"column '{f['column']}': {f['rule']}" for f in failures]
-        raise InputValidationError(
-            "the input breaks the public schema:\n  "
-            + "\n  ".join(lines)
-            + "\nFix the data or the spec's schema; affected-row counts are in the "
-            "internal validation report of the failure record."
-        )
+    refuse_input(failing_rules(scan.validation))
     get_run_logger().info("pass 1: %d rows validated and counted (%s engine)", scan.rows, engine.name)
     return scan
 

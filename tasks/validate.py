@@ -29,6 +29,7 @@ __all__ = [
     "failing_rules",
     "fitted_rows",
     "read_input",
+    "refuse_input",
     "validate_input",
     "validate_output",
 ]
@@ -46,6 +47,18 @@ def failing_rules(records: list[dict]) -> list[dict]:
             seen.add(r["column"])
             out.append(r)
     return out
+
+
+def refuse_input(failures: list[dict]) -> None:
+    """Raise, naming each failing column and its rule (never a count or a value)."""
+    if failures:
+        lines = [f"column '{f['column']}': {f['rule']}" for f in failures]
+        raise InputValidationError(
+            "the input breaks the public schema:\n  "
+            + "\n  ".join(lines)
+            + "\nFix the data or the spec's schema; affected-row counts are in the "
+            "internal validation report of the failure record."
+        )
 
 
 def check_table(df: pd.DataFrame, schema: Schema, name: str, report: Path) -> list[dict]:
@@ -145,15 +158,7 @@ def validate_input(spec: ReleaseSpec, internal_dir: Path) -> pd.DataFrame:
     if changed is not None:
         write_json(internal_dir / "clipping.json", changed)
     report = internal_dir / "validation_input.json"
-    failures = check_table(df, schema, "input", report)
-    if failures:
-        lines = [f"column '{f['column']}': {f['rule']}" for f in failures]
-        raise InputValidationError(
-            "the input breaks the public schema:\n  "
-            + "\n  ".join(lines)
-            + "\nFix the data or the spec's schema; affected-row counts are in the "
-            "internal validation report of the failure record."
-        )
+    refuse_input(check_table(df, schema, "input", report))
     get_run_logger().info("input conforms to the schema (%d expectations)", len(schema) * 2)
     return df
 

@@ -209,9 +209,9 @@ CASES = [
     ),
     (
         "streaming a mechanism that needs all rows",
-        lambda s: s.update(engine={"name": "dask"}, mechanism={"name": "private_pca"}),
+        lambda s: s.update(engine={"name": "dask"}, mechanism={"name": "ron_gauss"}),
         "engine.name 'dask' streams the data in two passes (histograms, then the latent second-moment "
-        "sum), which only ['factor_gauss'] can use; private_pca needs every row in memory",
+        "sum), which only ['factor_gauss'] can use; ron_gauss needs every row in memory",
     ),
     (
         "a format twice",
