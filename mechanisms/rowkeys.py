@@ -29,9 +29,8 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 
 
-def _splitmix(x: np.ndarray) -> np.ndarray:
-    """splitmix64 on a uint64 array (wrapping arithmetic; arrays never warn on overflow)."""
-    x = x + _GOLDEN
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser on a uint64 array (wrapping arithmetic; arrays never warn)."""
     x = (x ^ (x >> np.uint64(30))) * _M1
     x = (x ^ (x >> np.uint64(27))) * _M2
     return x ^ (x >> np.uint64(31))
@@ -40,10 +39,10 @@ def _splitmix(x: np.ndarray) -> np.ndarray:
 def row_uniforms(key: int, start: int, n: int, width: int) -> np.ndarray:
     """(n, width) doubles in [0, 1) for rows start … start+n−1: entry (i, j) depends
     only on (key, start+i, j)."""
-    seed = _splitmix(np.array([key], dtype=np.uint64))
+    seed = _mix(np.array([key], dtype=np.uint64) * _GOLDEN)
     counter = np.arange(start, start + n, dtype=np.uint64)[:, None] * np.uint64(width)
-    counter = counter + np.arange(width, dtype=np.uint64)[None, :]
-    bits = _splitmix(counter ^ seed)
+    counter = counter + np.arange(width, dtype=np.uint64)[None, :] + np.uint64(1)
+    bits = _mix(seed + counter * _GOLDEN)  # SplittableRandom's k-th output from state `seed`
     return (bits >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
