@@ -50,6 +50,8 @@ from tasks.scrub import scrub_errors
 
 __all__ = [
     "NEIGHBOUR_STATEMENT",
+    "csv_header",
+    "io_error",
     "ledger",
     "release_document",
     "write_bundle",
@@ -272,7 +274,7 @@ _IO_HINTS = {
 }
 
 
-def _io_error(what: str, folder: Path, e: OSError, after: str = "") -> DPReleaseError:
+def io_error(what: str, folder: Path, e: OSError, after: str = "") -> DPReleaseError:
     """An OSError while writing, as a message that names the folder, the reason and its
     errno code, and says what to do (never a data value: OS messages name paths only)."""
     code = errno.errorcode.get(e.errno) if e.errno else None
@@ -282,6 +284,13 @@ def _io_error(what: str, folder: Path, e: OSError, after: str = "") -> DPRelease
         f"{what} into '{folder}' failed: {reason}{f' ({code})' if code else ''}; nothing was published"
         f"{after}; {hint}"
     )
+
+
+def csv_header(columns: list[str]) -> bytes:
+    """The header line as the csv module writes it (quoted only where needed)."""
+    line = io.StringIO()
+    csv.writer(line, lineterminator="\n").writerow(columns)
+    return line.getvalue().encode()
 
 
 def write_parquet(table: pd.DataFrame, path: Path) -> None:
@@ -296,11 +305,9 @@ def write_parquet(table: pd.DataFrame, path: Path) -> None:
 def write_csv(table: pd.DataFrame, path: Path) -> None:
     """CSV through pyarrow (≈10× faster than pandas on 1M rows); quotes only where needed.
     A write that fails part way removes the partial file."""
-    header = io.StringIO()
-    csv.writer(header, lineterminator="\n").writerow(table.columns)
     try:
         with pa.OSFile(str(path), "wb") as sink:
-            sink.write(header.getvalue().encode())
+            sink.write(csv_header(list(table.columns)))
             pa_csv.write_csv(
                 pa.Table.from_pandas(table, preserve_index=False),
                 sink,
@@ -363,7 +370,7 @@ def write_bundle(
     except OSError as e:
         shutil.rmtree(public, ignore_errors=True)
         spent = " (any budget this run spent stays spent: its noise was drawn)"
-        raise _io_error("writing the release bundle", dest.parent, e, spent) from None
+        raise io_error("writing the release bundle", dest.parent, e, spent) from None
     get_run_logger().info(
         "%s %s", "published release bundle" if publish else "kept internal reports in", dest
     )
@@ -405,7 +412,7 @@ def write_failure_record(
     except OSError as e:
         shutil.rmtree(record, ignore_errors=True)
         after = f" (the run had failed at stage '{stage}': {message})"
-        raise _io_error("writing the failure record", record.parent, e, after) from None
+        raise io_error("writing the failure record", record.parent, e, after) from None
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)

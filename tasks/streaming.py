@@ -33,6 +33,7 @@ from mechanisms.latent import LatentCode, from_latent
 from mechanisms.rowkeys import RowKeys
 from mechanisms.schema import Continuous, Schema
 from mechanisms.synthesizer import Stage
+from tasks.bundle import csv_header, io_error
 from tasks.chunks import ChunkJob, Scan, add_counts
 from tasks.engines import DaskEngine, LocalEngine
 from tasks.files import write_json
@@ -139,11 +140,9 @@ def project(state: tuple, params: fg.FactorGaussParams) -> Stage:
 
 @dataclass
 class Synthetic:
-    """What ``write_synthetic`` wrote (file names under ``public/``) and kept: the first
-    ``sample`` rows (fresh i.i.d. draws, so a uniform sample) for the checks."""
+    """How many chunks ``write_synthetic`` wrote, and the first ``sample`` rows it kept
+    (fresh i.i.d. draws, so a uniform sample) for the checks."""
 
-    rows: int
-    files: list[str]
     chunks: int
     sample: pd.DataFrame = field(repr=False)
 
@@ -179,12 +178,14 @@ def write_synthetic(
     corr, code = state
     public = staging / "public"
     arrow = _arrow_schema(schema)
-    parquet = pq.ParquetWriter(public / "synthetic.parquet", arrow) if "parquet" in formats else None
-    csv = pa.OSFile(str(public / "synthetic.csv"), "wb") if "csv" in formats else None
-    if csv is not None:
-        csv.write((",".join(_quoted(c) for c in schema.names) + "\n").encode())
     records, kept, done, chunks = None, [], 0, 0
+    parquet = csv = None
     try:
+        if "parquet" in formats:
+            parquet = pq.ParquetWriter(public / "synthetic.parquet", arrow)
+        if "csv" in formats:
+            csv = pa.OSFile(str(public / "synthetic.csv"), "wb")
+            csv.write(csv_header(list(schema.names)))
         while done < m:
             k = min(chunk_rows, m - done)
             bins = from_latent(fg.sample_latent(corr, k, rng=rng), code)
@@ -201,6 +202,9 @@ def write_synthetic(
             done, chunks = done + k, chunks + 1
             if progress is not None:
                 progress(done)
+    except OSError as e:  # disk full, not writable: a clear error; the staging folder goes
+        spent = " (the budget this run spent stays spent: its noise was drawn)"
+        raise io_error("writing the synthetic data", staging.parent, e, spent) from None
     finally:
         for sink in (parquet, csv):
             if sink is not None:
@@ -210,11 +214,6 @@ def write_synthetic(
     if failures:
         lines = [f"column '{f['column']}': {f['rule']}" for f in failures]
         raise DPReleaseError("internal error: the synthetic data breaks the schema:\n  " + "\n  ".join(lines))
-    files = [f"synthetic.{f}" for f in formats]
-    get_run_logger().info("wrote %d synthetic rows in %d chunks: %s", m, chunks, ", ".join(files))
-    return Synthetic(m, files, chunks, pd.concat(kept, ignore_index=True))
-
-
-def _quoted(name: str) -> str:
-    """A header cell as the csv module would write it (quoted only where needed)."""
-    return f'"{name.replace(chr(34), chr(34) * 2)}"' if any(ch in name for ch in ',"\n\r') else name
+    names = ", ".join(f"synthetic.{f}" for f in formats)
+    get_run_logger().info("wrote %d synthetic rows in %d chunks: %s", m, chunks, names)
+    return Synthetic(chunks, pd.concat(kept, ignore_index=True))

@@ -154,3 +154,33 @@ def test_line_endings_compression_and_a_missing_final_newline(adult, tmp_path):
         assert scan.rows == ref_scan.rows, name
         assert all(np.array_equal(a, b) for a, b in zip(scan.counts, ref_scan.counts, strict=True)), name
         np.testing.assert_allclose(total, ref_total, rtol=1e-12)
+
+
+def test_a_full_disk_while_writing_synthetic_chunks_is_a_clear_error(adult, tmp_path, monkeypatch):
+    """ENOSPC on the second Parquet chunk: a DPReleaseError naming the folder, the reason and
+    what to do, saying the budget stays spent (the noise was drawn before decode)."""
+    import errno
+    import os
+
+    from mechanisms.errors import DPReleaseError
+    from tasks.streaming import write_synthetic
+
+    spec, _, _, code, _ = adult
+    schema = spec.public_schema()
+    staging = tmp_path / "out" / ".staging-x"
+    (staging / "public").mkdir(parents=True)
+    (staging / "internal").mkdir()
+    writes = []
+
+    def full(self, table, *args, **kwargs):
+        writes.append(len(table))
+        if len(writes) == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", full)
+    state = (np.eye(len(schema)), code)
+    with pytest.raises(DPReleaseError) as err:
+        write_synthetic.fn(state, schema, 3_000, 1_000, ["parquet"], 500, staging, np.random.default_rng(0))
+    message = str(err.value)
+    assert message.startswith(f"writing the synthetic data into '{tmp_path / 'out'}' failed: no space left")
+    assert "stays spent" in message and "free space on that device" in message
