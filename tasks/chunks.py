@@ -39,7 +39,6 @@ __all__ = [
     "Scan",
     "add_counts",
     "block_bytes",
-    "csv_header",
     "input_format",
     "local_chunks",
     "read_csv_range",
@@ -59,11 +58,6 @@ def input_format(path: Path) -> str:
     if "".join(path.suffixes[-2:]).lower().endswith((".csv", ".csv.gz")):
         return "csv"
     raise DataError(f"dataset file '{path}' must end in .csv, .csv.gz or .parquet")
-
-
-def csv_header(path: Path) -> list[str]:
-    """The header's column names (the reader needs them to read every column as text)."""
-    return pa_csv.open_csv(path, read_options=pa_csv.ReadOptions(block_size=1 << 16)).schema.names
 
 
 def block_bytes(path: Path, chunk_rows: int) -> int:
@@ -91,7 +85,7 @@ def local_chunks(path: Path, chunk_rows: int) -> Iterator[pa.Table]:
             for batch in pq.ParquetFile(path).iter_batches(batch_size=chunk_rows):
                 yield pa.Table.from_batches([batch])
             return
-        names, step = csv_header(path), block_bytes(path, chunk_rows)
+        step = block_bytes(path, chunk_rows)
         with pa.input_stream(str(path), compression="detect") as f:
             header, rest = None, b""
             while block := f.read(step):
@@ -105,9 +99,9 @@ def local_chunks(path: Path, chunk_rows: int) -> Iterator[pa.Table]:
                 end = block.rfind(b"\n") + 1  # 0: no line end yet, read on
                 rest = block[end:]
                 if end:
-                    yield _parse(header + block[:end], names)
+                    yield _parse(header + block[:end])
             if rest.strip():
-                yield _parse((header or b"") + rest, names)
+                yield _parse((header or b"") + rest)
     except (pa.ArrowInvalid, OSError) as e:
         raise _unreadable(path, e) from None
 
@@ -119,9 +113,10 @@ def _unreadable(path: Path, e: Exception) -> DataError:
     )
 
 
-def _parse(data: bytes, names: list[str]) -> pa.Table:
+def _parse(data: bytes) -> pa.Table:
     """Whole CSV lines (a header line first) as a table, every column as text."""
     try:
+        names = pa_csv.read_csv(pa.py_buffer(data[: data.find(b"\n") + 1] or data)).column_names
         return pa_csv.read_csv(pa.py_buffer(data), convert_options=_convert(names))
     except pa.ArrowInvalid as e:
         raise DataError(
@@ -130,15 +125,19 @@ def _parse(data: bytes, names: list[str]) -> pa.Table:
         ) from None
 
 
-def read_csv_range(path: str, offset: int, length: int | None, header: bytes, names: list[str]) -> pa.Table:
+def read_csv_range(path: str, offset: int, length: int | None) -> pa.Table:
     """One Dask chunk: the whole lines that begin in [offset, offset + length) (fsspec's
     ``read_block``, the splitter behind ``dask.dataframe.read_csv``; ``length`` None: the
-    whole, possibly compressed, file), with the header line prepended after the first.
-    The worker reads the bytes itself: raw data never travels as a task argument, which
-    Dask would print in a failed task's log."""
+    whole, possibly compressed, file), with the file's first line prepended after the
+    first range. The worker reads the bytes, the header included, itself: a task's
+    arguments are a path and two offsets, never file content (Dask prints a failed task's
+    arguments in its log, and a file without a header line would have a record there)."""
     with fsspec.open(path, "rb", compression="infer") as f:
-        block = f.read() if length is None else read_block(f, offset, length, delimiter=b"\n")
-    return _parse(block if offset == 0 else header + block, names)
+        if length is None:
+            return _parse(f.read())
+        header = f.readline()
+        block = read_block(f, offset, length, delimiter=b"\n")
+    return _parse(block if offset == 0 else header + block)
 
 
 def read_row_group(path: str, index: int) -> pa.Table:

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from flows.spec import EngineSpec
 from mechanisms.errors import DPReleaseError
-from tasks.chunks import block_bytes, csv_header, input_format, local_chunks, read_csv_range, read_row_group
+from tasks.chunks import block_bytes, input_format, local_chunks, read_csv_range, read_row_group
 
 __all__ = ["DaskEngine", "LocalEngine", "open_engine"]
 
@@ -134,14 +134,11 @@ class DaskEngine:
             self._lengths = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
             return [(read_row_group, (str(self.path), i)) for i in range(meta.num_row_groups)]
         self._lengths = None
-        names = csv_header(self.path)
-        with pa.input_stream(str(self.path), compression="detect") as f:
-            header = f.read(1 << 20).split(b"\n", 1)[0] + b"\n"
         path = str(self.path)
         if self.path.suffix.lower() == ".gz":
-            return [(read_csv_range, (path, 0, None, header, names))]
+            return [(read_csv_range, (path, 0, None))]
         size, step = self.path.stat().st_size, block_bytes(self.path, self.chunk_rows)
-        return [(read_csv_range, (path, off, step, header, names)) for off in range(0, size, step)]
+        return [(read_csv_range, (path, off, step)) for off in range(0, size, step)]
 
     def _first_rows(self) -> list[int]:
         """Each chunk's first global row index: a counting pass for CSV (once per release)."""

@@ -75,3 +75,23 @@ def test_a_wrong_scheduler_address_is_a_clear_error(data, monkeypatch):
     spec, _ = data
     with pytest.raises(DPReleaseError, match="could not connect to the Dask scheduler"):
         DaskEngine(spec.data_path, 3_000, "tcp://127.0.0.1:9", None)
+
+
+def _leaky(table, start):
+    raise ValueError(f"a cell holds {table.column(0)[0]}")
+
+
+def test_worker_errors_and_task_arguments_carry_no_data(cluster, data):
+    """An unexpected error on a worker comes back as a WorkerError naming its type only;
+    the tasks' arguments (which Dask logs when a task fails) are a path and two offsets."""
+    from tasks.engines import WorkerError
+
+    spec, _ = data
+    engine = DaskEngine(spec.data_path, 3_000, cluster, None)
+    try:
+        assert all(args == (str(spec.data_path), args[1], args[2]) for _, args in engine._pieces)
+        with pytest.raises(WorkerError) as err:
+            engine.run(_leaky, lambda a, b: a)
+    finally:
+        engine.close()
+    assert "(ValueError)" in str(err.value) and "a cell holds" not in str(err.value)
