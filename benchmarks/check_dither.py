@@ -20,8 +20,8 @@ from mechanisms.latent import to_latent
 from tasks.tables import table_to_bins
 
 
-def _numpy_dither(bins, code, params, key, start=0):
-    u = np.random.default_rng(key).random(bins.shape)
+def _numpy_dither(bins, code, params, dither):
+    u = np.random.default_rng(int(dither[0, 0] * 2**53)).random(bins.shape)  # a key from the row-keyed draw
     return fg.bound_rows(to_latent(bins, code, u), params.clip, params.bound(bins.shape[1]))
 
 

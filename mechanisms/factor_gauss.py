@@ -57,6 +57,7 @@ __all__ = [
     "latent_rows",
     "measure_moment_sum",
     "measure_moments",
+    "model_facts",
     "moment_sum",
     "sample_latent",
     "second_moment_sensitivity",
@@ -128,21 +129,19 @@ def code_from_marginals(marginals: list[Measurement], n: int, schema: Schema) ->
 
 
 def latent_rows(
-    bins: np.ndarray, code: LatentCode, params: FactorGaussParams, dither_key: int, start: int = 0
+    bins: np.ndarray, code: LatentCode, params: FactorGaussParams, dither: np.ndarray
 ) -> np.ndarray:
-    """Stage 2 for rows start … start+n−1: bounded latent scores, dithered inside their
-    bins by ``rowkeys.row_uniforms(dither_key, …)`` (the same rows give the same scores
-    in any chunking; the bound holds for any dither)."""
-    n, p = bins.shape
-    dither = row_uniforms(dither_key, start, n, p)
-    return bound_rows(to_latent(bins, code, dither), params.clip, params.bound(p))
+    """Stage 2: bounded latent scores, placed inside their bins by ``dither`` (n, p) in
+    [0, 1): ``rowkeys.row_uniforms`` of the rows' positions, so that the same rows give
+    the same scores in any chunking. The bound ‖z‖₂ ≤ B holds for any dither."""
+    return bound_rows(to_latent(bins, code, dither), params.clip, params.bound(bins.shape[1]))
 
 
 def moment_sum(
-    bins: np.ndarray, code: LatentCode, params: FactorGaussParams, dither_key: int, start: int = 0
+    bins: np.ndarray, code: LatentCode, params: FactorGaussParams, dither: np.ndarray
 ) -> np.ndarray:
-    """ZᵀZ over one chunk of rows (a streaming pass sums it over chunks; exact)."""
-    z = latent_rows(bins, code, params, dither_key, start)
+    """ZᵀZ over some rows (a streaming pass sums it over chunks; exact)."""
+    z = latent_rows(bins, code, params, dither)
     return z.T @ z
 
 
@@ -157,7 +156,8 @@ def encode(
     """Stage 1 (private histograms → CDFs, nominal order) and stage 2 (bounded scores)."""
     marginals = measure_histograms(bins, schema.names, schema.n_bins, budget, rng=rng)
     code = code_from_marginals(marginals, bins.shape[0], schema)
-    z = latent_rows(bins, code, params, RowKeys.draw(rng).dither)
+    n, p = bins.shape
+    z = latent_rows(bins, code, params, row_uniforms(RowKeys.draw(rng).dither, 0, n, p))
     return Encoded(z, code, tuple(marginals), params.bound(len(schema)))
 
 
@@ -198,6 +198,12 @@ def latent_model(moments: Measurement, code: LatentCode, params: FactorGaussPara
     """Stage 4's model: the factor correlation, with the attenuation correction if set."""
     coefficients = hermite_coefficients(code) if params.attenuation_correction else None
     return factor_correlation(moments, len(code.cdfs), params.factors, coefficients)
+
+
+def model_facts(params: FactorGaussParams, factors: int) -> dict:
+    """The release document's public facts about the factor model (post-processing)."""
+    note = "given in the spec" if params.factors is not None else "chosen from the noisy eigenvalues"
+    return {"factors_used": factors, "factors_note": note}
 
 
 def _symmetric(upper: np.ndarray, p: int) -> np.ndarray:
@@ -283,8 +289,7 @@ def _estimate_stage(encoded: Encoded, plan: BudgetPlan, params: FactorGaussParam
 def _sample_stage(state: tuple[Measurement, LatentCode], params: FactorGaussParams, m: int, rng) -> Stage:
     moments, code = state
     corr, r = latent_model(moments, code, params)
-    note = "given in the spec" if params.factors is not None else "chosen from the noisy eigenvalues"
-    return Stage((sample_latent(corr, m, rng=rng), code), facts={"factors_used": r, "factors_note": note})
+    return Stage((sample_latent(corr, m, rng=rng), code), facts=model_facts(params, r))
 
 
 def _decode_stage(

@@ -32,32 +32,27 @@ from mechanisms import factor_gauss as fg
 from mechanisms.latent import LatentCode
 from mechanisms.rowkeys import RowKeys, holdout_mask, row_uniforms
 from mechanisms.schema import Continuous, Schema
-from tasks.tables import DataError, check_columns, clip_to_bounds, map_unknown, table_to_bins
+from tasks.tables import (
+    NUMERIC_NA,
+    DataError,
+    check_columns,
+    clip_to_bounds,
+    input_format,
+    map_unknown,
+    table_to_bins,
+)
 
 __all__ = [
     "ChunkJob",
     "Scan",
     "add_counts",
     "block_bytes",
-    "input_format",
     "local_chunks",
     "read_csv_range",
     "read_row_group",
 ]
 
-_NUMERIC_NA = ["", "NA", "NaN", "nan", "null", "NULL"]
 _PRIORITY = "__priority__"
-
-
-def input_format(path: Path) -> str:
-    """``csv`` (optionally gzipped) or ``parquet``, from the file name."""
-    if not path.is_file():
-        raise DataError(f"dataset file '{path}' does not exist; fix dataset.path in the spec")
-    if path.suffix.lower() == ".parquet":
-        return "parquet"
-    if "".join(path.suffixes[-2:]).lower().endswith((".csv", ".csv.gz")):
-        return "csv"
-    raise DataError(f"dataset file '{path}' must end in .csv, .csv.gz or .parquet")
 
 
 def block_bytes(path: Path, chunk_rows: int) -> int:
@@ -77,7 +72,7 @@ def local_chunks(path: Path, chunk_rows: int) -> Iterator[pa.Table]:
     """The local engine's chunks, read one at a time: Parquet batches of ``chunk_rows``, or
     CSV blocks of whole lines (``block_bytes`` long, decompressed on the fly for .csv.gz)
     each parsed on its own. Not pyarrow's streaming CSV reader: it reads ahead without
-    bound (measured: 1.1 GB of a 1.2 GB file held while the first chunks were processed).
+    bound, so its memory grows with the file (BENCHMARKS.md §14).
     A malformed file is reported by kind, never by the parser's message (which may quote
     a row)."""
     try:
@@ -87,21 +82,20 @@ def local_chunks(path: Path, chunk_rows: int) -> Iterator[pa.Table]:
             return
         step = block_bytes(path, chunk_rows)
         with pa.input_stream(str(path), compression="detect") as f:
-            header, rest = None, b""
+            header, pending = None, b""
             while block := f.read(step):
-                block = rest + block
-                if header is None:  # the first line, once it is complete
-                    start = block.find(b"\n") + 1
-                    header, block = (block[:start], block[start:]) if start else (None, block)
-                    if header is None:
-                        rest = block
-                        continue
-                end = block.rfind(b"\n") + 1  # 0: no line end yet, read on
-                rest = block[end:]
-                if end:
-                    yield _parse(header + block[:end])
-            if rest.strip():
-                yield _parse((header or b"") + rest)
+                pending += block
+                end = pending.rfind(b"\n") + 1  # whole lines only; a partial one waits
+                if not end:
+                    continue
+                lines, pending = pending[:end], pending[end:]
+                if header is None:
+                    first = lines.index(b"\n") + 1
+                    header, lines = lines[:first], lines[first:]
+                if lines:
+                    yield _parse(header + lines)
+            if pending.strip():
+                yield _parse((header or b"") + pending)
     except (pa.ArrowInvalid, OSError) as e:
         raise _unreadable(path, e) from None
 
@@ -150,7 +144,7 @@ def _numeric(col: pa.ChunkedArray) -> pd.Series:
     number, else float64, else the text (for the type rule); the NA tokens are missing."""
     if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
         return col.to_pandas()
-    col = pc.if_else(pc.is_in(col, pa.array(_NUMERIC_NA)), pa.scalar(None, col.type), col)
+    col = pc.if_else(pc.is_in(col, pa.array(NUMERIC_NA)), pa.scalar(None, col.type), col)
     for kind in (pa.int64(), pa.float64()):
         try:
             return pc.cast(col, kind).to_pandas()
@@ -202,13 +196,16 @@ def _smallest(a: pd.DataFrame, b: pd.DataFrame, k: int) -> pd.DataFrame:
 
 @dataclass
 class Scan:
-    """Pass 1 over some rows: their count, the validation records (confidential counts),
+    """Pass 1 over some rows: their count, the fitted count, the number of chunks (a
+    function of the file's byte length: confidential, for ``internal/`` only), the
+    validation records (confidential counts),
     the policy counts, the fitted rows' histograms (``None`` once a chunk broke the
     schema) and uniform samples (bottom-k by a positional priority) of fitted and
     held-out rows for the checks."""
 
     rows: int
     fitted: int
+    chunks: int
     validation: list[dict] = field(repr=False)
     changed: dict[str, dict[str, int]] = field(repr=False)
     counts: list[np.ndarray] | None = field(repr=False)
@@ -232,6 +229,7 @@ class Scan:
         return Scan(
             self.rows + other.rows,
             self.fitted + other.fitted,
+            self.chunks + other.chunks,
             add_counts(self.validation, other.validation),
             changed,
             counts,
@@ -288,6 +286,7 @@ class ChunkJob:
         return Scan(
             n,
             int(n - held.sum()),
+            1,
             records,
             changed,
             counts,
@@ -300,7 +299,7 @@ class ChunkJob:
     ) -> np.ndarray:
         """Pass 2 on rows start … start+len−1: ZᵀZ over the fitted rows (exact)."""
         df, _ = self.frame(table)
-        bins = table_to_bins(df, self.schema)
-        held = holdout_mask(self.keys.holdout, start, len(df), self.holdout_fraction)
-        z = fg.latent_rows(bins, code, params, self.keys.dither, start)[~held]
-        return z.T @ z
+        fitted = ~holdout_mask(self.keys.holdout, start, len(df), self.holdout_fraction)
+        bins = table_to_bins(df[fitted], self.schema)
+        dither = row_uniforms(self.keys.dither, start, len(df), bins.shape[1])[fitted]
+        return fg.moment_sum(bins, code, params, dither)

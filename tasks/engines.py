@@ -7,7 +7,9 @@ or row groups (Parquet) on a Dask cluster and combines the
 partial results pairwise on the workers, so only the final one travels to this process.
 Both hand the function the chunk's first global row index (Dask needs a first counting
 pass for a CSV input to know it; a Parquet footer states it), which keys all per-row
-randomness (``mechanisms.rowkeys``). No noise is drawn here: the flow adds it to the
+randomness (``mechanisms.rowkeys``). A byte offset would spare that pass but cannot be the
+key: it depends on the lengths of the records before the row, so replacing one record
+would move every later row's holdout coin and dither. No noise is drawn here: the flow adds it to the
 combined statistic, once.
 """
 
@@ -22,7 +24,8 @@ import pyarrow.parquet as pq
 
 from flows.spec import EngineSpec
 from mechanisms.errors import DPReleaseError
-from tasks.chunks import block_bytes, input_format, local_chunks, read_csv_range, read_row_group
+from tasks.chunks import block_bytes, local_chunks, read_csv_range, read_row_group
+from tasks.tables import input_format
 
 __all__ = ["DaskEngine", "LocalEngine", "open_engine"]
 
@@ -39,25 +42,24 @@ class LocalEngine:
 
     def __init__(self, path: Path, chunk_rows: int) -> None:
         self.path, self.chunk_rows = path, chunk_rows
-        self.chunks_read = 0
 
     def run(self, fn: ChunkFn, combine: Callable[[R, R], R], progress: Progress | None = None) -> R:
         """combine(… combine(fn(chunk₀, 0), fn(chunk₁, n₀)) …), one chunk in memory at a time."""
-        result, start, count = None, 0, 0
+        result, start = None, 0
         for table in local_chunks(self.path, self.chunk_rows):
             part = fn(table, start)
             result = part if result is None else combine(result, part)
             start += table.num_rows
-            count += 1
             if progress is not None:
                 progress(start)
         if result is None:
             raise DPReleaseError(f"dataset file '{self.path}' has no data rows")
-        self.chunks_read = count
         return result
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "chunk_rows": self.chunk_rows, "chunks": self.chunks_read}
+        """Public facts: the engine and its settings. Never the number of chunks: it follows
+        from the file's byte length, which the data determines."""
+        return {"name": self.name, "chunk_rows": self.chunk_rows}
 
     def close(self) -> None:
         """Nothing to release."""
@@ -167,10 +169,10 @@ class DaskEngine:
         return result
 
     def describe(self) -> dict[str, Any]:
+        """Public facts, as ``LocalEngine.describe`` (no chunk count)."""
         return {
             "name": self.name,
             "chunk_rows": self.chunk_rows,
-            "chunks": len(self._pieces),
             "workers": self.workers,
             "cluster": "LocalCluster" if self.scheduler is None else "scheduler (address not published)",
             "counting_pass": self._lengths is None,

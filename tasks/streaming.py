@@ -28,8 +28,8 @@ from prefect.cache_policies import NO_CACHE
 from flows.spec import ContinuousSpec, ReleaseSpec
 from mechanisms import factor_gauss as fg
 from mechanisms.accounting import BudgetPlan
-from mechanisms.errors import DPReleaseError
 from mechanisms.latent import LatentCode, from_latent
+from mechanisms.marginals import measure_counts
 from mechanisms.rowkeys import RowKeys
 from mechanisms.schema import Continuous, Schema
 from mechanisms.synthesizer import Stage
@@ -39,7 +39,7 @@ from tasks.engines import DaskEngine, LocalEngine
 from tasks.files import write_json
 from tasks.scrub import scrub_errors
 from tasks.tables import bins_to_table
-from tasks.validate import failing_rules, refuse_input
+from tasks.validate import failing_rules, refuse_input, refuse_output
 
 __all__ = [
     "Synthetic",
@@ -86,6 +86,7 @@ def scan_input(
         internal_dir / "validation_input.json",
         {
             "rows": scan.rows,
+            "chunks": scan.chunks,
             "validated": f"every row, in chunks ({engine.name} engine)",
             "results": scan.validation,
         },
@@ -101,8 +102,6 @@ def measure_marginals(
     scan: Scan, schema: Schema, plan: BudgetPlan, params: fg.FactorGaussParams, rng: np.random.Generator
 ) -> Stage:
     """Stage 1 from the summed histograms of the fitted rows (noise drawn once, here)."""
-    from mechanisms.marginals import measure_counts
-
     marginals = measure_counts(scan.counts, schema.names, plan.stage("marginals"), rng=rng)
     code = fg.code_from_marginals(marginals, scan.fitted, schema)
     return Stage(code, tuple(marginals))
@@ -134,8 +133,7 @@ def project(state: tuple, params: fg.FactorGaussParams) -> Stage:
     """The factor model's correlation (post-processing); sampling happens in chunks."""
     moments, code = state
     corr, r = fg.latent_model(moments, code, params)
-    note = "given in the spec" if params.factors is not None else "chosen from the noisy eigenvalues"
-    return Stage((corr, code), facts={"factors_used": r, "factors_note": note})
+    return Stage((corr, code), facts=fg.model_facts(params, r))
 
 
 @dataclass
@@ -179,6 +177,7 @@ def write_synthetic(
     public = staging / "public"
     arrow = _arrow_schema(schema)
     records, kept, done, chunks = None, [], 0, 0
+    kept_rows = 0
     parquet = csv = None
     try:
         if "parquet" in formats:
@@ -197,8 +196,9 @@ def write_synthetic(
                 parquet.write_table(frame)
             if csv is not None:
                 pa_csv.write_csv(frame, csv, _CSV_BODY)
-            if sum(len(t) for t in kept) < sample_rows:
-                kept.append(table.iloc[: sample_rows - sum(len(t) for t in kept)])
+            if kept_rows < sample_rows:
+                kept.append(table.iloc[: sample_rows - kept_rows])
+                kept_rows += len(kept[-1])
             done, chunks = done + k, chunks + 1
             if progress is not None:
                 progress(done)
@@ -210,10 +210,7 @@ def write_synthetic(
             if sink is not None:
                 sink.close()
     write_json(staging / "internal" / "validation_output.json", {"rows": m, "results": records})
-    failures = failing_rules(records)
-    if failures:
-        lines = [f"column '{f['column']}': {f['rule']}" for f in failures]
-        raise DPReleaseError("internal error: the synthetic data breaks the schema:\n  " + "\n  ".join(lines))
+    refuse_output(failing_rules(records))
     names = ", ".join(f"synthetic.{f}" for f in formats)
     get_run_logger().info("wrote %d synthetic rows in %d chunks: %s", m, chunks, names)
     return Synthetic(chunks, pd.concat(kept, ignore_index=True))

@@ -20,10 +20,12 @@ from mechanisms.schema import Continuous, Schema
 from mechanisms.synthesizer import MixedRows
 
 __all__ = [
+    "NUMERIC_NA",
     "DataError",
     "bins_to_table",
     "check_columns",
     "clip_to_bounds",
+    "input_format",
     "map_unknown",
     "read_table",
     "rows_to_table",
@@ -31,30 +33,32 @@ __all__ = [
     "table_to_rows",
 ]
 
-_NUMERIC_NA = ["", "NA", "NaN", "nan", "null", "NULL"]
+NUMERIC_NA = ["", "NA", "NaN", "nan", "null", "NULL"]
 
 
 class DataError(DPReleaseError):
     """The confidential input does not match the public schema."""
 
 
+def input_format(path: Path) -> str:
+    """``csv`` (optionally gzipped) or ``parquet``, from the file name."""
+    if not path.is_file():
+        raise DataError(f"dataset file '{path}' does not exist; fix dataset.path in the spec")
+    if path.suffix.lower() == ".parquet":
+        return "parquet"
+    if "".join(path.suffixes[-2:]).lower().endswith((".csv", ".csv.gz")):
+        return "csv"
+    raise DataError(f"dataset file '{path}' must end in .csv, .csv.gz or .parquet")
+
+
 def read_table(path: Path, schema: Schema, missing: dict[str, str]) -> pd.DataFrame:
     """CSV (optionally gzipped) or Parquet. Categorical columns are read as text; a
     declared ``missing`` token replaces empty cells of its column."""
-    if not path.is_file():
-        raise DataError(f"dataset file '{path}' does not exist; fix dataset.path in the spec")
     numeric = [c.name for c in schema.columns if isinstance(c, Continuous)]
     text = [c.name for c in schema.columns if not isinstance(c, Continuous)]
-    suffixes = "".join(path.suffixes[-2:]).lower()
+    kind = input_format(path)
     try:
-        if path.suffix.lower() == ".parquet":
-            df = pd.read_parquet(path)
-        elif suffixes.endswith((".csv", ".csv.gz")):
-            df = _read_csv(path, numeric, text)
-        else:
-            raise DataError(f"dataset file '{path}' must end in .csv, .csv.gz or .parquet")
-    except DataError:
-        raise
+        df = pd.read_parquet(path) if kind == "parquet" else _read_csv(path, numeric, text)
     except Exception as e:  # parser errors may quote raw lines: report the kind only
         raise DataError(
             f"dataset file '{path}' could not be read ({type(e).__name__}); check that it "
@@ -80,7 +84,7 @@ def _read_csv(path: Path, numeric: list[str], text: list[str]) -> pd.DataFrame:
             path,
             convert_options=pa_csv.ConvertOptions(
                 column_types={c: pa.string() for c in text},
-                null_values=_NUMERIC_NA,
+                null_values=NUMERIC_NA,
                 strings_can_be_null=False,
             ),
         )
@@ -93,7 +97,7 @@ def _read_csv(path: Path, numeric: list[str], text: list[str]) -> pd.DataFrame:
             path,
             dtype={c: str for c in text},
             keep_default_na=False,
-            na_values={**{c: _NUMERIC_NA for c in numeric}, **{c: [""] for c in text}},
+            na_values={**{c: NUMERIC_NA for c in numeric}, **{c: [""] for c in text}},
         )
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "fitted_rows",
     "read_input",
     "refuse_input",
+    "refuse_output",
     "validate_input",
     "validate_output",
 ]
@@ -59,6 +60,13 @@ def refuse_input(failures: list[dict]) -> None:
             + "\nFix the data or the spec's schema; affected-row counts are in the "
             "internal validation report of the failure record."
         )
+
+
+def refuse_output(failures: list[dict]) -> None:
+    """Raise on a synthetic table that breaks the schema (a bug, never the data's fault)."""
+    if failures:
+        lines = [f"column '{f['column']}': {f['rule']}" for f in failures]
+        raise DPReleaseError("internal error: the synthetic data breaks the schema:\n  " + "\n  ".join(lines))
 
 
 def check_table(df: pd.DataFrame, schema: Schema, name: str, report: Path) -> list[dict]:
@@ -167,7 +175,4 @@ def validate_input(spec: ReleaseSpec, internal_dir: Path) -> pd.DataFrame:
 @scrub_errors
 def validate_output(synthetic: pd.DataFrame, schema: Schema, internal_dir: Path) -> None:
     """The synthetic table must conform to the same public schema (a failure is a bug)."""
-    failures = check_table(synthetic, schema, "output", internal_dir / "validation_output.json")
-    if failures:
-        lines = [f"column '{f['column']}': {f['rule']}" for f in failures]
-        raise DPReleaseError("internal error: the synthetic data breaks the schema:\n  " + "\n  ".join(lines))
+    refuse_output(check_table(synthetic, schema, "output", internal_dir / "validation_output.json"))
