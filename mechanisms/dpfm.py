@@ -66,7 +66,7 @@ from mechanisms.accounting import BudgetPlan, StageBudget, plan_budget
 from mechanisms.latent import LatentCode, from_latent, to_latent
 from mechanisms.primitives import Measurement, measure_stage, unprotected
 from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
-from mechanisms.synthesizer import MixedRows, Stage, Synthesizer
+from mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Synthesizer
 
 __all__ = [
     "FACTOR_THRESHOLD",
@@ -91,6 +91,7 @@ __all__ = [
     "probit_latent",
     "reconstruct",
     "scores_sensitivity",
+    "sensitivities",
     "sorted_noise_cdf",
     "stage_weights",
     "threshold_sensitivity",
@@ -401,12 +402,19 @@ def probit_latent(u: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray
     U ~ Unif(2^{−(M−1)}, 1); the other coordinates are N(0, 1) truncated to (−∞, t),
     drawn as Φ⁻¹(V·Φ(t)). t is kept ≥ 10⁻¹² so decoding (0 if max ≤ 0, else argmax)
     returns u for every draw.
+
+    The number of draws is data-free: one U per row (rows with u = 0 leave theirs
+    unused) and k V's per row, so row i's latent depends only on u_i and its own
+    uniforms, never on how many other rows are positive. Otherwise replacing one record
+    (0 ↔ l ≥ 1) would shift the draws of every later row, and the encodings of the
+    unchanged rows of neighbouring tables would no longer be coupled.
     """
     k = m - 1
     pos = u > 0
     lo = 0.5**k
     t = np.zeros(len(u))
-    t[pos] = np.maximum(ndtri((lo + (1 - lo) * rng.random(int(pos.sum()))) ** (1 / k)), _T_MIN)
+    draw = rng.random(len(u))
+    t[pos] = np.maximum(ndtri((lo + (1 - lo) * draw[pos]) ** (1 / k)), _T_MIN)
     t = np.minimum(t, ndtri(1 - _U_FLOOR))
     out = ndtri(np.maximum(rng.random((len(u), k)) * ndtr(t)[:, None], _U_FLOOR))
     out[pos, u[pos] - 1] = t[pos]
@@ -579,6 +587,29 @@ def decode_latent(latent: np.ndarray, schema: Schema, code: Code, params: DPFMPa
     return MixedRows(bins, unit)
 
 
+def sensitivities(schema: Schema, params: DPFMParams, n: int, facts=None) -> dict[str, Sensitivity]:
+    """Every statistic dpfm measures (corrected), from public facts: the ordinal
+    cumulative frequencies when the schema has ordinal columns (``threshold_sensitivity``,
+    attained), the top-r eigenvectors (``loadings_sensitivity``, p* = ``encoded_width``)
+    and the factor scores (``scores_sensitivity``). r is the public ``params.factors``."""
+    levels = [schema.columns[j].n_bins for j in _kinds(schema, Ordinal)]
+    r, p_star = params.factors, encoded_width(schema)
+    out = {
+        "top_eigenvectors": Sensitivity(
+            "loadings", loadings_sensitivity(p_star, r, "l1"), loadings_sensitivity(p_star, r, "l2")
+        ),
+        "factor_scores": Sensitivity("scores", scores_sensitivity(r, "l1"), scores_sensitivity(r, "l2")),
+    }
+    if levels:
+        out["ordinal_cumulative_frequencies"] = Sensitivity(
+            "thresholds",
+            threshold_sensitivity(levels, n, "l1"),
+            threshold_sensitivity(levels, n, "l2"),
+            tight=True,
+        )
+    return out
+
+
 # ---------------------------------------------------------------- whole algorithm
 
 
@@ -623,7 +654,8 @@ def _encode(
 ) -> tuple[Encoded, tuple[Measurement, ...]]:
     """Thresholds first (corrected: the encoding uses them), then the link code and X*."""
     _check(schema, params)
-    thresholds, measured = measure_thresholds(rows, schema, _budget(plan, "thresholds"), params, rng=rng)
+    budget = _budget(plan, "thresholds") if _kinds(schema, Ordinal) else None  # no ordinal: no stage
+    thresholds, measured = measure_thresholds(rows, schema, budget, params, rng=rng)
     code, records = make_code(rows, schema, thresholds, params)
     return Encoded(encode_rows(rows, schema, code, rng=rng), code), (*records, *measured)
 
@@ -744,5 +776,6 @@ SYNTHESIZER = Synthesizer(
     estimate=_estimate_stage,
     sample=_sample_stage,
     decode=_decode_stage,
+    sensitivities=sensitivities,
     check=_check,
 )

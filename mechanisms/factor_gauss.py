@@ -36,11 +36,11 @@ from mechanisms.latent import (
     latent_correlation,
     to_latent,
 )
-from mechanisms.marginals import measure_histograms, private_distribution
+from mechanisms.marginals import histogram_sensitivity, measure_histograms, private_distribution
 from mechanisms.primitives import Measurement, measure_stage
 from mechanisms.rowkeys import RowKeys, row_uniforms
 from mechanisms.schema import Schema
-from mechanisms.synthesizer import MixedRows, Stage, Synthesizer
+from mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Synthesizer
 
 __all__ = [
     "STAGE_WEIGHTS",
@@ -61,6 +61,7 @@ __all__ = [
     "moment_sum",
     "sample_latent",
     "second_moment_sensitivity",
+    "sensitivities",
 ]
 
 STAGE_WEIGHTS = {"marginals": 0.5, "moments": 0.5}
@@ -102,6 +103,26 @@ def second_moment_sensitivity(n: int, bound: float, p: int, norm: Literal["l1", 
     if norm == "l2":
         return math.sqrt(2.0) * bound**2 / n
     return math.sqrt(p * (p + 1)) * bound**2 / n
+
+
+def sensitivities(schema: Schema, params: FactorGaussParams, n: int, facts=None) -> dict[str, Sensitivity]:
+    """Every statistic factor_gauss measures, from public facts: one histogram per column
+    (Δ₁ = 2, Δ₂ = √2, ``marginals.histogram_sensitivity``; attained by any record moving
+    bins) and the latent second moment (``second_moment_sensitivity`` with B =
+    ``params.bound(p)``; its Δ₂ is attained by z = B·e₁ vs z' = B·e₂ when B ≤ c, its Δ₁
+    by no pair in general)."""
+    p = len(schema)
+    out = {
+        f"histogram[{name}]": Sensitivity(
+            "marginals", histogram_sensitivity("l1"), histogram_sensitivity("l2"), tight=True
+        )
+        for name in schema.names
+    }
+    b = params.bound(p)
+    out["latent_second_moment"] = Sensitivity(
+        "moments", second_moment_sensitivity(n, b, p, "l1"), second_moment_sensitivity(n, b, p, "l2")
+    )
+    return out
 
 
 def bound_rows(z: np.ndarray, clip: float, bound: float) -> np.ndarray:
@@ -315,4 +336,5 @@ SYNTHESIZER = Synthesizer(
     estimate=_estimate_stage,
     sample=_sample_stage,
     decode=_decode_stage,
+    sensitivities=sensitivities,
 )

@@ -61,7 +61,7 @@ from mechanisms.publishing import (
     upper,
 )
 from mechanisms.schema import Continuous, Schema
-from mechanisms.synthesizer import MixedRows, Stage, Synthesizer
+from mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Synthesizer
 
 __all__ = [
     "CLASS_COUNT_SHARE",
@@ -75,6 +75,7 @@ __all__ = [
     "fit",
     "release_class_counts",
     "release_moments",
+    "sensitivities",
     "stage_weights",
     "synthesize",
     "weighted_median",
@@ -339,6 +340,17 @@ class _Encoded:
     counts: Measurement
 
 
+def sensitivities(schema: Schema, params: LDAPPDParams, n: int, facts=None) -> dict[str, Sensitivity]:
+    """Every statistic lda_ppd measures (corrected; pure ε, L1 only), from the public
+    layout of the features: the class counts (histogram, Δ₁ = 2) and the class sums with
+    the second moment (``class_moment_sensitivity``, exact for any number of classes)."""
+    lay = layout(_features(schema, params)[0])
+    return {
+        "class_counts": Sensitivity("class_counts", histogram_sensitivity("l1"), None, tight=True),
+        "class_moments": Sensitivity("moments", class_moment_sensitivity(lay.p1, lay.p2), None, tight=True),
+    }
+
+
 def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: LDAPPDParams, rng) -> Stage:
     """Features and classes; the class counts (corrected: noisy, stage ``class_counts``;
     paper: exact, ``unprotected`` in stage ``moments``)."""
@@ -406,5 +418,6 @@ SYNTHESIZER = Synthesizer(
     estimate=_estimate_stage,
     sample=_sample_stage,
     decode=_decode_stage,
+    sensitivities=sensitivities,
     check=check,
 )

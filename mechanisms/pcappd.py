@@ -53,7 +53,7 @@ from mechanisms.publishing import (
     upper,
 )
 from mechanisms.schema import Schema
-from mechanisms.synthesizer import MixedRows, Stage, Synthesizer
+from mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Synthesizer
 
 __all__ = [
     "SYNTHESIZER",
@@ -68,6 +68,7 @@ __all__ = [
     "release_moments",
     "release_rows",
     "rows_sensitivity",
+    "sensitivities",
     "stage_weights",
 ]
 
@@ -241,6 +242,20 @@ class _Encoded:
     layout: Layout
 
 
+def sensitivities(schema: Schema, params: PCAPPDParams, n: int, facts=None) -> dict[str, Sensitivity]:
+    """Every statistic pcappd measures (corrected; pure ε, L1 only), from the public
+    layout: the moments (``moment_sensitivity``, exact) and the component scores
+    (``rows_sensitivity`` with k = ``params.components``, attained). Neither depends on n
+    (sums, one row per record)."""
+    lay = layout(design(schema))
+    return {
+        "moments": Sensitivity("moments", moment_sensitivity(lay.p1, lay.p2), None, tight=True),
+        "component_scores": Sensitivity(
+            "rows", rows_sensitivity(lay, params.components, "corrected"), None, tight=True
+        ),
+    }
+
+
 def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: PCAPPDParams, rng) -> Stage:
     if plan.notion != "pure":
         raise ValueError("pcappd is pure ε-DP (Laplace) only: set privacy.accountant: pure")
@@ -301,5 +316,6 @@ SYNTHESIZER = Synthesizer(
     estimate=_estimate_stage,
     sample=_sample_stage,
     decode=_decode_stage,
+    sensitivities=sensitivities,
     check=check,
 )

@@ -37,6 +37,7 @@ __all__ = [
     "VETTED_SAMPLER_NOTE",
     "Measurement",
     "VettedRNG",
+    "discrete_laplace_mechanism",
     "discrete_laplace_noise",
     "gaussian_mechanism",
     "gaussian_sigma",
@@ -218,12 +219,7 @@ def gaussian_mechanism(
     2^-1074 (ρ-zCDP for the same Δ₂, Canonne–Kamath–Steinke 2020), and σ is raised by an ulp
     if OpenDP's own map needs it; the record carries the σ actually used."""
     sigma = gaussian_sigma(l2_sensitivity, rho)
-    if _is_vetted(rng):
-        noisy, sigma = _vetted_float_noise(
-            np.asarray(value, dtype=float), "gaussian", sigma, l2_sensitivity, rho
-        )
-    else:
-        noisy = np.asarray(value, dtype=float) + rng.normal(0.0, sigma, size=np.shape(value))
+    noisy, sigma = _perturb(np.asarray(value, dtype=float), "gaussian", sigma, l2_sensitivity, rho, rng)
     return Measurement(name, stage, noisy, "gaussian", l2_sensitivity, "l2", sigma, rho, None)
 
 
@@ -242,10 +238,7 @@ def laplace_mechanism(
     2^-1074 (ε-DP for the same Δ₁); the record carries the b actually used (b, or an ulp
     above it if OpenDP's own map needs it)."""
     b = laplace_scale(l1_sensitivity, epsilon)
-    if _is_vetted(rng):
-        noisy, b = _vetted_float_noise(np.asarray(value, dtype=float), "laplace", b, l1_sensitivity, epsilon)
-    else:
-        noisy = np.asarray(value, dtype=float) + rng.laplace(0.0, b, size=np.shape(value))
+    noisy, b = _perturb(np.asarray(value, dtype=float), "laplace", b, l1_sensitivity, epsilon, rng)
     return Measurement(name, stage, noisy, "laplace", l1_sensitivity, "l1", b, None, epsilon)
 
 
@@ -265,6 +258,47 @@ def discrete_laplace_noise(scale: float, size: int | tuple[int, ...], rng: np.ra
         return np.asarray(meas([0] * n) if n else [], dtype=np.int64).reshape(size)
     p = -math.expm1(-1.0 / scale)
     return rng.geometric(p, size) - rng.geometric(p, size)
+
+
+def discrete_laplace_mechanism(
+    counts: np.ndarray,
+    *,
+    l1_sensitivity: float,
+    scale: float,
+    epsilon: float,
+    rng: np.random.Generator,
+    name: str,
+    stage: str,
+    defect: str | None = None,
+) -> Measurement:
+    """Integer ``counts`` + Lap_Z(``scale``) per entry: (Δ₁/scale)-DP for counts of L1
+    sensitivity Δ₁, recorded at the ``epsilon`` the caller's plan assigns (≥ Δ₁/scale for a
+    DP release; a paper-literal variant records its claim and a ``defect``)."""
+    noisy, _ = _perturb(np.asarray(counts), "discrete_laplace", scale, l1_sensitivity, epsilon, rng)
+    return Measurement(
+        name, stage, noisy, "discrete_laplace", l1_sensitivity, "l1", scale, None, epsilon, defect
+    )
+
+
+def _perturb(
+    value: np.ndarray,
+    kind: Literal["gaussian", "laplace", "discrete_laplace"],
+    scale: float,
+    sensitivity: float,
+    budget: float,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, float]:
+    """The one place where DP noise meets a statistic: ``value`` + noise of ``kind`` and
+    ``scale``, and the scale actually used. Every DP noise draw of every mechanism passes
+    here (only the paper-literal ``dpfm`` variant's sorted noise, which is not DP, is drawn
+    in ``dpfm`` itself), so the wiring tests (``tests/wiring.py``) replace this function to
+    read the exact statistic each stage measures, with the noise switched off."""
+    if kind == "discrete_laplace":
+        return value + discrete_laplace_noise(scale, value.shape, rng), scale
+    if _is_vetted(rng):
+        return _vetted_float_noise(value, kind, scale, sensitivity, budget)
+    draw = rng.normal if kind == "gaussian" else rng.laplace
+    return value + draw(0.0, scale, size=value.shape), scale
 
 
 def measure(

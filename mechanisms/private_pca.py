@@ -76,9 +76,14 @@ from scipy.optimize import linprog
 
 from mechanisms.accounting import BudgetPlan, split_budget
 from mechanisms.design import design
-from mechanisms.primitives import Measurement, discrete_laplace_noise, laplace_mechanism
+from mechanisms.primitives import (
+    Measurement,
+    discrete_laplace_mechanism,
+    discrete_laplace_noise,
+    laplace_mechanism,
+)
 from mechanisms.schema import Schema
-from mechanisms.synthesizer import MixedRows, Stage, Synthesizer
+from mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Synthesizer
 
 __all__ = [
     "MAX_DEPTH",
@@ -446,10 +451,16 @@ def measure_tree(
         if variant == "paper":
             level_cost = 2.0 / s if j > 0 else 0.0
             defect = f"level {j} truly costs {level_cost:.4g} (claimed {e:.4g}); " + "; ".join(reasons)
-        noisy = t + discrete_laplace(s, t.shape, rng)
         measurements.append(
-            Measurement(
-                f"pmm_level_{j}", stage, noisy, "discrete_laplace", plan.sensitivity, "l1", s, None, e, defect
+            discrete_laplace_mechanism(
+                t,
+                l1_sensitivity=plan.sensitivity,
+                scale=s,
+                epsilon=e,
+                rng=rng,
+                name=f"pmm_level_{j}",
+                stage=stage,
+                defect=defect,
             )
         )
     if variant == "paper":
@@ -696,9 +707,15 @@ def measure_grid(
             f"under replace-one they change by 2 in L1, so this truly costs {2.0 / scale:.4g} "
             f"(claimed {epsilon:.4g})"
         )
-    noisy = true + discrete_laplace(scale, true.shape, rng)
-    m = Measurement(
-        "psmm_counts", stage, noisy, "discrete_laplace", sensitivity, "l1", scale, None, epsilon, defect
+    m = discrete_laplace_mechanism(
+        true,
+        l1_sensitivity=sensitivity,
+        scale=scale,
+        epsilon=epsilon,
+        rng=rng,
+        name="psmm_counts",
+        stage=stage,
+        defect=defect,
     )
     return NoisyGrid(cells, float(delta), int(n), m)
 
@@ -991,6 +1008,35 @@ def _decode_stage(y: np.ndarray, schema: Schema, params: PrivatePCAParams, rng) 
     return design(schema).decode(y)
 
 
+def sensitivities(schema: Schema, params: PrivatePCAParams, n: int, facts) -> dict[str, Sensitivity]:
+    """Every statistic private_pca measures (corrected; pure ε, L1 only), from public
+    facts: d = the design width, n, and the subroutine and depth the estimate stage
+    reported (chosen from public values and the noisy covariance). The covariance
+    (``covariance_sensitivity``, the paper's 3d²/n, valid but loose), the mean (d/n,
+    attained by 0 vs 1 in every coordinate, so only when no nominal has 3+ categories (a
+    record moves 2 of its one-hot coordinates) and every integer column's bounds are
+    integers) and either one count vector per PMM level or PSMM's grid counts (a
+    histogram under replace-one: Δ₁ = 2, attained)."""
+    d = design(schema).width
+    mean_attained = all(
+        c.n_bins == 2
+        if c.kind == "nominal"
+        else not getattr(c, "integer", False) or (float(c.lower).is_integer() and float(c.upper).is_integer())
+        for c in schema.columns
+    )
+    out = {
+        "covariance": Sensitivity("covariance", covariance_sensitivity(n, d), None),
+        "mean": Sensitivity("mean", d / n, None, tight=mean_attained),
+    }
+    if facts["subroutine"] == "psmm":
+        out["psmm_counts"] = Sensitivity("measure", psmm_scale(1.0)[1], None, tight=True)
+    else:
+        sens = level_plan(1.0, facts["depth"], facts["dims"], "corrected").sensitivity
+        for j in range(1, facts["depth"] + 1):
+            out[f"pmm_level_{j}"] = Sensitivity("measure", sens, None, tight=True)
+    return out
+
+
 def _check(schema: Schema, params: PrivatePCAParams) -> None:
     width = design(schema).width
     if params.dims is not None and params.dims > width:
@@ -1034,6 +1080,7 @@ SYNTHESIZER = Synthesizer(
     estimate=_estimate_stage,
     sample=_sample_stage,
     decode=_decode_stage,
+    sensitivities=sensitivities,
     check=_check,
     min_rows=lambda schema, params: 2,  # _check_rows: the centred covariance needs n >= 2
 )

@@ -62,7 +62,7 @@ from mechanisms.design import Design, design
 from mechanisms.marginals import histogram, histogram_sensitivity, private_distribution
 from mechanisms.primitives import Measurement, laplace_mechanism, measure_stage, unprotected
 from mechanisms.schema import Continuous, Schema
-from mechanisms.synthesizer import MixedRows, Stage, Synthesizer
+from mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Synthesizer
 
 __all__ = [
     "CLASS_COUNT_SHARE",
@@ -86,6 +86,7 @@ __all__ = [
     "psd_repair",
     "reconstruct",
     "sample_projected",
+    "sensitivities",
     "stage_weights",
     "uniform_qr_projection",
 ]
@@ -622,6 +623,35 @@ def check(schema: Schema, params: RonGaussParams) -> None:
         raise ValueError(f"params.dims ({params.dims}) must be at most the design width ({width})")
 
 
+def sensitivities(schema: Schema, params: RonGaussParams, n: int, facts=None) -> dict[str, Sensitivity]:
+    """Every statistic ron_gauss measures (corrected), from public facts: the design
+    width m of the features, the projected dimension p (``params.dims`` or Meckes' rule)
+    and n. Unsupervised / regression: ``mean`` (``mean_sensitivity``), then the second
+    moment (``covariance_sensitivity``, with the label bound for regression).
+    Classification: ``class_counts`` (histogram, 2 / √2), ``class_sums`` and the per-class
+    second-moment sums (n = 1 in both, the sums are not divided). Tight: the counts, and
+    the per-class second moment (a record moving class, released class means μ_c that
+    centre it at x̃ = ±e₁ in both classes give Δ₂ = √2; at x̃ = s/√p, s ∈ {±1}^p, Δ₁ = p + 1)."""
+    m = _layout(schema, params)[0].width
+    p = params.dims or default_dims(m)
+    label = _LABEL_BOUND if params.task == "regression" else None
+    n_eff = 1 if params.task == "classification" else n
+
+    def second(norm: str) -> float:
+        return covariance_sensitivity(p, n_eff, variant="corrected", norm=norm, label_bound=label)
+
+    tight = params.task == "classification"
+    out = {"second_moment": Sensitivity("covariance", second("l1"), second("l2"), tight=tight)}
+    if params.task == "classification":
+        out["class_counts"] = Sensitivity(
+            "class_counts", histogram_sensitivity("l1"), histogram_sensitivity("l2"), tight=True
+        )
+        out["class_sums"] = Sensitivity("mean", mean_sensitivity(m, 1, "l1"), mean_sensitivity(m, 1, "l2"))
+    else:
+        out["mean"] = Sensitivity("mean", mean_sensitivity(m, n, "l1"), mean_sensitivity(m, n, "l2"))
+    return out
+
+
 def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: RonGaussParams, rng) -> Stage:
     features, j = _layout(schema, params)
     keep = [k for k in range(len(schema)) if k != j]
@@ -719,5 +749,6 @@ SYNTHESIZER = Synthesizer(
     estimate=_estimate_stage,
     sample=_sample_stage,
     decode=_decode_stage,
+    sensitivities=sensitivities,
     check=check,
 )

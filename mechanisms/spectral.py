@@ -301,6 +301,7 @@ SYNTHESIZER = Synthesizer(
     estimate=_estimate_stage,
     sample=_sample_stage,
     decode=_decode_stage,
+    sensitivities=lambda schema, params, n, facts: {},  # measures nothing: not DP
     # n = 1 runs but the centred matrix is zero (rank 0): the output row is the input record.
     # n <= p is fine: the thin SVD keeps the r <= n - 1 nonzero components.
     min_rows=lambda schema, params: 2,

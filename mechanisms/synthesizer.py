@@ -30,7 +30,7 @@ from mechanisms.accounting import BudgetPlan
 from mechanisms.primitives import Measurement
 from mechanisms.schema import Schema
 
-__all__ = ["MixedRows", "Stage", "Synthesizer"]
+__all__ = ["MixedRows", "Sensitivity", "Stage", "Synthesizer"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,22 @@ class Stage:
 
 
 @dataclass(frozen=True)
+class Sensitivity:
+    """What one noisy statistic may change by when one record is replaced: its ledger
+    ``stage`` and Δ₁, Δ₂ (``None`` for a norm the mechanism never calibrates to), derived
+    from public facts only (schema, parameters, the public n, and the stages' public
+    facts). ``tight`` says some pair of neighbouring tables attains it."""
+
+    stage: str
+    l1: float | None
+    l2: float | None
+    tight: bool = False
+
+    def bound(self, norm: str) -> float | None:
+        return self.l1 if norm == "l1" else self.l2
+
+
+@dataclass(frozen=True)
 class Synthesizer:
     """A mechanism the spec can name.
 
@@ -66,9 +82,14 @@ class Synthesizer:
     ``spends`` names, per step (``encode``, ``estimate``, ``sample``), the plan stages whose
     noise that step may draw: the flow records those stages as spent in the ledger
     *before* running the step (fail closed), and refuses a step that measured a stage
-    it did not declare. ``keeps_row_order`` means the output has exactly one row per fitted input row, in
-    order; ``check(schema, params)`` raises ``ValueError`` (naming the parameter) when
-    the parameters do not fit the schema, before any data is read. ``min_rows(schema,
+    it did not declare. ``sensitivities(schema, params, n, facts)`` names every noisy
+    statistic the steps measure for these public facts (``n`` the fitted rows, ``facts``
+    the stages' public facts) with its ``Sensitivity``, computed by the same functions the
+    steps pass to the noise: ``audit verify`` re-derives each recorded Δ from it, and the
+    wiring tests check it against what the steps really measure. ``keeps_row_order``
+    means the output has exactly one row per fitted input row, in order;
+    ``check(schema, params)`` raises ``ValueError`` (naming the parameter) when the
+    parameters do not fit the schema, before any data is read. ``min_rows(schema,
     params)`` is the fewest fitted rows the four steps need; the flow refuses a smaller
     table before any noise is drawn (``tasks.validate.check_rows``). The default, 2:
     one row has no spread to model (its centred covariance is zero).
@@ -86,5 +107,6 @@ class Synthesizer:
     estimate: Callable[[Any, BudgetPlan, Any, np.random.Generator], Stage]
     sample: Callable[[Any, Any, int, np.random.Generator], Stage]
     decode: Callable[[Any, Schema, Any, np.random.Generator], MixedRows]
+    sensitivities: Callable[[Schema, Any, int, Mapping[str, Any]], dict[str, Sensitivity]]
     check: Callable[[Schema, Any], None] = lambda schema, params: None
     min_rows: Callable[[Schema, Any], int] = lambda schema, params: 2

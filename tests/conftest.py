@@ -8,6 +8,8 @@ import os
 import numpy as np
 import pytest
 
+collect_ignore = ["mutants.py"]  # a script (README, testing): it runs the suite on mutated copies
+
 _SEEDS = list(range(100)) if os.environ.get("DPRELEASE_SEEDS") == "all" else [42]
 
 
