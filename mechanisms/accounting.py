@@ -35,6 +35,7 @@ __all__ = [
 ]
 
 Notion = Literal["zcdp", "pure"]
+ChargeNotion = Literal["zcdp", "pure", "void"]
 
 
 def zcdp_delta(rho: float, epsilon: float) -> float:
@@ -160,23 +161,38 @@ def plan_budget(notion: Notion, epsilon: float, delta: float, weights: dict[str,
 class Charge:
     """What one release costs the dataset: ρ-zCDP (``rho`` set, with the δ its ε was
     stated at) or pure ε-DP (``rho`` None, δ = 0). A release that drew no noise costs
-    ``Charge("pure", None, 0.0, 0.0)``."""
+    ``Charge("pure", None, 0.0, 0.0)``. A release that was not differentially private
+    costs ``Charge.void()``: no finite (ε, δ) bounds it, so no composed statement about
+    the dataset holds after it."""
 
-    notion: Notion
+    notion: ChargeNotion
     rho: float | None
     epsilon: float
     delta: float
 
+    @classmethod
+    def void(cls) -> Charge:
+        return cls("void", None, math.inf, 1.0)
+
+    @property
+    def is_void(self) -> bool:
+        return self.notion == "void"
+
 
 @dataclass(frozen=True)
 class LifetimeSpend:
-    """The composed cost of a dataset's releases under the better of two valid rules."""
+    """The composed cost of a dataset's releases under the better of two valid rules;
+    ``void`` (ε = ∞) once any of them was not differentially private."""
 
     epsilon: float
     delta: float
     rule: str
     basic: tuple[float, float]
     zcdp: tuple[float, float] | None
+
+    @property
+    def void(self) -> bool:
+        return math.isinf(self.epsilon)
 
 
 def compose_lifetime(charges: list[Charge], delta: float) -> LifetimeSpend:
@@ -188,7 +204,18 @@ def compose_lifetime(charges: list[Charge], delta: float) -> LifetimeSpend:
     * zCDP (Bun & Steinke 2016, Lemma 2.3 and Prop. 1.4): a ρ_i-zCDP release adds ρ_i
       and a pure ε_i-DP release adds ε_i²/2; the total ρ converts to (ε, ``delta``) by
       CKS Cor. 13 (``zcdp_epsilon``), which needs ``delta`` > 0.
+
+    A void charge (a release that was not DP) makes the composition void: ε = ∞.
     """
+    if any(c.is_void for c in charges):
+        return LifetimeSpend(
+            math.inf,
+            1.0,
+            "void: a release of this dataset was not differentially private, so no composed "
+            "(epsilon, delta) guarantee holds for it",
+            (math.inf, 1.0),
+            None,
+        )
     basic = (math.fsum(c.epsilon for c in charges), math.fsum(c.delta for c in charges))
     options = (
         [(basic[0], basic[1], "basic composition: sums of epsilon and delta")] if basic[1] <= delta else []

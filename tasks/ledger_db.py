@@ -17,8 +17,18 @@ What a release costs its dataset (``charge``): the stages with a ``spent`` row, 
 whole plan while its latest ``reserved``/terminal row is ``reserved`` (running, or a run
 that died: fail closed). Lifetime composition is ``mechanisms.accounting.compose_lifetime``.
 
+A release that is not differentially private (a paper-literal variant or spectral
+anonymization, run with ``privacy.allow_non_dp``) is reserved with accountant ``void``.
+Once its synthesis starts (``mark_unprotected`` writes a ``stage`` / ``spent`` row named
+``unprotected``) it costs ``Charge.void()``: no composed (ε, δ) statement holds for its
+dataset from then on (``void_since``), and a lifetime budget on that dataset is refused.
+
 Every row stores sha256(previous row's hash ‖ canonical JSON of its own fields), so an
-edited, deleted or reordered row breaks the chain from there on (``verify_chain``). All
+edited, deleted or reordered row breaks the chain from there on (``verify_chain``).
+``reserve`` checks the chain before it admits a release, in time that does not grow with
+the ledger: every row after the last verified checkpoint, the checkpoint row itself (a
+re-chained rewrite changes its hash), and each row the lifetime decision reads (its own
+hash and its successor's link). A broken chain refuses the release. All
 writes are serialised on one lock (SQLite ``BEGIN IMMEDIATE``; PostgreSQL ``SELECT … FOR
 UPDATE`` of the chain head): two releases started at once cannot both pass the lifetime
 check, and a stage can be spent only once per ``release_id``.
@@ -60,14 +70,35 @@ from mechanisms.accounting import BudgetPlan, Charge, LifetimeSpend, compose_lif
 from mechanisms.errors import BudgetError, DPReleaseError
 from mechanisms.primitives import Measurement
 
-__all__ = ["BudgetRefused", "Ledger", "LedgerError", "default_url", "ledger_facts", "redact", "spent_charge"]
+__all__ = [
+    "PASSWORD_ENV",
+    "UNPROTECTED",
+    "BudgetRefused",
+    "Ledger",
+    "LedgerError",
+    "default_url",
+    "ledger_facts",
+    "redact",
+    "spent_charge",
+    "split_password",
+    "void_since",
+]
 
 GENESIS = "0" * 64
+PASSWORD_ENV = "DPRELEASE_LEDGER_PASSWORD"  # the ledger database's password, never in a URL Prefect sees
+UNPROTECTED = "unprotected"  # the stage row a non-DP release writes when its synthesis starts
 STATES = ("reserved", "released", "gated", "failed")  # refused rows never change a state
 
 _META = MetaData()
 HEAD = Table(
     "ledger_head",
+    _META,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("seq", Integer, nullable=False),
+    Column("hash", String(64), nullable=False),
+)
+CHECKPOINT = Table(  # the last row a reservation verified the chain up to
+    "ledger_checkpoint",
     _META,
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("seq", Integer, nullable=False),
@@ -119,6 +150,26 @@ def redact(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
+def split_password(url: str) -> tuple[str, str | None]:
+    """(the URL with no password in it, the password or None): what may be handed to
+    Prefect as a parameter, and what must travel another way (``PASSWORD_ENV``, a Prefect
+    Secret block)."""
+    try:
+        parsed = make_url(url)
+    except Exception:
+        return url, None  # not a URL: _engine names the problem
+    if parsed.password is None:
+        return url, None
+    return parsed._replace(password=None).render_as_string(hide_password=False), str(parsed.password)
+
+
+def make_url_password(url: str) -> str | None:
+    try:
+        return make_url(url).password
+    except Exception:
+        return None
+
+
 def row_hash(row: dict) -> str:
     """sha256 of the previous hash and the row's canonical JSON (sorted keys, floats as
     their shortest round-trip repr, no NaN); the ``hash`` field itself is excluded."""
@@ -132,9 +183,11 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def _engine(url: str, create: bool) -> Engine:
+def _engine(url: str, create: bool, password: str | None = None) -> Engine:
     try:
         parsed = make_url(url)
+        if password is not None:
+            parsed = parsed.set(password=password)
     except Exception:
         raise LedgerError(
             f"ledger URL {url!r} is not a database URL; use sqlite:///path/ledger.db or "
@@ -182,23 +235,48 @@ class _Txn:
 
 def _charge(rows: list[dict]) -> Charge:
     """What one release_id costs, from its rows (see the module docstring): the plan of an
-    open reservation, else what its closing row recorded (``spent_charge`` at the time)."""
+    open reservation, else what its closing row recorded (``spent_charge`` at the time).
+    A row with accountant ``void`` and no ε is a non-DP release's unbounded charge."""
     states = [r for r in rows if r["kind"] == "release" and r["status"] in STATES]
     if not states:
         return Charge("pure", None, 0.0, 0.0)
     last = states[-1]
+    if last["accountant"] == "void":
+        return Charge.void()
     return Charge(last["accountant"], last["rho"], last["epsilon"], last["delta"] if last["epsilon"] else 0.0)
 
 
 def spent_charge(rows: list[dict]) -> Charge:
-    """The composed allocations of the stages with a ``spent`` row, at the reserved δ."""
+    """The composed allocations of the stages with a ``spent`` row, at the reserved δ; a
+    non-DP reservation costs ``Charge.void()`` once any stage row was written (its
+    synthesis started), nothing before."""
     reserved = [r for r in rows if r["kind"] == "release" and r["status"] == "reserved"][-1]
     spent = [r for r in rows if r["kind"] == "stage" and r["status"] == "spent"]
+    if reserved["accountant"] == "void":
+        return Charge.void() if spent else Charge("pure", None, 0.0, 0.0)
     if reserved["accountant"] == "zcdp":
         rho = math.fsum(r["rho"] for r in spent)
         delta = reserved["delta"]
         return Charge("zcdp", rho, zcdp_epsilon(rho, delta), delta if rho > 0 else 0.0)
     return Charge("pure", None, math.fsum(r["epsilon"] for r in spent), 0.0)
+
+
+def _stored(charge: Charge) -> dict:
+    """The ledger columns of a charge (a void one has no finite ε: NULLs)."""
+    if charge.is_void:
+        return {"accountant": "void", "rho": None, "epsilon": None, "delta": None}
+    return {"accountant": charge.notion, "rho": charge.rho, "epsilon": charge.epsilon, "delta": charge.delta}
+
+
+def void_since(rows: list[dict]) -> dict | None:
+    """The first release_id among ``rows`` (one dataset's release rows, chain order) whose
+    charge is void, with the time its void charge was recorded; None if every release was
+    DP."""
+    for rid, group in _by_release(rows).items():
+        if _charge(group).is_void:
+            first = next(r for r in group if r["kind"] == "release" and r["accountant"] == "void")
+            return {"release_id": rid, "time": first["time"]}
+    return None
 
 
 def _pid_alive(detail: dict) -> bool:
@@ -216,11 +294,15 @@ def _pid_alive(detail: dict) -> bool:
 class Ledger:
     """The ledger at ``url``; tables are created on first use (unless ``create=False``)."""
 
-    def __init__(self, url: str, *, create: bool = True) -> None:
+    def __init__(self, url: str, *, create: bool = True, password: str | None = None) -> None:
         """``create=False`` (audits, ``ledger show``): refuse a database without a ledger
-        rather than create one."""
+        rather than create one. The database password: ``password``, else the URL's, else
+        the environment's ``DPRELEASE_LEDGER_PASSWORD`` (so that a URL passed to Prefect
+        need not hold it)."""
         self.url = url
-        self.engine = _engine(url, create)
+        if password is None and make_url_password(url) is None:
+            password = os.environ.get(PASSWORD_ENV) or None
+        self.engine = _engine(url, create, password)
         try:
             if not create:
                 if not inspect(self.engine).has_table(ENTRIES.name):
@@ -292,6 +374,10 @@ class Ledger:
         """What ``release_id`` costs its dataset now."""
         return _charge(self._select(("release",), release_id=release_id))
 
+    def void_since(self, dataset: str) -> dict | None:
+        """The dataset's first non-DP release (``void_since``), or None."""
+        return void_since(self._select(("release",), dataset=dataset))
+
     def charged_releases(self, dataset: str) -> int:
         """How many release_ids of the dataset have a reservation (refused ones do not count)."""
         rows = self._select(("release",), dataset=dataset)
@@ -330,9 +416,10 @@ class Ledger:
                     "status": states[-1]["status"] if states else "refused",
                     "mechanism": mine[0]["mechanism"],
                     "accountant": charge.notion if states else None,
-                    "epsilon": charge.epsilon,
-                    "delta": charge.delta,
+                    "epsilon": None if charge.is_void else charge.epsilon,
+                    "delta": None if charge.is_void else charge.delta,
                     "rho": charge.rho,
+                    "differentially_private": not charge.is_void,
                     "started": mine[0]["time"],
                     "last_update": mine[-1]["time"],
                     "stages": stages,
@@ -348,20 +435,17 @@ class Ledger:
 
     def verify_chain(self) -> list[str]:
         """Problems with the hash chain (empty when every row and the head check out)."""
-        problems, prev = [], GENESIS
         with self.engine.connect() as conn:
-            rows = [r._asdict() for r in conn.execute(select(ENTRIES).order_by(ENTRIES.c.seq))]
-            head = conn.execute(select(HEAD.c.seq, HEAD.c.hash)).one()
-        for i, r in enumerate(rows, start=1):
-            if r["seq"] != i:
-                problems.append(f"ledger row {i} is missing (found seq {r['seq']} in its place)")
-            if r["prev_hash"] != prev:
-                problems.append(f"ledger row {r['seq']}: prev_hash does not match the row before it")
-            if row_hash(r) != r["hash"]:
-                problems.append(f"ledger row {r['seq']}: its hash does not match its contents (edited)")
-            prev = r["hash"]
-        if (head.seq, head.hash) != (len(rows), prev):
-            problems.append("ledger head does not match the last row (rows removed or added at the end)")
+            return _chain_problems_full(conn)
+
+    def checkpoint(self) -> list[str]:
+        """Verify the whole chain (``verify_chain``) and, when it is intact, move the
+        checkpoint to the head so the next ``reserve`` checks only what follows. Returns
+        the problems found (the checkpoint does not move then)."""
+        with self._txn() as t:
+            problems = _chain_problems_full(t.conn)
+            if not problems:
+                _set_checkpoint(t)
         return problems
 
     # writing -------------------------------------------------------------------------
@@ -374,9 +458,12 @@ class Ledger:
         mechanism: str,
         plan: BudgetPlan,
         lifetime: tuple[float, float] | None,
+        not_dp: list[str] | None = None,
         hold: Callable[[], None] | None = None,
     ) -> dict:
         """Charge the whole plan to ``release_id`` before any data is read, or refuse.
+        ``not_dp``: why the release is not differentially private (its reservation is then
+        ``void``: unbounded, see the module docstring).
 
         Refuses (a ``refused`` row, then ``BudgetRefused``) when the release_id was
         published or gated, already spent a stage, is running elsewhere, or when the
@@ -384,10 +471,21 @@ class Ledger:
         transaction after the checks (tests use it to widen a race window)."""
         base = {"dataset": dataset, "release_id": release_id, "mechanism": mechanism}
         with self._txn() as t:
+            broken, upto = _tail_problems(t)
             mine = self._read(t.conn, release_id=release_id)
-            reason = _rerun_refusal(release_id, mine)
+            reason, budget, read = _rerun_refusal(release_id, mine), None, []
             if reason is None:
-                reason, budget = self._lifetime_refusal(t, dataset, release_id, plan, lifetime)
+                reason, budget, read = self._lifetime_refusal(
+                    t, dataset, release_id, plan, lifetime, bool(not_dp)
+                )
+            broken += _rows_problems(t, [r["seq"] for r in (*mine, *read)], upto)
+            if broken:
+                raise BudgetRefused(
+                    f"the ledger's hash chain is broken ({'; '.join(broken[:3])}): a ledger that may have "
+                    "been edited cannot hold the privacy budget, so no release is admitted. Nothing was read "
+                    "or spent. Run `dprelease ledger show` to see every problem, then restore the ledger "
+                    "from a backup whose chain head matches the one you anchored"
+                )
             if hold is not None:
                 hold()
             if reason is not None:
@@ -401,35 +499,42 @@ class Ledger:
                         **base,
                         kind="release",
                         status="failed",
-                        accountant=last["accountant"],
-                        rho=0.0 if last["accountant"] == "zcdp" else None,
-                        epsilon=0.0,
-                        delta=0.0,
+                        **_stored(spent_charge(mine)),
                         detail={"reason": "abandoned: its process is gone and it drew no noise"},
                     )
+                charge = (
+                    Charge.void()
+                    if not_dp
+                    else Charge(plan.notion, plan.spent_rho, plan.spent_epsilon, plan.delta)
+                )
                 row = t.append(
                     **base,
                     kind="release",
                     status="reserved",
-                    accountant=plan.notion,
-                    rho=plan.spent_rho,
-                    epsilon=plan.spent_epsilon,
-                    delta=plan.delta,
+                    **_stored(charge),
                     detail={
                         "plan": [[s.stage, s.rho, s.epsilon] for s in plan.stages],
                         "lifetime": lifetime,
                         "host": socket.gethostname(),
                         "pid": os.getpid(),
+                        **({"not_dp": list(not_dp)} if not_dp else {}),
                     },
                 )
+            _set_checkpoint(t)
         if reason is not None:
             raise BudgetRefused(reason)
         return row
 
     def _lifetime_refusal(
-        self, t: _Txn, dataset: str, release_id: str, plan: BudgetPlan, lifetime: tuple[float, float] | None
-    ) -> tuple[str | None, tuple[float, float] | None]:
-        """(reason to refuse or None, a lifetime to record or None)."""
+        self,
+        t: _Txn,
+        dataset: str,
+        release_id: str,
+        plan: BudgetPlan,
+        lifetime: tuple[float, float] | None,
+        not_dp: bool = False,
+    ) -> tuple[str | None, tuple[float, float] | None, list[dict]]:
+        """(reason to refuse or None, a lifetime to record or None, the rows it read)."""
         rows = self._read(t.conn, kinds=("release", "budget"), dataset=dataset)  # enough to charge
         budgets = [r for r in rows if r["kind"] == "budget"]
         held = None if not budgets else (budgets[-1]["epsilon"], budgets[-1]["delta"])
@@ -439,21 +544,41 @@ class Ledger:
                 f"ledger, but the spec says epsilon={lifetime[0]:g}, delta={lifetime[1]:g}; make the spec "
                 "match the ledger (a lifetime budget is fixed when first declared)",
                 None,
+                rows,
             )
         limit = held or (None if lifetime is None else tuple(lifetime))
         if limit is None:
-            return None, None
+            return None, None, []  # no lifetime: the decision read nothing of the dataset
+        void = void_since([r for r in rows if r["release_id"] != release_id])
+        if void is not None:
+            return (
+                f"dataset '{dataset}' has had a release that was not differentially private "
+                f"('{void['release_id']}', from {void['time']}): since then no composed (epsilon, delta) "
+                f"guarantee holds for this dataset, so its lifetime budget (epsilon={limit[0]:g}) cannot be "
+                "honoured. Nothing was read or spent; a DP release of it can still run without a lifetime "
+                "budget, and its bundle will say the dataset's guarantee is void",
+                None,
+                rows,
+            )
+        if not_dp:
+            return (
+                f"this release is not differentially private and dataset '{dataset}' has a lifetime budget "
+                f"(epsilon={limit[0]:g}): a non-DP release would void every guarantee about the dataset. "
+                "Nothing was read or spent; run comparisons on another dataset name (a copy of the data)",
+                None,
+                rows,
+            )
         this = (
             Charge("zcdp", plan.spent_rho, plan.spent_epsilon, plan.delta)
             if plan.notion == "zcdp"
             else Charge("pure", None, plan.spent_epsilon, 0.0)
         )
-        charges = [_charge(g) for i, g in _by_release(rows).items() if i != release_id]
+        charges = [_charge(g) for i, g in _by_release(rows).items() if i != release_id]  # no void among them
         try:
             before = compose_lifetime(charges, limit[1])
             after = compose_lifetime([*charges, this], limit[1])
         except BudgetError as e:
-            return f"dataset '{dataset}': {e}", None
+            return f"dataset '{dataset}': {e}", None, rows
         if after.epsilon > limit[0]:
             left = max(0.0, limit[0] - before.epsilon)
             return (
@@ -463,8 +588,9 @@ class Ledger:
                 f"{after.epsilon:.4g}. Budget left: epsilon={left:.4g}. Lower privacy.epsilon or stop "
                 "releasing this dataset; nothing was read or spent",
                 None,
+                rows,
             )
-        return None, (None if held else limit)
+        return None, (None if held else limit), rows
 
     def spend(self, release_id: str, stages: list[str], plan: BudgetPlan) -> list[dict]:
         """Record ``stages`` of ``release_id``'s plan as spent; call *before* drawing their
@@ -496,6 +622,25 @@ class Ledger:
                 )
                 for s in stages
             ]
+
+    def mark_unprotected(self, release_id: str) -> dict | None:
+        """A non-DP release's synthesis is about to start: write its ``unprotected`` stage
+        row (once), from which the attempt costs ``Charge.void()``."""
+        with self._txn() as t:
+            mine = self._read(t.conn, release_id=release_id)
+            last = _last_state(mine)
+            if last is None or last["status"] != "reserved" or last["accountant"] != "void":
+                raise LedgerError(f"release '{release_id}' has no open non-DP reservation in the ledger")
+            if any(r["kind"] == "stage" and r["stage"] == UNPROTECTED for r in mine):
+                return None
+            return t.append(
+                **_same_release(last),
+                kind="stage",
+                status="spent",
+                stage=UNPROTECTED,
+                accountant="void",
+                detail={"reason": "synthesis of a release that is not differentially private started"},
+            )
 
     def record_measurements(self, release_id: str, measurements: list[Measurement]) -> list[dict]:
         """One row per noisy statistic (after the step): sensitivity, noise scale, ρ/ε."""
@@ -543,17 +688,91 @@ class Ledger:
             last = _last_state(mine)
             if last is None or last["status"] not in open_states:
                 raise LedgerError(f"release '{release_id}' has no open reservation in the ledger")
-            c = spent_charge(mine)
             return t.append(
                 **_same_release(last),
                 kind="release",
                 status=status,
-                accountant=last["accountant"],
-                rho=c.rho,
-                epsilon=c.epsilon,
-                delta=c.delta,
+                **_stored(spent_charge(mine)),
                 detail=detail,
             )
+
+
+def _raw(conn: Connection, *where) -> list[dict]:
+    """Rows as stored (``detail`` as text, as hashed), in chain order."""
+    return [r._asdict() for r in conn.execute(select(ENTRIES).where(*where).order_by(ENTRIES.c.seq))]
+
+
+def _tail_problems(t: _Txn) -> tuple[list[str], int]:
+    """The checkpoint row still has the hash verified earlier, and every row after it
+    matches its hash and links to the one before: (problems, the checkpoint's seq)."""
+    conn = t.conn
+    cp = conn.execute(select(CHECKPOINT.c.seq, CHECKPOINT.c.hash).where(CHECKPOINT.c.id == 1)).first()
+    start = (0, GENESIS) if cp is None else (cp.seq, cp.hash)
+    problems: list[str] = []
+    tail = _raw(conn, ENTRIES.c.seq >= max(start[0], 1))
+    prev = GENESIS
+    if start[0] > 0:
+        if not tail or tail[0]["seq"] != start[0] or tail[0]["hash"] != start[1]:
+            problems.append(f"ledger row {start[0]} no longer has the hash verified earlier (rows rewritten)")
+        prev = start[1]
+        tail = tail[1:]
+    for i, r in enumerate(tail, start=start[0] + 1):
+        if r["seq"] != i:
+            problems.append(f"ledger row {i} is missing")
+            break
+        if r["prev_hash"] != prev or row_hash(r) != r["hash"]:
+            problems.append(f"ledger row {i} does not match its hash or the row before it (edited)")
+        prev = r["hash"]
+    if (t.seq, t.head) != (start[0] + len(tail), prev):
+        problems.append("ledger head does not match the last row (rows removed or added at the end)")
+    return problems, start[0]
+
+
+def _rows_problems(t: _Txn, seqs: list[int], upto: int) -> list[str]:
+    """The rows a decision read, up to the checkpoint (later ones ``_tail_problems``
+    checks): each matches its hash, and its successor links to that hash."""
+    seqs = sorted({s for s in seqs if s <= upto})
+    if not seqs:
+        return []
+    rows = _raw(t.conn, ENTRIES.c.seq.in_(seqs))
+    after = {
+        r.seq: r.prev_hash
+        for r in t.conn.execute(
+            select(ENTRIES.c.seq, ENTRIES.c.prev_hash).where(ENTRIES.c.seq.in_([s + 1 for s in seqs]))
+        )
+    }
+    return [
+        f"ledger row {r['seq']} does not match its hash (edited)"
+        for r in rows
+        if row_hash(r) != r["hash"]
+        or after.get(r["seq"] + 1, r["hash"] if r["seq"] == t.seq else None) != r["hash"]
+    ] + [f"ledger row {s} is missing" for s in sorted(set(seqs) - {r["seq"] for r in rows})]
+
+
+def _chain_problems_full(conn: Connection) -> list[str]:
+    """Every row from the genesis, and the head (``verify_chain``, ``checkpoint``)."""
+    problems, prev = [], GENESIS
+    rows = _raw(conn)
+    head = conn.execute(select(HEAD.c.seq, HEAD.c.hash)).one()
+    for i, r in enumerate(rows, start=1):
+        if r["seq"] != i:
+            problems.append(f"ledger row {i} is missing (found seq {r['seq']} in its place)")
+        if r["prev_hash"] != prev:
+            problems.append(f"ledger row {r['seq']}: prev_hash does not match the row before it")
+        if row_hash(r) != r["hash"]:
+            problems.append(f"ledger row {r['seq']}: its hash does not match its contents (edited)")
+        prev = r["hash"]
+    if (head.seq, head.hash) != (len(rows), prev):
+        problems.append("ledger head does not match the last row (rows removed or added at the end)")
+    return problems
+
+
+def _set_checkpoint(t: _Txn) -> None:
+    """The chain up to the head is verified: remember where (inside the same transaction)."""
+    if t.conn.execute(select(CHECKPOINT.c.id)).first() is None:
+        t.conn.execute(insert(CHECKPOINT).values(id=1, seq=t.seq, hash=t.head))
+    else:
+        t.conn.execute(update(CHECKPOINT).where(CHECKPOINT.c.id == 1).values(seq=t.seq, hash=t.head))
 
 
 def _by_release(rows: list[dict]) -> dict[str, list[dict]]:
@@ -611,6 +830,7 @@ def ledger_facts(ledger: Ledger, spec, release_id: str) -> dict:
     with this release included (its whole plan is charged while it runs)."""
     rows = ledger.entries(release_id=release_id)
     lifetime = ledger.lifetime(spec.dataset.name)
+    void = ledger.void_since(spec.dataset.name)
     doc = {
         "url": redact(ledger.url),
         "rows": [
@@ -618,6 +838,16 @@ def ledger_facts(ledger: Ledger, spec, release_id: str) -> dict:
             for r in rows
             if r["kind"] != "release" or r["status"] == "reserved"
         ],
+        "dataset_guarantee": {
+            "void_since": void,
+            "statement": (
+                f"VOID: release '{void['release_id']}' of this dataset was not differentially private, so no "
+                "composed (epsilon, delta) guarantee holds for the dataset since then; this release's own "
+                "guarantee is stated above but does not compose with that one"
+                if void
+                else "every release of this dataset in the ledger so far was differentially private"
+            ),
+        },
         "lifetime": None,
     }
     if lifetime is not None:

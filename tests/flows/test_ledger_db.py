@@ -5,7 +5,6 @@ import subprocess
 import sys
 import textwrap
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -17,22 +16,6 @@ from tasks.ledger_db import BudgetRefused, Ledger, LedgerError
 
 PURE = plan_budget("pure", 1.0, 0.0, {"a": 1.0, "b": 1.0})
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'ledger.db'}"
-        return
-    base = request.getfixturevalue("postgres_url")
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f"CREATE DATABASE {name}"))
-    yield base.rsplit("/", 1)[0] + "/" + name
-    with admin.connect() as c:
-        c.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
-    admin.dispose()
 
 
 def _release(led, rid, plan=PURE, lifetime=None, status="released", dataset="d"):
