@@ -5,13 +5,20 @@ and compares it with what the bundle claims:
 
 * files: every sha256 in ``public/manifest.json`` (and ``internal/`` when present);
   files on disk but absent from a manifest;
+* identity: the folder is named after the release_id its release.json states;
 * arithmetic: the plan's split (Σ shares ≤ total, ρ = zCDP(ε, δ) at CKS Cor. 13), every
   measurement's noise scale against its sensitivity and share (σ ≥ Δ₂/√(2ρ), b ≥ Δ₁/ε),
   the per-stage sums, the total and its ρ → (ε, δ) conversion;
+* sensitivities, not trusted: every measurement's Δ is re-derived from public facts only
+  (the published spec's schema and parameters, the public n, the stages' public facts,
+  the gates' compared rows) with the mechanism's own functions
+  (``ReleaseSpec.sensitivities``); a recorded Δ or noise scale below the derivation, or a
+  statistic the derivation does not know, fails;
 * randomness and status: an ``--insecure-seed`` or non-DP release is flagged;
 * ledger: the hash chain, the bundle's rows present with the same hashes, one ledger row
-  per measurement with the same sensitivity/scale/share, and the closing row's manifest
-  hash equal to the bundle's manifest (so the files are the ones the pipeline wrote).
+  per measurement with the same sensitivity/scale/share, and the closing row's seal of
+  both manifests, public and internal (so the files are the ones the pipeline wrote, in
+  the folder of the release that wrote them).
 """
 
 from __future__ import annotations
@@ -144,6 +151,74 @@ def _arithmetic(doc: dict) -> list[Check]:
     return out
 
 
+def _identity(bundle: Path, doc: dict) -> list[Check]:
+    ok = bundle.resolve().name == doc["release_id"]
+    return [
+        Check(
+            "identity",
+            "folder named after its release_id",
+            ok,
+            f"folder '{bundle.resolve().name}', release_id '{doc['release_id']}'",
+        )
+    ]
+
+
+def _public_spec(doc: dict):
+    """The release's spec rebuilt from its published form (the data path is not published
+    and not needed: nothing here reads data)."""
+    from flows.spec import ReleaseSpec
+
+    raw = {**doc["spec"], "dataset": {"name": doc["dataset"], "path": "not-published"}}
+    if isinstance(raw.get("engine"), dict) and raw["engine"].get("scheduler"):
+        raw["engine"] = {**raw["engine"], "scheduler": "tcp://not-published:0"}
+    return ReleaseSpec.model_validate(raw)
+
+
+def _derived(doc: dict) -> list[Check]:
+    """Each measurement's Δ and noise scale against the Δ derived from public facts."""
+    priv = doc["privacy"]
+    try:
+        spec = _public_spec(doc)
+        derived = spec.sensitivities(
+            priv["rows_fitted"], doc["mechanism"]["facts"], (doc.get("checks") or {}).get("compared_rows")
+        )
+    except Exception as e:
+        return [Check("sensitivity", "derivation from public facts", False, f"{type(e).__name__}: {e}")]
+    out = []
+    for r in priv["ledger"]["measurements"]:
+        name = f"{r['stage']}/{r['statistic']}"
+        want = derived.get(r["statistic"])
+        if want is None or want.stage != r["stage"]:
+            out.append(
+                Check("sensitivity", name, False, "no derivation from public facts knows this statistic")
+            )
+            continue
+        bound = want.bound(r["sensitivity_norm"])
+        share = r["rho"] if r["mechanism"] == "gaussian" else r["epsilon"]
+        if bound is None or r["mechanism"] == "none" or not share:
+            out.append(
+                Check("sensitivity", name, False, f"{r['mechanism']} on {r['sensitivity_norm']}: no bound")
+            )
+            continue
+        need = bound / math.sqrt(2 * share) if r["mechanism"] == "gaussian" else bound / share
+        ok = r["sensitivity"] >= bound * (1 - _REL) and r["noise_scale"] >= need * (1 - _REL)
+        out.append(
+            Check(
+                "sensitivity",
+                name,
+                ok,
+                f"derived {r['sensitivity_norm']} {bound:.6g} (recorded {r['sensitivity']:.6g}); "
+                f"scale {r['noise_scale']:.6g} >= {need:.6g}",
+            )
+        )
+    missing = sorted(set(derived) - {r["statistic"] for r in priv["ledger"]["measurements"]})
+    if missing:
+        out.append(
+            Check("sensitivity", "derived statistics measured", False, f"not in the ledger: {missing}")
+        )
+    return out
+
+
 def _status(doc: dict) -> list[Check]:
     rnd = doc["randomness"]
     return [
@@ -164,7 +239,7 @@ def _status(doc: dict) -> list[Check]:
     ]
 
 
-def _ledger(doc: dict, manifest: Path, url: str) -> list[Check]:
+def _ledger(doc: dict, bundle: Path, url: str) -> list[Check]:
     from tasks.ledger_db import Ledger, LedgerError, spent_charge
 
     out = []
@@ -173,9 +248,20 @@ def _ledger(doc: dict, manifest: Path, url: str) -> list[Check]:
         with Ledger(url, create=False) as led:  # an audit never creates a ledger
             problems = led.verify_chain()
             rows = {r["seq"]: r for r in led.entries(release_id=rid)}
+            void = led.void_since(doc["dataset"])
     except LedgerError as e:
         return [Check("ledger", "cross-check", False, str(e))]
     out.append(Check("ledger", "hash chain", not problems, "; ".join(problems) or "intact"))
+    out.append(
+        Check(
+            "ledger",
+            "dataset guarantee",
+            void is None,
+            "every release of the dataset was DP"
+            if void is None
+            else f"VOID since release '{void['release_id']}' (not differentially private)",
+        )
+    )
     record = doc["privacy"].get("ledger_record") or {}
     missing = [r["seq"] for r in record.get("rows", []) if rows.get(r["seq"], {}).get("hash") != r["hash"]]
     out.append(
@@ -215,23 +301,20 @@ def _ledger(doc: dict, manifest: Path, url: str) -> list[Check]:
                 f"spent stages compose to {charge.epsilon:.6g}; the row says {closing[-1]['epsilon']:.6g}",
             )
         )
-    digest = sha256(manifest) if manifest.is_file() else None
-    ok = bool(closing) and closing[-1]["detail"].get("manifest_sha256") == digest
-    out.append(
-        Check(
-            "ledger",
-            "closing row seals this manifest",
-            ok,
-            f"{closing[-1]['status']} row {closing[-1]['seq']}" if closing else "no released/gated row",
-        )
-    )
+    seal = closing[-1]["detail"] if closing else {}
+    where = f"{closing[-1]['status']} row {closing[-1]['seq']}" if closing else "no released/gated row"
+    for part in ("public", "internal"):
+        path = bundle / part / "manifest.json"
+        digest = sha256(path) if path.is_file() else None
+        ok = bool(closing) and seal.get(f"{part}_manifest_sha256") == digest
+        out.append(Check("ledger", f"closing row seals {part}/manifest.json", ok, where))
     return out
 
 
 def verify_bundle(bundle: Path, ledger_url: str | None) -> list[Check]:
     """All checks; the bundle passes when every ``ok`` is True."""
-    doc, folder = load_document(bundle)
-    checks = _files(bundle) + _arithmetic(doc) + _status(doc)
+    doc, _ = load_document(bundle)
+    checks = _files(bundle) + _identity(bundle, doc) + _arithmetic(doc) + _derived(doc) + _status(doc)
     url = ledger_url
     if url is None:
         recorded = (doc["privacy"].get("ledger_record") or {}).get("url", "")
@@ -240,5 +323,5 @@ def verify_bundle(bundle: Path, ledger_url: str | None) -> list[Check]:
     if url is None:
         checks.append(Check("ledger", "cross-check", False, "ledger not found; pass --ledger URL"))
     else:
-        checks += _ledger(doc, folder / "manifest.json", url)
+        checks += _ledger(doc, bundle, url)
     return checks

@@ -60,8 +60,11 @@ LedgerOpt = Annotated[
     str | None,
     typer.Option(
         "--ledger",
-        help="Budget ledger database URL: sqlite:///PATH or postgresql+psycopg://USER@HOST/DB. "
-        "Default: sqlite:///OUT/ledger.db.",
+        envvar="DPRELEASE_LEDGER",
+        help="Budget ledger database URL: sqlite:///PATH or postgresql+psycopg://USER@HOST/DB "
+        "(also read from DPRELEASE_LEDGER). Default: sqlite:///OUT/ledger.db. Give the database "
+        "password in DPRELEASE_LEDGER_PASSWORD rather than in the URL; a password in the URL is "
+        "moved there before Prefect starts, so it never reaches Prefect's database or logs.",
     ),
 ]
 VerboseOpt = Annotated[
@@ -92,8 +95,13 @@ def _run_release(
         _fail(str(e), "fix the field the message names; nothing was read or spent.", 2)
 
     from flows.release import STAGES, release, set_progress
-    from tasks.checks.gates import GateError, measured_values
-    from tasks.ledger_db import BudgetRefused
+    from tasks.checks.gates import GateError
+    from tasks.ledger_db import PASSWORD_ENV, BudgetRefused, split_password
+
+    if ledger is not None:  # Prefect stores flow parameters: the password travels in the environment
+        ledger, password = split_password(ledger)
+        if password is not None:
+            os.environ[PASSWORD_ENV] = password
 
     with Progress(
         SpinnerColumn(),
@@ -121,11 +129,11 @@ def _run_release(
             _fail(str(e), "see `dprelease ledger show` for what this dataset has spent; nothing was read.", 4)
         except GateError as e:
             progress.stop()
-            values = measured_values(e.internal_dir) if e.internal_dir else []
-            shown = (
-                "\n\nMeasured (confidential, shown here only):\n  " + "\n  ".join(values) if values else ""
+            _fail(
+                str(e),
+                "read internal/report.html in the folder named above before deciding what to change.",
+                3,
             )
-            _fail(str(e) + shown, "read the internal report named above before deciding what to change.", 3)
         except DPReleaseError as e:
             progress.stop()
             _fail(
@@ -155,6 +163,12 @@ def _summary(bundle: Path) -> None:
             s["stage"], str(count), f"{key}={s[key + '_spent']:.6g}", f"{key}={s[key + '_allocated']:.6g}"
         )
     console.print(table)
+    for g in (doc.get("checks") or {}).get("gates", []):
+        bound = " and ".join(f"{k} {g[k]:g}" for k in ("min", "max") if g[k] is not None)
+        console.print(
+            f"gate {g['gate']} ({bound}): noisy value {g['noisy_value']:.4g} "
+            f"(noise s.d. {g['noise_sd']:.2g}), " + ("[green]passed" if g["passed"] else "[red]failed")
+        )
     console.print(
         f"privacy: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP, replace-one neighbours; "
         f"{doc['privacy']['synthetic_rows']} synthetic rows"
@@ -355,7 +369,14 @@ def audit_show(bundle: BundleArg) -> None:
     out.print(rows)
     t = book["totals"]
     out.print(f"total: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP; {t['conversion']}")
-    life = (priv.get("ledger_record") or {}).get("lifetime")
+    record = priv.get("ledger_record") or {}
+    void = (record.get("dataset_guarantee") or {}).get("void_since")
+    if void:
+        out.print(
+            f"[bold red]dataset guarantee VOID since release '{escape(void['release_id'])}' "
+            f"({void['time'][:19]}):[/bold red] {escape(record['dataset_guarantee']['statement'])}"
+        )
+    life = record.get("lifetime")
     if life:
         out.print(
             f"lifetime budget of '{doc['dataset']}': epsilon {life['epsilon']:g}, delta {life['delta']:g}; "
@@ -374,7 +395,8 @@ def ledger_show(
     ] = False,
     ledger: LedgerReadOpt = None,
 ) -> None:
-    """The releases in the ledger, what each is charged, and each dataset's lifetime account."""
+    """The releases in the ledger, what each is charged, and each dataset's lifetime account.
+    Exits 1 when the hash chain is broken."""
     import json
     import math
 
@@ -389,29 +411,41 @@ def ledger_show(
             for name in dict.fromkeys(r["dataset"] for r in releases):
                 life = led.lifetime(name)
                 # no lifetime: compose at the releases' summed δ, where basic composition holds
-                delta = life[1] if life else math.fsum(r["delta"] for r in releases if r["dataset"] == name)
-                accounts[name] = (life, led.spend_so_far(name, delta))
+                deltas = [r["delta"] for r in releases if r["dataset"] == name and r["delta"] is not None]
+                delta = life[1] if life else math.fsum(deltas)
+                accounts[name] = (life, led.spend_so_far(name, delta), led.void_since(name))
     except DPReleaseError as e:
         _fail(str(e), "pass --ledger with the database URL the releases used.", 2)
     if as_json:
         print(json.dumps(releases, indent=2))
+        if problems:
+            console.print("[red]hash chain broken: " + escape("; ".join(problems)))
+            raise typer.Exit(1)
         return
     table = Table(title="releases")
     for col in ("dataset", "release_id", "status", "epsilon", "delta", "stages spent", "started"):
         table.add_column(col, overflow="fold")
     for r in releases:
+        void = not r["differentially_private"]
         table.add_row(
             r["dataset"],
             r["release_id"],
             r["status"],
-            f"{r['epsilon']:.6g}",
-            f"{r['delta']:.3g}",
+            "[red]unbounded (not DP)[/red]" if void else f"{r['epsilon']:.6g}",
+            "-" if void else f"{r['delta']:.3g}",
             str(sum(s["status"] == "spent" for s in r["stages"])),
             r["started"][:19],
         )
     out = Console()
     out.print(table)
-    for name, (life, spend) in accounts.items():
+    for name, (life, spend, void) in accounts.items():
+        if void is not None:
+            out.print(
+                f"[bold red]{escape(name)}: guarantee VOID since release '{escape(void['release_id'])}' "
+                f"({void['time'][:19]}), which was not differentially private:[/bold red] no composed "
+                "(epsilon, delta) statement holds for this dataset, and a lifetime budget on it is refused"
+            )
+            continue
         budget = "no lifetime budget"
         if life is not None:
             left = max(0.0, life[0] - spend.epsilon)
@@ -420,9 +454,18 @@ def ledger_show(
             f"{name}: spent epsilon {spend.epsilon:.6g} at delta {spend.delta:g} ({spend.rule}); {budget}"
         )
     out.print(
-        "[green]hash chain intact" if not problems else "[red]hash chain broken: " + "; ".join(problems)
+        "[green]hash chain intact"
+        if not problems
+        else "[red]hash chain broken: " + escape("; ".join(problems))
     )
     out.print(f"chain head: row {head[0]}, sha256 {head[1]}")
+    if problems:
+        _fail(
+            f"the ledger's hash chain is broken in {len(problems)} place(s); its charges cannot be trusted.",
+            "restore the ledger from a backup whose chain head matches the one you anchored; new releases "
+            "are refused until then.",
+            1,
+        )
 
 
 def main() -> None:

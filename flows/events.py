@@ -41,6 +41,7 @@ class RunRecord:
         self.out, self.release_id, self.dataset = out, release_id, dataset
         self.stage = "load_spec"
         self.ledger_url: str | None = None
+        self.ledger_password: str | None = None  # from a Secret block; never a flow parameter
         self.reserved = False
         self.handled = False
 
@@ -64,7 +65,12 @@ def untrack(flow_run_id: Any) -> None:
 def budget_facts(ledger: Ledger, dataset: str, release_id: str) -> dict:
     """This release's charge and the dataset's lifetime account, from the ledger."""
     charge = ledger.charge(release_id)
-    facts: dict[str, Any] = {"epsilon_spent": charge.epsilon, "delta_spent": charge.delta}
+    facts: dict[str, Any] = {
+        "epsilon_spent": None if charge.is_void else charge.epsilon,
+        "delta_spent": None if charge.is_void else charge.delta,
+        "differentially_private": not charge.is_void,
+        "dataset_guarantee_void_since": (ledger.void_since(dataset) or {}).get("release_id"),
+    }
     lifetime = ledger.lifetime(dataset)
     if lifetime is None:
         facts["lifetime"] = None
@@ -133,7 +139,7 @@ def _record_unhandled(flow_run: Any, state: Any, what: str) -> None:
     ledger = None
     try:
         if record.ledger_url is not None:
-            ledger = Ledger(record.ledger_url)
+            ledger = Ledger(record.ledger_url, password=record.ledger_password)
             if record.reserved:
                 ledger.finish(
                     rid, "failed", {"stage": record.stage, "error": type(error).__name__, "state": what}

@@ -39,18 +39,17 @@ from flows.events import (
 )
 from flows.spec import load_spec
 from mechanisms.errors import DPReleaseError
+from mechanisms.gates import GATES_STAGE, GateResult
 from mechanisms.primitives import noise_rngs, sampler_note
 from mechanisms.registry import MECHANISMS
 from mechanisms.rowkeys import RowKeys
 from mechanisms.synthesizer import Stage
 from tasks.budget import allocate_budget
 from tasks.bundle import release_document, write_bundle, write_failure_record
-from tasks.checks.gates import GateError, evaluate_gates, failed_gates_message
-from tasks.checks.reports import flat_metrics
+from tasks.checks.gates import GateError, failed_gates_message
 from tasks.engines import open_engine
-from tasks.files import write_json
-from tasks.ledger_db import BudgetRefused, Ledger, default_url, ledger_facts
-from tasks.post_release import check_linkage, check_utility, write_report
+from tasks.ledger_db import PASSWORD_ENV, BudgetRefused, Ledger, default_url, ledger_facts, split_password
+from tasks.post_release import check_gates, check_linkage, check_utility, write_report
 from tasks.scrub import scrub
 from tasks.streaming import chunk_job, measure_marginals, project, scan_input, stream_moments, write_synthetic
 from tasks.synthesis import decode, encode, estimate_private_moments, project_and_sample
@@ -67,6 +66,7 @@ STAGES = {
     "project_and_sample": "projecting and sampling",
     "decode": "decoding to the schema's types",
     "validate_output": "validating the synthetic data (GX)",
+    "check_gates": "testing the gates (noisy metrics, differentially private)",
     "check_utility": "checking utility (internal report)",
     "check_linkage": "checking record linkage (internal report)",
     "write_report": "writing the internal report",
@@ -182,34 +182,43 @@ def _holdout_split(
     )
 
 
-def _run_checks(spec, schema, real, holdout, synthetic, document, staging, rng, step):
-    """check_utility, check_linkage, the gates and the internal report; ``real`` is the
-    fitted table with its bins."""
+def _run_gates(spec, schema, fit: _Fitted, ledger: Ledger, rid: str, plan, rng, step) -> list[GateResult]:
+    """The DP gates: the ``gates`` stage is recorded as spent, the noisy metrics measured
+    (``check_gates``) and recorded, one ledger row per gate."""
+    if not spec.checks.gates:
+        return []
+    step("check_gates")
+    ledger.spend(rid, [GATES_STAGE], plan)
+    bounds = {k: g.model_dump() for k, g in spec.checks.gates.items()}
+    syn = (fit.synthetic_for_checks, table_to_bins(fit.synthetic_for_checks, schema))
+    measurements, results = check_gates(fit.real, syn, schema, bounds, plan.stage(GATES_STAGE), rng)
+    ledger.record_measurements(rid, measurements)
+    fit.stages.append(Stage(None, tuple(measurements)))
+    return results
+
+
+def _run_advisory(spec, schema, fit: _Fitted, gates: list[GateResult], document, staging, rng, step) -> None:
+    """check_utility, check_linkage and the internal report: advisory, internal only; they
+    never change what is published, the exit code or an event."""
     internal = staging / "internal"
-    syn = (synthetic, table_to_bins(synthetic, schema))
+    real, holdout = fit.real, fit.holdout
+    syn = (fit.synthetic_for_checks, table_to_bins(fit.synthetic_for_checks, schema))
     held = None if holdout is None else (holdout, table_to_bins(holdout, schema))
     step("check_utility")
     utility = check_utility(real, syn, schema, spec.checks.target, held, internal, rng)
     step("check_linkage")
     keeps_order = MECHANISMS[spec.mechanism.name].keeps_row_order
     linkage = check_linkage(real, syn, schema, keeps_order, held, internal, rng)
-    gates = evaluate_gates(
-        {k: g.model_dump() for k, g in spec.checks.gates.items()}, flat_metrics(utility, linkage)
-    )
-    write_json(internal / "gates.json", gates)
-    if not all(g["passed"] for g in gates):
-        document = {**document, "status": "gated"}
     step("write_report")
-    write_report(real, syn, schema, utility, linkage, gates, document, internal)
-    return gates, document
+    write_report(real, syn, schema, utility, linkage, [g.as_dict() for g in gates], document, internal)
 
 
-def _gate_artifact(release_id: str, gates: list[dict]) -> None:
-    """Pass/fail per gate, with its public bound; never the measured value."""
+def _gate_artifact(release_id: str, gates: list[GateResult]) -> None:
+    """Per gate: its public bounds, the noisy (DP) value and the decision."""
     create_table_artifact(
         key=f"{release_id}-gates",
-        table=[{"gate": g["gate"], "min": g["min"], "max": g["max"], "passed": g["passed"]} for g in gates],
-        description=f"Gates of release {release_id} (measured values are in internal/)",
+        table=[g.as_dict() for g in gates],
+        description=f"Gates of release {release_id}: differentially private decisions on noisy metrics",
     )
 
 
@@ -219,9 +228,12 @@ def _spender(spec, ledger: Ledger, rid: str, plan) -> Callable[..., Stage]:
     name = spec.mechanism.name
     spends = MECHANISMS[name].spends
     planned = {s.stage for s in plan.stages}
+    not_dp = bool(MECHANISMS[name].defects(spec.mechanism_params()))
 
     def run(key: str, task, *args) -> Stage:
         declared = [s for s in spends.get(key, ()) if s in planned]
+        if not_dp:  # from here the attempt is charged as unbounded: its output is not DP
+            ledger.mark_unprotected(rid)
         ledger.spend(rid, declared, plan)
         out = task(*args)
         noisy = {mm.stage for mm in out.measurements if mm.draws_noise}
@@ -337,7 +349,7 @@ def _streaming(spec, ledger: Ledger, rid: str, plan, staging: Path, rngs, step) 
 
 def _undeclared_stages(spec, plan) -> list[str]:
     spends = MECHANISMS[spec.mechanism.name].spends
-    declared = {s for stages in spends.values() for s in stages}
+    declared = {s for stages in spends.values() for s in stages} | {GATES_STAGE}
     return sorted({s.stage for s in plan.stages} - declared)
 
 
@@ -357,13 +369,17 @@ def release(
     release_id: str | None = None,
     insecure_seed: int | None = None,
     ledger_url: str | None = None,
+    ledger_password_secret: str | None = None,
 ) -> str:
     """Run one release of the spec at ``spec_path`` into ``out_dir``; returns the bundle.
 
     ``insecure_seed`` makes the noise reproducible; the bundle then says it is not fit
     for publication. Without it every draw comes from OS entropy. ``ledger_url``: the
-    budget ledger (default ``sqlite:///<out_dir>/ledger.db``). ``release_id``: default the
-    spec's, else ``<dataset>-<time>`` with the scheduled time of a deployment's run.
+    budget ledger (default ``sqlite:///<out_dir>/ledger.db``), without a password: Prefect
+    stores flow parameters, so the database password comes from the environment
+    (``DPRELEASE_LEDGER_PASSWORD``) or from the Prefect Secret block named by
+    ``ledger_password_secret``. ``release_id``: default the spec's, else
+    ``<dataset>-<time>`` with the scheduled time of a deployment's run.
     """
     started = datetime.now(UTC)
     out = Path(out_dir)
@@ -375,7 +391,17 @@ def release(
     rid = release_id or spec.resolved_release_id(_slot_time(started))
     record.release_id, record.dataset, record.stage = rid, spec.dataset.name, "prepare"
     dest, staging = _prepare(out, rid)
+    if ledger_url is not None and split_password(ledger_url)[1] is not None:
+        raise DPReleaseError(
+            "ledger_url must not contain a password (Prefect stores flow parameters); set "
+            f"{PASSWORD_ENV} in the flow's environment or name a Prefect Secret block with "
+            "ledger_password_secret"
+        )
     record.ledger_url = ledger_url or default_url(out)
+    if ledger_password_secret is not None:
+        from prefect.blocks.system import Secret
+
+        record.ledger_password = Secret.load(ledger_password_secret).get()
     ledger: Ledger | None = None
     sealed = False
 
@@ -385,7 +411,7 @@ def release(
             _progress(name, None)
 
     try:
-        ledger = Ledger(record.ledger_url)
+        ledger = Ledger(record.ledger_url, password=record.ledger_password)
         step("allocate_budget")  # before the data is read: the lifetime check needs no data
         plan = allocate_budget(spec, staging / "public", ledger, rid)
         record.reserved = True
@@ -393,10 +419,12 @@ def release(
             raise DPReleaseError(
                 f"internal error: {spec.mechanism.name} does not say which step spends stage(s) {undeclared}"
             )
-        rngs = noise_rngs(insecure_seed, 6)
+        rngs = noise_rngs(insecure_seed, 7)
         synthesise = _streaming if spec.engine.streaming else _in_memory
         fit = synthesise(spec, ledger, rid, plan, staging, rngs, step)
-        gates: list[dict] = []
+        schema = spec.public_schema()
+        gates = _run_gates(spec, schema, fit, ledger, rid, plan, rngs[6], step)
+        passed = all(g.passed for g in gates)
         document = release_document(
             spec,
             rid,
@@ -407,30 +435,31 @@ def release(
             facts={k: v for st in fit.stages for k, v in st.facts.items()},
             insecure_seed=insecure_seed,
             started=started,
+            status="released" if passed else "gated",
             n_fitted=fit.n_fitted,
             ledger_record=ledger_facts(ledger, spec, rid),
             numerics=sampler_note(rngs[1]),
             engine=fit.engine,
+            gates=[g.as_dict() for g in gates],
+            compared_rows=len(fit.real[0]),
         )
         if spec.checks.enabled:
-            gates, document = _run_checks(
-                spec,
-                spec.public_schema(),
-                fit.real,
-                fit.holdout,
-                fit.synthetic_for_checks,
-                document,
-                staging,
-                rngs[5],
-                step,
-            )
-        passed = all(g["passed"] for g in gates)
+            _run_advisory(spec, schema, fit, gates, document, staging, rngs[5], step)
         step("write_bundle")
 
-        def seal(manifest_sha256: str) -> None:
+        def seal(public_sha256: str | None, internal_sha256: str) -> None:
             nonlocal sealed
             status = "released" if passed else "gated"
-            ledger.finish(rid, status, {"manifest_sha256": manifest_sha256, "bundle": str(dest.resolve())})
+            ledger.finish(
+                rid,
+                status,
+                {
+                    "manifest_sha256": public_sha256 or internal_sha256,
+                    "public_manifest_sha256": public_sha256,
+                    "internal_manifest_sha256": internal_sha256,
+                    "bundle": str(dest.resolve()),
+                },
+            )
             sealed = True
 
         path = write_bundle(staging, dest, fit.synthetic, document, publish=passed, seal=seal)

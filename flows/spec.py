@@ -20,9 +20,10 @@ from pydantic import (
 )
 
 from mechanisms.errors import DPReleaseError
+from mechanisms.gates import GATEABLE, GATES_STAGE, GATES_WEIGHT, NOT_GATEABLE, gate_sensitivities
 from mechanisms.registry import MECHANISMS
 from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
-from tasks.checks.gates import GATE_METRICS
+from mechanisms.synthesizer import Sensitivity
 
 __all__ = ["ReleaseSpec", "SpecError", "load_spec"]
 
@@ -174,7 +175,9 @@ class GateSpec(_Strict):
 
 
 class ChecksSpec(_Strict):
-    """Post-release checks (internal reports) and the gates that can stop a release.
+    """Post-release checks: advisory internal reports, and the gates that can stop a
+    release. A gate is a DP mechanism (``mechanisms.gates``): only metrics with a bounded
+    sensitivity can gate, and their noise is charged to the ``gates`` stage of the plan.
     ``sample_rows``: under a streaming engine the checks run on a uniform sample of at most
     this many fitted, held-out and synthetic rows each (the memory engine uses all rows)."""
 
@@ -187,9 +190,19 @@ class ChecksSpec(_Strict):
     @field_validator("gates")
     @classmethod
     def _known_metrics(cls, v: dict[str, GateSpec]) -> dict[str, GateSpec]:
-        unknown = sorted(set(v) - set(GATE_METRICS))
+        refused = [
+            f"gate '{name}' cannot stop a release: {NOT_GATEABLE[name]}. It stays in the internal "
+            "report as an advisory check"
+            for name in v
+            if name in NOT_GATEABLE
+        ]
+        if refused:
+            raise ValueError(
+                "; ".join(refused) + f". A gate must be a differentially private test: use {list(GATEABLE)}"
+            )
+        unknown = sorted(set(v) - set(GATEABLE))
         if unknown:
-            raise ValueError(f"gates {unknown} must be among {list(GATE_METRICS)}")
+            raise ValueError(f"gates {unknown} must be among {list(GATEABLE)}")
         return v
 
 
@@ -277,7 +290,7 @@ class ReleaseSpec(_Strict):
             raise ValueError(
                 "a paper-literal variant reproduces a pure ε-DP paper; use privacy.accountant: pure"
             )
-        weights = synth.stage_weights(schema, params)
+        weights = self._default_weights()
         unknown = sorted(set(self.allocation) - set(weights))
         if unknown:
             raise ValueError(f"allocation stages {unknown} must be among {sorted(weights)}")
@@ -289,7 +302,7 @@ class ReleaseSpec(_Strict):
                 f"synthetic_rows cannot be set for {synth.name}: it releases exactly one row per "
                 "fitted input row; remove synthetic_rows"
             )
-        self._check_checks(synth.keeps_row_order)
+        self._check_checks()
         if self.engine.streaming and synth.name not in STREAMING_MECHANISMS:
             raise ValueError(
                 f"engine.name {self.engine.name!r} streams the data in two passes (histograms, then the "
@@ -298,27 +311,17 @@ class ReleaseSpec(_Strict):
             )
         return self
 
-    def _check_checks(self, keeps_row_order: bool) -> None:
+    def _check_checks(self) -> None:
         c = self.checks
         if c.target is not None and c.target not in self.columns:
             raise ValueError(f"checks.target ({c.target!r}) must be a column of the schema")
         gates = set(c.gates)
         if not c.enabled and gates:
             raise ValueError("checks.gates need checks.enabled: true")
-        if gates & {"tstr_auc", "tstr_r2", "tstr_ratio"} and c.target is None:
-            raise ValueError("checks.gates on tstr_* need checks.target")
-        kind = None if c.target is None else self.columns[c.target].type
-        if "tstr_auc" in gates and kind == "continuous":
-            raise ValueError("gate tstr_auc needs a nominal or ordinal checks.target; use tstr_r2")
-        if "tstr_r2" in gates and kind not in (None, "continuous"):
-            raise ValueError("gate tstr_r2 needs a continuous checks.target; use tstr_auc")
-        if "membership_share" in gates and c.holdout_fraction == 0:
-            raise ValueError("gate membership_share needs checks.holdout_fraction > 0")
-        if "correct_link_rate" in gates and not keeps_row_order:
-            raise ValueError(
-                f"gate correct_link_rate applies only to mechanisms that keep row order, "
-                f"not {self.mechanism.name}"
-            )
+        if "wasserstein_max" in gates and not any(
+            isinstance(col, ContinuousSpec) for col in self.columns.values()
+        ):
+            raise ValueError("gate wasserstein_max needs a continuous column in the schema")
 
     @property
     def output_formats(self) -> list[str]:
@@ -334,9 +337,31 @@ class ReleaseSpec(_Strict):
         stamp = (now or datetime.now(UTC)).strftime("%Y%m%dt%H%M%Sz")
         return self.release_id or f"{self.dataset.name}-{stamp}"
 
-    def stage_weights(self) -> dict[str, float]:
+    def _default_weights(self) -> dict[str, float]:
+        """The mechanism's default stage weights, and the ``gates`` stage (``GATES_WEIGHT``
+        of the mechanism's total) when the spec declares gates."""
         synth = MECHANISMS[self.mechanism.name]
-        return {**synth.stage_weights(self.public_schema(), self.mechanism_params()), **self.allocation}
+        weights = synth.stage_weights(self.public_schema(), self.mechanism_params())
+        if self.checks.gates:
+            weights[GATES_STAGE] = GATES_WEIGHT * (math.fsum(weights.values()) or 1.0)
+        return weights
+
+    def stage_weights(self) -> dict[str, float]:
+        return {**self._default_weights(), **self.allocation}
+
+    def sensitivities(
+        self, n_fitted: int, facts: dict[str, Any], compared_rows: int | None
+    ) -> dict[str, Sensitivity]:
+        """Every noisy statistic of a release of this spec, with its Δ, from public facts
+        only: the mechanism's ``sensitivities`` (schema, parameters, the fitted rows n, the
+        stages' public facts) and the gates' (on ``compared_rows`` rows)."""
+        synth = MECHANISMS[self.mechanism.name]
+        out = dict(synth.sensitivities(self.public_schema(), self.mechanism_params(), n_fitted, facts))
+        if self.checks.gates:
+            if compared_rows is None:
+                raise ValueError("the gates' sensitivity needs the number of compared rows")
+            out.update(gate_sensitivities(list(self.checks.gates), compared_rows))
+        return out
 
     def mechanism_params(self) -> Any:
         try:

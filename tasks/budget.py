@@ -17,6 +17,7 @@ from prefect.cache_policies import NO_CACHE
 from flows.spec import ReleaseSpec
 from mechanisms.accounting import BudgetPlan, plan_budget
 from mechanisms.errors import BudgetError
+from mechanisms.registry import MECHANISMS
 from tasks.files import write_json
 from tasks.ledger_db import Ledger
 from tasks.scrub import scrub_errors
@@ -36,7 +37,8 @@ def plan_to_dict(plan: BudgetPlan) -> dict:
 def allocate_budget(spec: ReleaseSpec, public_dir: Path, ledger: Ledger, release_id: str) -> BudgetPlan:
     """Build the plan from the spec alone, refuse it if it exceeds the spec, and reserve it
     in the ledger (which refuses it when the dataset's lifetime budget cannot take it, or
-    when ``release_id`` already spent; ``BudgetRefused``)."""
+    when ``release_id`` already spent; ``BudgetRefused``). A mechanism that is not DP with
+    these parameters is reserved as an unbounded (void) charge."""
     p = spec.privacy
     plan = plan_budget(p.accountant, p.epsilon, p.delta, spec.stage_weights())
     if plan.spent_epsilon > p.epsilon:
@@ -50,6 +52,7 @@ def allocate_budget(spec: ReleaseSpec, public_dir: Path, ledger: Ledger, release
         mechanism=spec.mechanism.name,
         plan=plan,
         lifetime=p.lifetime,
+        not_dp=MECHANISMS[spec.mechanism.name].defects(spec.mechanism_params()),
     )
     get_run_logger().info(
         "budget plan reserved: %s", ", ".join(f"{s.stage} w={s.weight:g}" for s in plan.stages)

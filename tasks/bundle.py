@@ -49,6 +49,7 @@ from tasks.files import sha256, write_json
 from tasks.scrub import scrub_errors
 
 __all__ = [
+    "GATES_STATEMENT",
     "NEIGHBOUR_STATEMENT",
     "csv_header",
     "io_error",
@@ -63,6 +64,12 @@ NEIGHBOUR_STATEMENT = (
     "Neighbouring data sets differ by replacing one record (bounded DP). Under this "
     "relation the number of input rows n is identical on neighbours, so it is treated as "
     "public: it is used without noise and published here; it is not protected."
+)
+GATES_STATEMENT = (
+    "Each gate's metric was released with noise (the 'gates' stage of the budget plan, on the "
+    "compared_rows real rows the release was fitted on) and the decision to publish was taken on the "
+    "noisy value, so publication is itself differentially private. Every other check is advisory and "
+    "internal: it never changed what was published."
 )
 ROW_ORDER_NOTE = (
     "synthetic row i is computed from fitted input row i (plus noise); the rows keep the input's "
@@ -125,6 +132,26 @@ def ledger(
     return {"status": status, "defects": defects, "measurements": rows, "stages": stages, "totals": totals}
 
 
+def _check_sensitivities(measurements: list[Measurement], derived: dict) -> None:
+    """Every noisy statistic's recorded Δ must be at least the public derivation's."""
+    for m in measurements:
+        want = derived.get(m.name)
+        if want is None or want.stage != m.stage:
+            raise BudgetError(
+                f"internal error: statistic '{m.stage}/{m.name}' has no sensitivity derived from public "
+                "facts; nothing was published"
+            )
+        bound = want.bound(m.norm)
+        if bound is None or m.sensitivity < bound * (1 - 1e-12):
+            raise BudgetError(
+                f"internal error: statistic '{m.stage}/{m.name}' was measured with sensitivity "
+                f"{m.sensitivity!r} ({m.norm}) below the derived {bound!r}; nothing was published"
+            )
+    missing = sorted(set(derived) - {m.name for m in measurements})
+    if missing:
+        raise BudgetError(f"internal error: statistics {missing} were derived but never measured")
+
+
 def _git_commit() -> str:
     try:
         out = subprocess.run(
@@ -166,12 +193,17 @@ def release_document(
     ledger_record: dict | None = None,
     numerics: str = "",
     engine: dict | None = None,
+    gates: list[dict] | None = None,
+    compared_rows: int | None = None,
 ) -> dict:
     """``public/release.json``: what was released and how; no data path, no raw value.
     ``n_fitted`` < n when ``checks.holdout_fraction`` keeps rows out of the release.
     ``facts`` are the public facts the synthesis stages reported; ``ledger_record`` where the
     spend is recorded (``ledger_db.ledger_facts``); ``numerics`` how the noise was sampled
-    (``primitives.sampler_note``); ``engine`` public facts about where the passes ran."""
+    (``primitives.sampler_note``); ``engine`` public facts about where the passes ran;
+    ``gates`` the DP gates' public results, decided on ``compared_rows`` real rows.
+    Refuses (``BudgetError``) a measurement whose recorded sensitivity is below what the
+    public facts give (``ReleaseSpec.sensitivities``, the derivation ``audit verify`` uses)."""
     synth = MECHANISMS[spec.mechanism.name]
     book = ledger(
         plan,
@@ -179,6 +211,9 @@ def release_document(
         allow_non_dp=spec.privacy.allow_non_dp,
         mechanism_defects=synth.defects(spec.mechanism_params()),
     )
+    if not book["defects"]:
+        derived = spec.sensitivities(n if n_fitted is None else n_fitted, facts, compared_rows)
+        _check_sensitivities(measurements, derived)
     in_order = synth.keeps_row_order
     return {
         "release_id": release_id,
@@ -205,6 +240,11 @@ def release_document(
             "ledger": book,
             "numerics": numerics,
             "ledger_record": ledger_record,
+        },
+        "checks": {
+            "gates": gates or [],
+            "compared_rows": compared_rows,
+            "statement": GATES_STATEMENT,
         },
         "engine": engine or {"name": "memory"},
         "outputs": {
@@ -253,6 +293,13 @@ def _readme(doc: dict) -> str:
         "budget_plan.json   the budget split fixed before the data was read",
         "manifest.json      sha256 of every file above",
     ]
+    void = ((doc["privacy"].get("ledger_record") or {}).get("dataset_guarantee") or {}).get("void_since")
+    if void:
+        lines += [
+            "",
+            f"DATASET GUARANTEE VOID: release '{void['release_id']}' of this dataset (from {void['time']}) "
+            "was not differentially private, so no composed guarantee covers the dataset's releases since.",
+        ]
     if not doc["randomness"]["fit_for_publication"]:
         lines.insert(0, "NOT FIT FOR PUBLICATION: made with a fixed (insecure) seed.")
     if not dp:
@@ -335,14 +382,14 @@ def write_bundle(
     document: dict,
     *,
     publish: bool = True,
-    seal: Callable[[str], None] | None = None,
+    seal: Callable[[str | None, str], None] | None = None,
 ) -> Path:
     """Write the public files and manifests into ``staging``, then rename it to ``dest``.
     With ``publish=False`` (a gate failed) there is no ``public/``: the record of what was
     spent goes to ``internal/release.json`` beside the budget plan and the reports.
     ``synthetic`` None: a streaming engine has already written the synthetic files into
     ``public/``, chunk by chunk (they are removed with it when a gate failed).
-    ``seal`` gets the sha256 of the manifest (public, or internal when gated) just before
+    ``seal`` gets the sha256 of both manifests (public: None when gated) just before
     the rename: the flow writes it into the ledger's closing row.
     An OSError (disk full, not writable) becomes a ``DPReleaseError`` naming the folder and
     the reason; the partial ``public/`` is removed, and the flow's failure record takes
@@ -363,7 +410,7 @@ def write_bundle(
             write_json(internal / "release.json", document)
         _manifest(internal)
         if seal is not None:
-            seal(sha256((public if publish else internal) / "manifest.json"))
+            seal(sha256(public / "manifest.json") if publish else None, sha256(internal / "manifest.json"))
         if dest.exists():
             raise DPReleaseError(f"release folder '{dest}' appeared during the run; nothing published")
         os.replace(staging, dest)

@@ -1,80 +1,73 @@
-"""Gates: bounds on check metrics that stop a release."""
+"""The gated metrics, computed exactly as ``mechanisms.gates`` defines them (and bounds
+their sensitivity), and the error a gated release ends with.
+
+``gate_metrics`` is the only code path from the confidential rows to a gate: the flow
+adds noise to its output (``mechanisms.gates.measure_gates``) and decides on the noisy
+values; the exact values never leave this function's caller.
+"""
 
 from __future__ import annotations
 
-import json
-import math
-from pathlib import Path
+import numpy as np
+import pandas as pd
 
 from mechanisms.errors import DPReleaseError
+from mechanisms.gates import GATEABLE, GateResult
+from mechanisms.schema import Schema
+from tasks.checks import utility as ut
 
-__all__ = ["GATE_METRICS", "GateError", "evaluate_gates", "failed_gates_message"]
-
-GATE_METRICS = (
-    "tvd_1way",
-    "tvd_2way",
-    "corr_diff",
-    "pmse",
-    "wasserstein_max",
-    "tstr_auc",
-    "tstr_r2",
-    "tstr_ratio",
-    "exact_match_rate",
-    "unique_exact_match_rate",
-    "dcr_q05",
-    "correct_link_rate",
-    "membership_share",
-)
+__all__ = ["GateError", "failed_gates_message", "gate_metrics"]
 
 
 class GateError(DPReleaseError):
-    """A release check fell outside a gate: nothing was published. The message names the
-    gates and their public bounds only; ``internal_dir`` holds gates.json with the
-    measured values (confidential, non-DP), which the CLI shows on the steward's terminal
-    but which never reach a log, an event or Prefect."""
+    """A noisy check metric fell outside its gate: nothing was published. The decision is
+    differentially private (``mechanisms.gates``), so the message may name the noisy
+    values; the exact metrics stay in ``internal/``."""
 
     internal_dir: str | None = None
 
 
-def evaluate_gates(gates: dict[str, dict[str, float | None]], metrics: dict[str, float | None]) -> list[dict]:
-    """One row per gate: the bound, the measured value and whether it passed. A metric
-    that could not be measured (e.g. AUC with one class) fails its gate."""
-    rows = []
-    for name, bound in gates.items():
-        value = metrics.get(name)
-        lo, hi = bound.get("min"), bound.get("max")
-        ok = value is not None and not math.isnan(value)
-        ok = ok and (lo is None or value >= lo) and (hi is None or value <= hi)
-        rows.append({"gate": name, "min": lo, "max": hi, "value": value, "passed": bool(ok)})
-    return rows
+def gate_metrics(
+    real: pd.DataFrame,
+    real_bins: np.ndarray,
+    synthetic: pd.DataFrame,
+    syn_bins: np.ndarray,
+    schema: Schema,
+    names: list[str],
+    rng: np.random.Generator,
+) -> dict[str, float]:
+    """The exact (confidential) value of each gated metric on the k = len(real) compared
+    rows: ``tvd_1way`` and ``tvd_2way`` on the public bins, ``wasserstein_max`` on the
+    continuous columns' values over their public ranges (0.0 without continuous columns).
+    ``rng`` only samples column pairs above 30 columns (never looks at the data)."""
+    out = {}
+    for name in names:
+        if name not in GATEABLE:
+            raise ValueError(f"gate {name!r} is not a gateable metric")
+        if name == "tvd_1way":
+            out[name] = ut.tvd_1way(real_bins, syn_bins, schema)["mean"]
+        elif name == "tvd_2way":
+            out[name] = ut.tvd_2way(real_bins, syn_bins, schema, rng)["mean"]
+        else:
+            scaled = ut.wasserstein_scaled(real, synthetic, schema)
+            out[name] = max(scaled.values()) if scaled else 0.0
+    return out
 
 
-def failed_gates_message(rows: list[dict], internal_dir: str) -> str:
-    """Names each failed gate and its public bound, never the measured value."""
+def failed_gates_message(results: list[GateResult], internal_dir: str) -> str:
+    """Names each failed gate, its public bound and its noisy (differentially private) value."""
     parts = []
-    for r in rows:
-        if r["passed"]:
+    for r in results:
+        if r.passed:
             continue
-        bound = " and ".join(f"{k} {r[k]:g}" for k in ("min", "max") if r[k] is not None)
-        parts.append(f"gate '{r['gate']}' ({bound}) failed")
+        bound = " and ".join(f"{k} {v:g}" for k, v in (("min", r.min), ("max", r.max)) if v is not None)
+        parts.append(
+            f"gate '{r.gate}' ({bound}) failed: noisy value {r.noisy_value:.4g} (noise s.d. {r.noise_sd:.2g})"
+        )
     return (
-        "release stopped by its checks; public/ was not published:\n  "
+        "release stopped by its gates; public/ was not published:\n  "
         + "\n  ".join(parts)
-        + f"\nThe measured values are in {internal_dir}/gates.json and report.html; the budget was "
-        "spent (the noise was drawn). Loosen the gate, raise epsilon or change the mechanism, then "
-        "release again under a new release id."
+        + f"\nThe decision is differentially private (noise on each metric, charged to the 'gates' stage); "
+        f"the budget was spent. The internal reports are in {internal_dir}. Loosen the gate, raise epsilon "
+        "or change the mechanism, then release again under a new release id."
     )
-
-
-def measured_values(internal_dir: str) -> list[str]:
-    """``gate: value`` for each failed gate, read from ``internal_dir/gates.json`` (for the
-    steward's terminal only)."""
-    path = Path(internal_dir) / "gates.json"
-    if not path.is_file():
-        return []
-    rows = json.loads(path.read_text())
-    return [
-        f"{r['gate']}: {'not measurable' if r['value'] is None else format(r['value'], '.6g')}"
-        for r in rows
-        if not r["passed"]
-    ]

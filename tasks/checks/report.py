@@ -159,6 +159,15 @@ def _summary(utility: dict, linkage: dict) -> list[dict]:
     return rows
 
 
+def _section(draw, *args) -> str:
+    """A section of the report, or a note saying it could not be drawn (an advisory check
+    that failed leaves an ``error`` in its report instead of its figures)."""
+    try:
+        return draw(*args)
+    except Exception as e:
+        return f"<p class='note'>This section could not be drawn ({html.escape(type(e).__name__)}).</p>"
+
+
 def render_report(
     real_bins: np.ndarray,
     syn_bins: np.ndarray,
@@ -170,7 +179,13 @@ def render_report(
 ) -> str:
     led = document["privacy"]["ledger"]
     t = led["totals"]
-    status = "all gates passed" if all(g["passed"] for g in gates) else "STOPPED BY A GATE"
+    status = (
+        "no gates declared"
+        if not gates
+        else "all gates passed"
+        if all(g["passed"] for g in gates)
+        else "STOPPED BY A GATE"
+    )
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>dprelease report "
         f"{html.escape(document['release_id'])}</title><style>{_CSS}</style></head><body>",
@@ -180,20 +195,29 @@ def render_report(
         f"<p>Mechanism <b>{html.escape(document['mechanism']['name'])}</b>, "
         f"({t['epsilon']:.6g}, {t['delta']:.3g})-DP, {document['privacy']['synthetic_rows']} "
         f"synthetic rows. Gates: <b>{status}</b>.</p>",
-        "<h2>Gates</h2>",
-        _table(gates, ["gate", "min", "max", "value", "passed"]) if gates else "<p>No gates declared.</p>",
-        "<h2>Summary</h2>",
-        _table(_summary(utility, linkage), ["metric", "value"]),
+        "<h2>Gates (differentially private)</h2>",
+        "<p class='note'>Each gated metric was released with noise (the 'gates' stage of the "
+        "budget) and the decision taken on the noisy value; everything below the gates is "
+        "advisory: it never changed what was published.</p>",
+        _table(gates, ["gate", "min", "max", "noisy_value", "noise_sd", "passed"])
+        if gates
+        else "<p>No gates declared.</p>",
+        "<h2>Summary (advisory)</h2>",
+        _section(lambda: _table(_summary(utility, linkage), ["metric", "value"])),
         "<h2>Marginals on the public bins</h2>",
-        _marginals(real_bins, syn_bins, schema),
+        _section(_marginals, real_bins, syn_bins, schema),
         "<h2>Association matrices</h2>",
-        f"<p class='note'>{html.escape(utility['corr_diff']['method'])}.</p>",
-        _heatmaps(utility, schema),
+        _section(lambda: f"<p class='note'>{html.escape(utility['corr_diff']['method'])}.</p>"),
+        _section(_heatmaps, utility, schema),
         "<h2>Distance to the closest record</h2>",
-        f"<p class='note'>{html.escape(linkage['distance'])}. A synthetic curve far left of "
-        "the reference means synthetic rows sit closer to real rows than real rows sit to "
-        "each other.</p>",
-        _dcr(linkage),
+        _section(
+            lambda: (
+                f"<p class='note'>{html.escape(linkage['distance'])}. A synthetic curve far left of "
+                "the reference means synthetic rows sit closer to real rows than real rows sit to "
+                "each other.</p>"
+            )
+        ),
+        _section(_dcr, linkage),
         "<h2>Budget</h2>",
         _table(
             led["measurements"],

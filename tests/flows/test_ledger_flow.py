@@ -140,7 +140,11 @@ def test_audit_verify_catches_tampering(tmp_path):
     m["files"]["release.json"] = sha256(doc_path)
     manifest.write_text(json.dumps(m))
     failed = {c.name for c in verify_bundle(bundle, None) if not c.ok}
-    assert failed == {"marginals/histogram[age]", "measurements match", "closing row seals this manifest"}
+    assert failed == {
+        "marginals/histogram[age]",
+        "measurements match",
+        "closing row seals public/manifest.json",
+    }
 
     # 3. the ledger row of a measurement is edited in the database
     with sqlite3.connect(out / "ledger.db") as db:

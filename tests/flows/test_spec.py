@@ -14,7 +14,7 @@ def test_demo_spec_loads():
     assert spec.public_schema().names[0] == "age"
     assert spec.missing_tokens() == {"workclass": "?", "occupation": "?", "native-country": "?"}
     assert "?" in spec.public_schema()["workclass"].values
-    assert spec.stage_weights() == {"marginals": 0.5, "moments": 0.5}
+    assert spec.stage_weights() == {"marginals": 0.5, "moments": 0.5, "gates": 0.05}
     assert "path" not in spec.public_dict()["dataset"]
 
 
@@ -92,7 +92,7 @@ CASES = [
     (
         "unknown stage",
         lambda s: s.update(allocation={"noise": 1}),
-        "allocation stages ['noise'] must be among ['marginals', 'moments']",
+        "allocation stages ['noise'] must be among ['gates', 'marginals', 'moments']",
     ),
     (
         "zero weight",
@@ -111,27 +111,41 @@ CASES = [
         lambda s: s["checks"].update(gates={"accuracy": {"min": 1}}),
         "gates ['accuracy'] must be among",
     ),
-    ("empty gate", lambda s: s["checks"].update(gates={"pmse": {}}), "a gate needs min, max or both"),
+    ("empty gate", lambda s: s["checks"].update(gates={"tvd_1way": {}}), "a gate needs min, max or both"),
     (
         "gate min > max",
-        lambda s: s["checks"].update(gates={"pmse": {"min": 1, "max": 0}}),
+        lambda s: s["checks"].update(gates={"tvd_2way": {"min": 1, "max": 0}}),
         "min (1.0) must not exceed max (0.0)",
     ),
-    ("tstr without target", lambda s: s["checks"].pop("target"), "checks.gates on tstr_* need checks.target"),
+    (
+        "gate on a classifier's score",
+        lambda s: s["checks"].update(gates={"pmse": {"max": 0.1}}),
+        "gate 'pmse' cannot stop a release: it comes from a classifier fitted to the confidential rows",
+    ),
+    (
+        "gate on exact matches",
+        lambda s: s["checks"].update(gates={"exact_match_rate": {"max": 0}}),
+        "gate 'exact_match_rate' cannot stop a release: one record can equal every synthetic row",
+    ),
+    (
+        "gate on a DCR quantile",
+        lambda s: s["checks"].update(gates={"dcr_q05": {"min": 0.01}}),
+        "gate 'dcr_q05' cannot stop a release: a quantile of nearest-record distances",
+    ),
+    (
+        "gate on TSTR",
+        lambda s: s["checks"].update(gates={"tstr_auc": {"min": 0.8}}),
+        "It stays in the internal report as an advisory check",
+    ),
     (
         "unknown target",
         lambda s: s["checks"].update(target="salary"),
         "checks.target ('salary') must be a column",
     ),
     (
-        "auc on a number",
-        lambda s: s["checks"].update(target="age"),
-        "gate tstr_auc needs a nominal or ordinal checks.target",
-    ),
-    (
-        "membership without holdout",
-        lambda s: s["checks"].update(holdout_fraction=0),
-        "gate membership_share needs checks.holdout_fraction > 0",
+        "gate on membership",
+        lambda s: s["checks"].update(gates={"membership_share": {"max": 0.55}}),
+        "replacing one held-out record can move it from 1.0 to 0.5",
     ),
     (
         "holdout too large",
@@ -139,9 +153,12 @@ CASES = [
         "spec field 'checks.holdout_fraction'",
     ),
     (
-        "links for fresh rows",
-        lambda s: s["checks"].update(gates={"correct_link_rate": {"max": 0}}),
-        "gate correct_link_rate applies only to mechanisms that keep row order, not factor_gauss",
+        "wasserstein without a continuous column",
+        lambda s: (
+            s.update(schema={"sex": s["schema"]["sex"], "income": s["schema"]["income"]})
+            or s["checks"].update(gates={"wasserstein_max": {"max": 0.1}})
+        ),
+        "gate wasserstein_max needs a continuous column in the schema",
     ),
     (
         "paper variant without allow_non_dp",
@@ -180,7 +197,7 @@ CASES = [
     (
         "stage the schema does not need",
         lambda s: s.update(mechanism={"name": "ron_gauss"}, allocation={"class_counts": 1}),
-        "allocation stages ['class_counts'] must be among ['covariance', 'mean']",
+        "allocation stages ['class_counts'] must be among ['covariance', 'gates', 'mean']",
     ),
     (
         "gates while disabled",

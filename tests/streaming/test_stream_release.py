@@ -18,7 +18,12 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::ResourceWarning"),
 ]
 
-CHECKS = {"target": "income", "holdout_fraction": 0.2, "sample_rows": 1_000}
+CHECKS = {
+    "target": "income",
+    "holdout_fraction": 0.2,
+    "sample_rows": 1_000,
+    "gates": {"tvd_1way": {"max": 0.9}},  # decided on the 1,000-row sample: Δ = 1/1,000
+}
 
 
 def _spec(folder, engine, data=None, **more):
@@ -50,7 +55,8 @@ def test_local_engine_publishes_parquet_and_csv_in_the_manifest(local_bundle):
     assert "chunks" not in doc["engine"]  # a function of the file's byte length: not published
     assert doc["engine"]["checks_sample"]["rows"] == 1_000
     assert doc["outputs"]["synthetic.parquet"] == {**doc["outputs"]["synthetic.parquet"], "rows": n_fit}
-    assert len(doc["privacy"]["ledger"]["measurements"]) == 16
+    assert len(doc["privacy"]["ledger"]["measurements"]) == 17  # 15 histograms, the moment, one gate
+    assert doc["checks"]["compared_rows"] == 1_000 and doc["checks"]["gates"][0]["passed"]
 
     parquet = pd.read_parquet(public / "synthetic.parquet")
     csv = pd.read_csv(
@@ -63,8 +69,6 @@ def test_local_engine_publishes_parquet_and_csv_in_the_manifest(local_bundle):
     validation = json.loads((internal / "validation_input.json").read_text())
     assert validation["rows"] == 6_000 and "in chunks" in validation["validated"]
     assert validation["chunks"] in (3, 4)  # of about 2,000 rows
-    gates = json.loads((internal / "gates.json").read_text())
-    assert gates == []  # no gates declared; the reports were still made on the samples
     assert (internal / "utility.json").is_file() and (internal / "report.html").is_file()
 
 
@@ -83,7 +87,7 @@ def test_dask_engine_release_equals_the_local_one(local_bundle, cluster, tmp_pat
     mine = pd.read_parquet(public / "synthetic.parquet")
     assert mine.equals(pd.read_parquet(local_bundle / "public" / "synthetic.parquet"))
     local_doc = json.loads((local_bundle / "public" / "release.json").read_text())
-    assert len(doc["privacy"]["ledger"]["measurements"]) == 16  # once per statistic, not per chunk
+    assert len(doc["privacy"]["ledger"]["measurements"]) == 17  # once per statistic, not per chunk
     values = [m["noise_scale"] for m in doc["privacy"]["ledger"]["measurements"]]
     assert values == [m["noise_scale"] for m in local_doc["privacy"]["ledger"]["measurements"]]
 
