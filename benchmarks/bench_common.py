@@ -19,10 +19,10 @@ import pandas as pd
 import psutil
 from sklearn.model_selection import train_test_split
 
+from engines.tables import read_table
 from flows.cli import DEMO_SPEC
-from flows.spec import ReleaseSpec, load_spec
 from mechanisms.schema import Schema
-from tasks.tables import read_table
+from spec import ReleaseSpec, load_spec
 
 REPO = Path(__file__).resolve().parents[1]
 # The venv's own bin folder (not resolved: .venv/bin/python is a symlink to the base interpreter).

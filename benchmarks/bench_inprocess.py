@@ -12,12 +12,12 @@ from bench_common import Adult, median, timed
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.metrics import roc_auc_score
 
-from flows.spec import ReleaseSpec, load_spec
+from engines.tables import bins_to_table, read_table, table_to_bins
 from mechanisms import factor_gauss
 from mechanisms.accounting import plan_budget
 from mechanisms.factor_gauss import FactorGaussParams
 from mechanisms.schema import Continuous, Schema
-from tasks.tables import bins_to_table, read_table, table_to_bins
+from spec import ReleaseSpec, load_spec
 
 EPSILON = 1.0
 DELTA = 1e-6

@@ -53,10 +53,9 @@ from bench_common import REPO, standalone
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from flows.events import budget_facts
+from ledger import FIELDS, Ledger, budget_facts, ledger_facts
 from mechanisms import primitives as p
 from mechanisms.accounting import BudgetPlan, plan_budget
-from tasks.ledger_db import FIELDS, Ledger, ledger_facts
 
 COMMAND = ".venv/bin/python benchmarks/run.py --only ledger"
 RESULTS = REPO / "benchmarks" / "results.json"

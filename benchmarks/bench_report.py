@@ -324,7 +324,7 @@ def _peers(f: dict[str, Any], machine: dict[str, Any]) -> list[str]:
         f"Same split as item 4 ({f['train_rows']:,} training / {f['test_rows']:,} test rows). Every method "
         "gets the training rows as **public-bin indices** (`table_to_bins`: "
         f"{bins} bins), returns {f['train_rows']:,} synthetic rows of bin indices, and all are decoded by "
-        "the same `bins_to_table` and scored by the project's own checks (`tasks.checks.reports."
+        "the same `bins_to_table` and scored by the project's own checks (`checks.reports."
         "utility_report` / `linkage_report` / `flat_metrics`, as in a release: real = the 80 %, "
         "`real_test` and the membership holdout = the 20 %). Decoding and the checks' subsamples use "
         "generators seeded by the seed index only, so within a seed the methods differ only by their bins.",

@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 from bench_common import load_adult, standalone
 
+from engines.tables import table_to_bins
 from mechanisms import factor_gauss
 from mechanisms import primitives as p
 from mechanisms.accounting import plan_budget
-from tasks.tables import table_to_bins
 
 COMMAND = ".venv/bin/python benchmarks/run.py --only sampler"
 SIZES = (10, 1_000, 100_000)

@@ -16,8 +16,8 @@ from bench_common import load_adult
 from bench_inprocess import auc, release_once
 
 import mechanisms.factor_gauss as fg
+from engines.tables import table_to_bins
 from mechanisms.latent import to_latent
-from tasks.tables import table_to_bins
 
 
 def _numpy_dither(bins, code, params, dither):

@@ -13,11 +13,12 @@ import time
 
 import numpy as np
 
-from flows.spec import load_spec
+from checks.reports import linkage_report, utility_report
+from engines.tables import bins_to_table, read_table, table_to_bins
 from mechanisms import factor_gauss as fg
 from mechanisms.accounting import plan_budget
-from tasks.checks.reports import linkage_report, utility_report
-from tasks.tables import bins_to_table, read_table, table_to_bins
+from mechanisms.synthesizer import MixedRows
+from spec import load_spec
 
 
 def main(rows: int) -> None:
@@ -27,7 +28,9 @@ def main(rows: int) -> None:
     df = df.sample(n=rows, replace=rows > len(df), random_state=0).reset_index(drop=True)
     bins = table_to_bins(df, schema)
     plan = plan_budget("zcdp", 1.0, 1e-6, fg.STAGE_WEIGHTS)
-    rel = fg.fit(bins, schema, plan, fg.FactorGaussParams(), m=rows, rng=np.random.default_rng(0))
+    rel = fg.SYNTHESIZER.fit(
+        MixedRows(bins), schema, plan, fg.FactorGaussParams(), m=rows, rng=np.random.default_rng(0)
+    ).rows
     syn = bins_to_table(rel.bins, schema, rng=np.random.default_rng(1))
     syn_bins = table_to_bins(syn, schema)
     t = time.perf_counter()

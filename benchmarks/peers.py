@@ -19,7 +19,7 @@ training rows as public-bin indices (``table_to_bins``); ``factor_gauss.fit`` in
 as a CSV, the public domain as JSON; it returns synthetic bins and its own timings; AIM
 is killed after ``--aim-timeout`` seconds). Every method's bins are then decoded with the
 same ``bins_to_table`` and scored with the project's own checks
-(``tasks.checks.reports``): real = the training 80 %, holdout/test = the 20 %.
+(``checks.reports``): real = the training 80 %, holdout/test = the 20 %.
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ import pandas as pd
 from bench_common import REPO, Adult, timed
 from threadpoolctl import threadpool_limits
 
+from checks.reports import flat_metrics, linkage_report, utility_report
+from engines.tables import bins_to_table, table_to_bins
 from mechanisms import factor_gauss
 from mechanisms.accounting import plan_budget
 from mechanisms.factor_gauss import FactorGaussParams
-from tasks.checks.reports import flat_metrics, linkage_report, utility_report
-from tasks.tables import bins_to_table, table_to_bins
 
 EPSILON = 1.0
 DELTA = 1e-6

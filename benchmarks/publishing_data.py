@@ -27,9 +27,9 @@ import numpy as np
 import pandas as pd
 from bench_common import load_adult
 
+from engines.tables import table_to_bins, table_to_rows
 from mechanisms.design import Design, design
 from mechanisms.schema import Continuous, Nominal, Schema
-from tasks.tables import table_to_bins, table_to_rows
 
 DROPPED = ("fnlwgt", "education", "occupation", "native-country")
 NUMERIC = ("age", "education_num", "capital_gain", "capital_loss", "hours-per-week")

@@ -43,11 +43,11 @@ from sklearn.metrics import pairwise_distances, silhouette_score
 from sklearn.svm import SVC
 from threadpoolctl import threadpool_limits
 
+from engines.tables import table_to_bins, table_to_rows
 from mechanisms import ron_gauss
 from mechanisms.design import design
 from mechanisms.ron_gauss import RonGaussModel
 from mechanisms.schema import Continuous, Schema
-from tasks.tables import table_to_bins, table_to_rows
 
 COMMAND = ".venv/bin/python benchmarks/run.py --only ron_gauss"
 EPSILON = 1.0

@@ -28,8 +28,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from bundle.files import sha256
 from mechanisms.accounting import zcdp_delta, zcdp_epsilon, zcdp_rho
-from tasks.files import sha256
 
 __all__ = ["Check", "load_document", "verify_bundle"]
 
@@ -166,7 +166,7 @@ def _identity(bundle: Path, doc: dict) -> list[Check]:
 def _public_spec(doc: dict):
     """The release's spec rebuilt from its published form (the data path is not published
     and not needed: nothing here reads data)."""
-    from flows.spec import ReleaseSpec
+    from spec import ReleaseSpec
 
     raw = {**doc["spec"], "dataset": {"name": doc["dataset"], "path": "not-published"}}
     if isinstance(raw.get("engine"), dict) and raw["engine"].get("scheduler"):
@@ -240,7 +240,7 @@ def _status(doc: dict) -> list[Check]:
 
 
 def _ledger(doc: dict, bundle: Path, url: str) -> list[Check]:
-    from tasks.ledger_db import Ledger, LedgerError, spent_charge
+    from ledger import Ledger, LedgerError, spent_charge
 
     out = []
     rid = doc["release_id"]

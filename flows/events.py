@@ -24,10 +24,21 @@ from uuid import UUID
 
 from prefect.events import emit_event
 
-from tasks.bundle import write_failure_record
-from tasks.ledger_db import BudgetRefused, Ledger
+from bundle.write import write_failure_record
+from checks.gates import GateError
+from ledger import BudgetRefused, Ledger, budget_facts
+from mechanisms.errors import DPReleaseError
 
-__all__ = ["RELEASE_ID", "RunRecord", "on_crashed", "on_failure", "release_event", "track", "untrack"]
+__all__ = [
+    "RELEASE_ID",
+    "RunRecord",
+    "on_crashed",
+    "on_failure",
+    "record_failure",
+    "release_event",
+    "track",
+    "untrack",
+]
 
 KINDS = ("completed", "gated", "refused", "failed")
 RELEASE_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,79}")
@@ -60,29 +71,6 @@ def untrack(flow_run_id: Any) -> None:
     """Forget a run that ended without needing the hooks."""
     if flow_run_id is not None:
         _RUNS.pop(UUID(str(flow_run_id)), None)
-
-
-def budget_facts(ledger: Ledger, dataset: str, release_id: str) -> dict:
-    """This release's charge and the dataset's lifetime account, from the ledger."""
-    charge = ledger.charge(release_id)
-    facts: dict[str, Any] = {
-        "epsilon_spent": None if charge.is_void else charge.epsilon,
-        "delta_spent": None if charge.is_void else charge.delta,
-        "differentially_private": not charge.is_void,
-        "dataset_guarantee_void_since": (ledger.void_since(dataset) or {}).get("release_id"),
-    }
-    lifetime = ledger.lifetime(dataset)
-    if lifetime is None:
-        facts["lifetime"] = None
-    else:
-        spend = ledger.spend_so_far(dataset, lifetime[1])
-        facts["lifetime"] = {
-            "epsilon": lifetime[0],
-            "delta": lifetime[1],
-            "epsilon_spent": spend.epsilon,
-            "epsilon_left": max(0.0, lifetime[0] - spend.epsilon),
-        }
-    return facts
 
 
 def release_event(
@@ -163,3 +151,41 @@ def on_failure(flow: Any, flow_run: Any, state: Any) -> None:
 def on_crashed(flow: Any, flow_run: Any, state: Any) -> None:
     """``on_crashed`` hook: record a crash (the process was interrupted or terminated)."""
     _record_unhandled(flow_run, state, "crashed")
+
+
+def record_failure(
+    record: RunRecord, ledger: Ledger | None, error: BaseException, staging: Path, sealed: bool
+) -> None:
+    """The body's own failure record: close the reservation (charged the stages spent),
+    write ``<out>/failures/``, emit ``.gated``, ``.refused`` or ``.failed``."""
+    if record.reserved and ledger is not None:
+        _close_failed(ledger, record.release_id, record.stage, error, sealed)
+    write_failure_record(
+        record.out, record.release_id, record.stage, error, staging if staging.exists() else None
+    )
+    kind = (
+        "gated"
+        if isinstance(error, GateError)
+        else "refused"
+        if isinstance(error, BudgetRefused)
+        else "failed"
+    )
+    release_event(
+        kind,
+        release_id=record.release_id,
+        dataset=record.dataset,
+        ledger=ledger,
+        error=error,
+        stage=record.stage,
+    )
+    record.handled = True
+
+
+def _close_failed(ledger: Ledger, rid: str, stage: str, error: BaseException, sealed: bool) -> None:
+    """Mark the attempt failed (charged the stages it spent), also when it was sealed but the
+    bundle could not be moved into place; if the ledger itself is what failed, the
+    reservation stays open and keeps the whole plan charged (fail closed)."""
+    try:
+        ledger.finish(rid, "failed", {"stage": stage, "error": type(error).__name__}, after_seal=sealed)
+    except DPReleaseError as e:
+        _log.warning("release '%s' stays reserved (charged its whole plan) in the ledger: %s", rid, e)

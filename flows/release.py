@@ -1,94 +1,77 @@
-"""The release flow: validated input → budget plan → private synthesis → audited bundle.
+"""The release flow, in the order of the design card: budget allocation first (the plan
+divides ε, δ across the stages and is reserved in the ledger before any data is read),
+then input validation, type encoding, private moment estimation, projection and
+sampling, decoding (and the synthetic table's validation), the differentially private
+gates, the advisory utility and linkage checks, and the release bundle.
 
-Stages (each a Prefect task, run in this order):
-allocate_budget → validate_input → encode → estimate_private_moments →
-project_and_sample → decode → validate_output → write_bundle.
+Each step is a Prefect task. A step that may draw noise runs inside the ledger's spend
+bracket (``Ledger.spending``): its plan stages are recorded as spent before it runs and
+its measurements after. Randomness comes from named streams (``primitives.Streams``).
+Engines (``spec.engine``): ``memory`` reads the table and runs any mechanism;
+``local`` and ``dask`` stream a synthesizer that declares ``Streaming`` in two passes
+over chunks and write the synthetic rows chunk by chunk.
 
-Engines (``spec.engine``): ``memory`` reads the table and runs any mechanism through
-``tasks.synthesis``; ``local`` and ``dask`` stream ``factor_gauss``'s two passes over
-chunks (``tasks.streaming``, ``tasks.engines``), draw each noise once here, on the
-driver, and write the synthetic rows chunk by chunk (validated per chunk in ``decode``).
-
-A failure at any stage publishes nothing: the staging folder is removed and a failure
+A failure at any step publishes nothing: the staging folder is removed and a failure
 record (stage, error, internal reports) is left in ``<out>/failures/``.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from uuid import uuid4
 
 import numpy as np
 import pandas as pd
 from prefect import flow
-from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 from prefect.runtime import deployment, flow_run
 
+from bundle.document import release_document
+from bundle.write import prepare_staging
+from checks.gates import GateError, failed_gates_message
+from engines.inputs import check_rows, holdout_split
+from engines.runners import open_engine
+from engines.tables import table_to_bins, table_to_rows
+from flows.artifacts import release_artifacts
 from flows.events import (
     RELEASE_ID,
     RunRecord,
     on_crashed,
     on_failure,
+    record_failure,
     release_event,
     track,
     untrack,
 )
-from flows.spec import load_spec
+from flows.progress import STAGES, rows_done, set_progress, step_reached
+from ledger import PASSWORD_ENV, Ledger, default_url, ledger_facts, split_password
+from mechanisms.accounting import BudgetPlan
 from mechanisms.errors import DPReleaseError
 from mechanisms.gates import GATES_STAGE, GateResult
-from mechanisms.primitives import noise_rngs, sampler_note
+from mechanisms.primitives import Measurement, Streams, release_streams, sampler_note
 from mechanisms.registry import MECHANISMS
 from mechanisms.rowkeys import RowKeys
 from mechanisms.synthesizer import Stage
+from spec import ReleaseSpec, load_spec
 from tasks.budget import allocate_budget
-from tasks.bundle import release_document, write_bundle, write_failure_record
-from tasks.checks.gates import GateError, failed_gates_message
-from tasks.engines import open_engine
-from tasks.ledger_db import PASSWORD_ENV, BudgetRefused, Ledger, default_url, ledger_facts, split_password
 from tasks.post_release import check_gates, check_linkage, check_utility, write_report
+from tasks.publish import write_bundle
 from tasks.scrub import scrub
-from tasks.streaming import chunk_job, measure_marginals, project, scan_input, stream_moments, write_synthetic
+from tasks.streaming import (
+    chunk_job,
+    scan_input,
+    stream_decode,
+    stream_encode,
+    stream_estimate,
+    stream_sample,
+    streaming_steps,
+)
 from tasks.synthesis import decode, encode, estimate_private_moments, project_and_sample
-from tasks.tables import table_to_bins, table_to_rows
-from tasks.validate import check_rows, validate_input, validate_output
+from tasks.validate import validate_input, validate_output
 
 __all__ = ["STAGES", "release", "set_progress"]
-
-STAGES = {
-    "allocate_budget": "allocating and reserving the privacy budget (ledger)",
-    "validate_input": "validating the input against the public schema (GX)",
-    "encode": "encoding (and any private marginals or thresholds)",
-    "estimate_private_moments": "measuring the private moments",
-    "project_and_sample": "projecting and sampling",
-    "decode": "decoding to the schema's types",
-    "validate_output": "validating the synthetic data (GX)",
-    "check_gates": "testing the gates (noisy metrics, differentially private)",
-    "check_utility": "checking utility (internal report)",
-    "check_linkage": "checking record linkage (internal report)",
-    "write_report": "writing the internal report",
-    "write_bundle": "writing the release bundle",
-}
-
-_progress: Callable[[str, str | None], None] | None = None
-
-
-def set_progress(callback: Callable[[str, str | None], None] | None) -> None:
-    """Register a callback told the name of each stage as it starts, and then (streaming
-    engines) how far it has got, e.g. "1,250,000 rows" (the CLI's display)."""
-    global _progress
-    _progress = callback
-
-
-def _rows_done(stage: str) -> Callable[[int], None]:
-    def tell(rows: int) -> None:
-        if _progress is not None:
-            _progress(stage, f"{rows:,} rows")
-
-    return tell
 
 
 @dataclass
@@ -109,170 +92,64 @@ class _Fitted:
     engine: dict
 
 
-def _prepare(out: Path, release_id: str) -> tuple[Path, Path]:
-    dest = out / release_id
-    if dest.exists():
-        raise DPReleaseError(
-            f"release '{release_id}' already exists at '{dest}'; choose another release_id "
-            "(or omit it for a timestamped one)"
-        )
-    try:
-        staging = out / f".staging-{release_id}-{uuid4().hex[:8]}"
-        (staging / "public").mkdir(parents=True)
-        (staging / "internal").mkdir()
-    except OSError as e:
-        raise DPReleaseError(
-            f"output folder '{out}' is not writable ({e.strerror}); pass --out with a folder you can write to"
-        ) from None
-    return dest, staging
+@dataclass
+class _Release:
+    """One run: the spec, the ledger, this release's id and plan, and the hooks' record."""
+
+    spec: ReleaseSpec
+    ledger: Ledger
+    rid: str
+    plan: BudgetPlan
+    record: RunRecord
+
+    def at(self, step: str) -> None:
+        step_reached(self.record, step)
+
+    def spending(self, step: str) -> AbstractContextManager[Callable[[tuple[Measurement, ...]], None]]:
+        """The ledger's spend bracket around the mechanism's ``step`` (``encode``,
+        ``estimate`` or ``sample``): the plan stages it declares (``Synthesizer.spends``)."""
+        synth = MECHANISMS[self.spec.mechanism.name]
+        planned = {s.stage for s in self.plan.stages}
+        declared = [s for s in synth.spends.get(step, ()) if s in planned]
+        not_dp = bool(synth.defects(self.spec.mechanism_params()))
+        return self.ledger.spending(self.rid, declared, self.plan, not_dp=not_dp)
 
 
-def _artifacts(release_id: str, document: dict, path: Path, *, published: bool) -> None:
-    """Prefect artifacts: a budget table, a summary and a link to the bundle (its public
-    folder, or its internal one when a gate stopped it); all hold only public facts."""
-    create_link_artifact(
-        key=f"{release_id}-bundle",
-        link=(path / ("public" if published else "internal")).resolve().as_uri(),
-        link_text=f"release {release_id} ({'published' if published else 'gated: internal reports only'})",
-        description=f"Bundle of release {release_id}",
-    )
-    led = document["privacy"]["ledger"]
-    create_table_artifact(
-        key=f"{release_id}-budget",
-        table=[
-            {
-                k: r[k]
-                for k in ("stage", "statistic", "mechanism", "sensitivity", "noise_scale", "rho", "epsilon")
-            }
-            for r in led["measurements"]
-        ],
-        description=f"Budget ledger of release {release_id}",
-    )
-    t = led["totals"]
-    rows = "\n".join(
-        f"| {s['stage']} | {s['weight']:g} | {s.get('rho_spent', s.get('epsilon_spent')):.6g} |"
-        for s in led["stages"]
-    )
-    create_markdown_artifact(
-        key=f"{release_id}-summary",
-        markdown=(
-            f"# Release `{release_id}`\n\n"
-            f"- mechanism: `{document['mechanism']['name']}`\n"
-            f"- privacy: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP, "
-            f"{document['privacy']['accountant']} accounting, replace-one neighbours\n"
-            f"- synthetic rows: {document['privacy']['synthetic_rows']}\n"
-            f"- bundle: `{path}`\n\n| stage | weight | spent |\n|---|---|---|\n{rows}\n"
-        ),
-        description=f"Summary of release {release_id}",
-    )
-
-
-def _holdout_split(
-    table: pd.DataFrame, fraction: float, rng: np.random.Generator
-) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """Keep ⌊fraction·n⌋ random rows out of the release, for the membership check and as
-    unseen test rows. The split ignores the data, so the release stays DP for the whole
-    table (a replaced record is either held out, changing nothing, or a neighbour)."""
-    if fraction == 0:
-        return table, None
-    k = int(fraction * len(table))
-    perm = rng.permutation(len(table))
-    return table.iloc[np.sort(perm[k:])].reset_index(drop=True), table.iloc[np.sort(perm[:k])].reset_index(
-        drop=True
-    )
-
-
-def _run_gates(spec, schema, fit: _Fitted, ledger: Ledger, rid: str, plan, rng, step) -> list[GateResult]:
-    """The DP gates: the ``gates`` stage is recorded as spent, the noisy metrics measured
-    (``check_gates``) and recorded, one ledger row per gate."""
-    if not spec.checks.gates:
-        return []
-    step("check_gates")
-    ledger.spend(rid, [GATES_STAGE], plan)
-    bounds = {k: g.model_dump() for k, g in spec.checks.gates.items()}
-    syn = (fit.synthetic_for_checks, table_to_bins(fit.synthetic_for_checks, schema))
-    measurements, results = check_gates(fit.real, syn, schema, bounds, plan.stage(GATES_STAGE), rng)
-    ledger.record_measurements(rid, measurements)
-    fit.stages.append(Stage(None, tuple(measurements)))
-    return results
-
-
-def _run_advisory(spec, schema, fit: _Fitted, gates: list[GateResult], document, staging, rng, step) -> None:
-    """check_utility, check_linkage and the internal report: advisory, internal only; they
-    never change what is published, the exit code or an event."""
-    internal = staging / "internal"
-    real, holdout = fit.real, fit.holdout
-    syn = (fit.synthetic_for_checks, table_to_bins(fit.synthetic_for_checks, schema))
-    held = None if holdout is None else (holdout, table_to_bins(holdout, schema))
-    step("check_utility")
-    utility = check_utility(real, syn, schema, spec.checks.target, held, internal, rng)
-    step("check_linkage")
-    keeps_order = MECHANISMS[spec.mechanism.name].keeps_row_order
-    linkage = check_linkage(real, syn, schema, keeps_order, held, internal, rng)
-    step("write_report")
-    write_report(real, syn, schema, utility, linkage, [g.as_dict() for g in gates], document, internal)
-
-
-def _gate_artifact(release_id: str, gates: list[GateResult]) -> None:
-    """Per gate: its public bounds, the noisy (DP) value and the decision."""
-    create_table_artifact(
-        key=f"{release_id}-gates",
-        table=[g.as_dict() for g in gates],
-        description=f"Gates of release {release_id}: differentially private decisions on noisy metrics",
-    )
-
-
-def _spender(spec, ledger: Ledger, rid: str, plan) -> Callable[..., Stage]:
-    """run(step, task, *args): before the step, the stages whose noise it may draw are
-    recorded as spent in the ledger; after it, one ledger row per noisy statistic."""
-    name = spec.mechanism.name
-    spends = MECHANISMS[name].spends
-    planned = {s.stage for s in plan.stages}
-    not_dp = bool(MECHANISMS[name].defects(spec.mechanism_params()))
-
-    def run(key: str, task, *args) -> Stage:
-        declared = [s for s in spends.get(key, ()) if s in planned]
-        if not_dp:  # from here the attempt is charged as unbounded: its output is not DP
-            ledger.mark_unprotected(rid)
-        ledger.spend(rid, declared, plan)
-        out = task(*args)
-        noisy = {mm.stage for mm in out.measurements if mm.draws_noise}
-        stray = sorted(noisy - set(declared))
-        if stray:
-            raise DPReleaseError(f"internal error: {name}.{key} measured stage(s) {stray} it did not declare")
-        ledger.record_measurements(rid, list(out.measurements))
-        return out
-
-    return run
-
-
-def _in_memory(spec, ledger: Ledger, rid: str, plan, staging: Path, rngs, step) -> _Fitted:
-    """The memory engine: validate the whole table, split off the holdout,
-    encode → estimate_private_moments → project_and_sample → decode, validate the output."""
-    step("validate_input")
-    table = validate_input(spec, staging / "internal")
-    check_rows(spec, len(table))  # n is public: too few rows, or δ ≥ 1/n, before any noise
-    train, holdout = _holdout_split(table, spec.checks.holdout_fraction, rngs[4])
-    m = spec.synthetic_rows or len(train)
+def _synthesise(r: _Release, staging: Path, streams: Streams) -> _Fitted:
+    """The memory engine: input validation, the holdout split, type encoding, private
+    moment estimation, projection and sampling, decoding, the output's validation."""
+    spec, internal = r.spec, staging / "internal"
     schema, params, name = spec.public_schema(), spec.mechanism_params(), spec.mechanism.name
-    run = _spender(spec, ledger, rid, plan)
-    step("encode")
+    r.at("validate_input")
+    table = validate_input(spec, internal)
+    check_rows(spec, len(table))  # n is public: too few rows, or δ ≥ 1/n, before any noise
+    train, holdout = holdout_split(table, spec.checks.holdout_fraction, streams.holdout)
     train_bins = table_to_bins(train, schema)  # once: for encode and for the checks
-    rows = table_to_rows(train, train_bins, schema)
-    encoded = run("encode", encode, name, rows, schema, plan, params, rngs[0])
-    step("estimate_private_moments")
-    moments = run("estimate", estimate_private_moments, name, encoded.state, plan, params, rngs[1])
-    step("project_and_sample")
-    sampled = run("sample", project_and_sample, name, moments.state, params, m, rngs[2])
-    step("decode")
-    synthetic = decode(name, sampled.state, schema, params, rngs[3])
-    step("validate_output")
-    validate_output(synthetic, schema, staging / "internal")
+    m = spec.synthetic_rows or len(train)
+    r.at("encode")
+    with r.spending("encode") as record:
+        encoded = encode(
+            name, table_to_rows(train, train_bins, schema), schema, r.plan, params, streams.encode
+        )
+        record(encoded.measurements)
+    r.at("estimate_private_moments")
+    with r.spending("estimate") as record:
+        moments = estimate_private_moments(name, encoded.state, r.plan, params, streams.estimate)
+        record(moments.measurements)
+    r.at("project_and_sample")
+    with r.spending("sample") as record:
+        sampled = project_and_sample(name, moments.state, params, m, streams.sample)
+        record(sampled.measurements)
+    r.at("decode")
+    synthetic = decode(name, sampled.state, schema, params, streams.decode)
+    r.at("validate_output")
+    validate_output(synthetic, schema, internal)
+    stages = [encoded, moments, sampled]
     return _Fitted(
         len(table),
         len(train),
         m,
-        [encoded, moments, sampled],
+        stages,
         (train, train_bins),
         holdout,
         synthetic,
@@ -281,61 +158,73 @@ def _in_memory(spec, ledger: Ledger, rid: str, plan, staging: Path, rngs, step) 
     )
 
 
-def _streaming(spec, ledger: Ledger, rid: str, plan, staging: Path, rngs, step) -> _Fitted:
-    """The local and dask engines (factor_gauss): pass 1 validates every chunk and sums the
-    fitted rows' histograms; noise on them (encode); pass 2 sums ZᵀZ; noise once
-    (estimate_private_moments); the factor model (project_and_sample); synthetic rows made,
-    validated and written chunk by chunk (decode). The checks see uniform samples."""
-    schema, params = spec.public_schema(), spec.mechanism_params()
-    job = chunk_job(spec, RowKeys.draw(rngs[4]))
-    run = _spender(spec, ledger, rid, plan)
+def _synthesise_streaming(r: _Release, staging: Path, streams: Streams) -> _Fitted:
+    """The local and dask engines: pass 1 validates every chunk and sums the fitted rows'
+    histograms (input validation); the encode step on the sums; pass 2 sums the
+    mechanism's statistic and the estimate step measures it once; projection; synthetic
+    rows drawn, decoded, validated and written chunk by chunk. The checks see samples."""
+    spec = r.spec
+    schema, params, steps = spec.public_schema(), spec.mechanism_params(), streaming_steps(spec)
+    job = chunk_job(spec, RowKeys.draw(streams.holdout))
     engine = open_engine(spec.engine, spec.data_path)
     try:
-        step("validate_input")
-        scan = scan_input(engine, job, staging / "internal", _rows_done("validate_input"))
+        r.at("validate_input")
+        scan = scan_input(engine, job, staging / "internal", rows_done("validate_input"))
         check_rows(spec, scan.rows, fitted=scan.fitted)
-        step("encode")
-        encoded = run("encode", measure_marginals, scan, schema, plan, params, rngs[0])
-        step("estimate_private_moments")
-        progress = _rows_done("estimate_private_moments")
-        moments = run(
-            "estimate",
-            stream_moments,
-            engine,
-            job,
-            encoded.state,
-            scan.fitted,
-            plan,
-            params,
-            rngs[1],
-            progress,
-        )
+        r.at("encode")
+        with r.spending("encode") as record:
+            encoded = stream_encode(steps, scan, schema, r.plan, params, streams.encode)
+            record(encoded.measurements)
+        r.at("estimate_private_moments")
+        with r.spending("estimate") as record:
+            moments = stream_estimate(
+                steps,
+                engine,
+                job,
+                encoded.state,
+                scan.fitted,
+                r.plan,
+                params,
+                streams.estimate,
+                rows_done("estimate_private_moments"),
+            )
+            record(moments.measurements)
         facts = engine.describe()
     finally:
         engine.close()
-    step("project_and_sample")
-    projected = run("sample", project, moments.state, params)
-    step("decode")
-    m = spec.synthetic_rows or scan.fitted
-    chunk = spec.engine.chunk_rows
-    formats, k = spec.output_formats, spec.checks.sample_rows
-    written = write_synthetic(
-        projected.state, schema, m, chunk, formats, k, staging, rngs[3], _rows_done("decode")
+    r.at("project_and_sample")
+    with r.spending("sample") as record:
+        sampled = stream_sample(steps, moments.state, params)
+        record(sampled.measurements)
+    r.at("decode")
+    m, k = spec.synthetic_rows or scan.fitted, spec.checks.sample_rows
+    written = stream_decode(
+        steps,
+        sampled.state,
+        schema,
+        m,
+        spec.engine.chunk_rows,
+        spec.output_formats,
+        k,
+        staging,
+        streams.decode,
+        rows_done("decode"),
     )
     fitted_sample, held_sample = scan.samples()
+    counting = "; before them, a pass counting each chunk's rows" if facts.get("counting_pass") else ""
     return _Fitted(
         scan.rows,
         scan.fitted,
         m,
-        [encoded, moments, projected],
+        [encoded, moments, sampled],
         (fitted_sample, table_to_bins(fitted_sample, schema)),
         held_sample if spec.checks.holdout_fraction else None,
         written.sample,
         None,
         {
             **facts,
-            "passes": "pass 1: validation and histograms; pass 2: latent second-moment sum"
-            + ("; before them, a pass counting each chunk's rows" if facts.get("counting_pass") else ""),
+            "passes": "pass 1: validation and histograms; pass 2: the mechanism's statistic summed "
+            "over chunks" + counting,
             "holdout": "each row held out with probability holdout_fraction, by its position only",
             "checks_sample": {
                 "rows": k,
@@ -347,7 +236,45 @@ def _streaming(spec, ledger: Ledger, rid: str, plan, staging: Path, rngs, step) 
     )
 
 
-def _undeclared_stages(spec, plan) -> list[str]:
+def _gates(r: _Release, fit: _Fitted, rng: np.random.Generator) -> list[GateResult]:
+    """The DP gates: noisy metrics on the compared rows, charged to the ``gates`` stage."""
+    if not r.spec.checks.gates:
+        return []
+    schema = r.spec.public_schema()
+    r.at("check_gates")
+    bounds = {k: g.model_dump() for k, g in r.spec.checks.gates.items()}
+    syn = (fit.synthetic_for_checks, table_to_bins(fit.synthetic_for_checks, schema))
+    with r.ledger.spending(r.rid, [GATES_STAGE], r.plan) as record:
+        measurements, results = check_gates(fit.real, syn, schema, bounds, r.plan.stage(GATES_STAGE), rng)
+        record(measurements)
+    fit.stages.append(Stage(None, tuple(measurements)))
+    return results
+
+
+def _advisory_checks(
+    r: _Release,
+    fit: _Fitted,
+    gates: list[GateResult],
+    document: dict,
+    staging: Path,
+    rng: np.random.Generator,
+) -> None:
+    """Utility and linkage checks and the internal report: advisory, internal only; they
+    never change what is published, the exit code or an event."""
+    spec, internal = r.spec, staging / "internal"
+    schema = spec.public_schema()
+    syn = (fit.synthetic_for_checks, table_to_bins(fit.synthetic_for_checks, schema))
+    held = None if fit.holdout is None else (fit.holdout, table_to_bins(fit.holdout, schema))
+    r.at("check_utility")
+    utility = check_utility(fit.real, syn, schema, spec.checks.target, held, internal, rng)
+    r.at("check_linkage")
+    keeps_order = MECHANISMS[spec.mechanism.name].keeps_row_order
+    linkage = check_linkage(fit.real, syn, schema, keeps_order, held, internal, rng)
+    r.at("write_report")
+    write_report(fit.real, syn, schema, utility, linkage, [g.as_dict() for g in gates], document, internal)
+
+
+def _undeclared_stages(spec: ReleaseSpec, plan: BudgetPlan) -> list[str]:
     spends = MECHANISMS[spec.mechanism.name].spends
     declared = {s for stages in spends.values() for s in stages} | {GATES_STAGE}
     return sorted({s.stage for s in plan.stages} - declared)
@@ -390,7 +317,7 @@ def release(
     spec = load_spec(spec_path)
     rid = release_id or spec.resolved_release_id(_slot_time(started))
     record.release_id, record.dataset, record.stage = rid, spec.dataset.name, "prepare"
-    dest, staging = _prepare(out, rid)
+    dest, staging = prepare_staging(out, rid)
     if ledger_url is not None and split_password(ledger_url)[1] is not None:
         raise DPReleaseError(
             "ledger_url must not contain a password (Prefect stores flow parameters); set "
@@ -402,28 +329,21 @@ def release(
         from prefect.blocks.system import Secret
 
         record.ledger_password = Secret.load(ledger_password_secret).get()
+    streams = release_streams(insecure_seed)
     ledger: Ledger | None = None
     sealed = False
-
-    def step(name: str) -> None:
-        record.stage = name
-        if _progress is not None:
-            _progress(name, None)
-
     try:
         ledger = Ledger(record.ledger_url, password=record.ledger_password)
-        step("allocate_budget")  # before the data is read: the lifetime check needs no data
-        plan = allocate_budget(spec, staging / "public", ledger, rid)
+        step_reached(record, "allocate_budget")
+        plan = allocate_budget(spec, staging / "public", ledger, rid)  # before the data is read
         record.reserved = True
         if undeclared := _undeclared_stages(spec, plan):
             raise DPReleaseError(
                 f"internal error: {spec.mechanism.name} does not say which step spends stage(s) {undeclared}"
             )
-        rngs = noise_rngs(insecure_seed, 7)
-        synthesise = _streaming if spec.engine.streaming else _in_memory
-        fit = synthesise(spec, ledger, rid, plan, staging, rngs, step)
-        schema = spec.public_schema()
-        gates = _run_gates(spec, schema, fit, ledger, rid, plan, rngs[6], step)
+        r = _Release(spec, ledger, rid, plan, record)
+        fit = (_synthesise_streaming if spec.engine.streaming else _synthesise)(r, staging, streams)
+        gates = _gates(r, fit, streams.gates)
         passed = all(g.passed for g in gates)
         document = release_document(
             spec,
@@ -438,21 +358,20 @@ def release(
             status="released" if passed else "gated",
             n_fitted=fit.n_fitted,
             ledger_record=ledger_facts(ledger, spec, rid),
-            numerics=sampler_note(rngs[1]),
+            numerics=sampler_note(streams.estimate),
             engine=fit.engine,
             gates=[g.as_dict() for g in gates],
             compared_rows=len(fit.real[0]),
         )
         if spec.checks.enabled:
-            _run_advisory(spec, schema, fit, gates, document, staging, rngs[5], step)
-        step("write_bundle")
+            _advisory_checks(r, fit, gates, document, staging, streams.checks)
+        r.at("write_bundle")
 
         def seal(public_sha256: str | None, internal_sha256: str) -> None:
             nonlocal sealed
-            status = "released" if passed else "gated"
             ledger.finish(
                 rid,
-                status,
+                "released" if passed else "gated",
                 {
                     "manifest_sha256": public_sha256 or internal_sha256,
                     "public_manifest_sha256": public_sha256,
@@ -464,16 +383,14 @@ def release(
 
         path = write_bundle(staging, dest, fit.synthetic, document, publish=passed, seal=seal)
         record.reserved = False
-        if gates:
-            _gate_artifact(rid, gates)
-        _artifacts(rid, document, path, published=passed)
+        release_artifacts(rid, document, path, gates, published=passed)
         if not passed:
             stopped = GateError(failed_gates_message(gates, str(dest / "internal")))
             stopped.internal_dir = str(dest / "internal")
             raise stopped
         release_event("completed", release_id=rid, dataset=spec.dataset.name, ledger=ledger, bundle=path)
     except BaseException as e:
-        _record_failure(record, ledger, e, staging, sealed)
+        record_failure(record, ledger, e, staging, sealed)
         safe = scrub(e, f"stage '{record.stage}'") if isinstance(e, Exception) else e
         if safe is e:
             raise
@@ -483,43 +400,3 @@ def release(
             ledger.close()
     untrack(flow_run.id)
     return str(path)
-
-
-def _record_failure(
-    record: RunRecord, ledger: Ledger | None, error: BaseException, staging: Path, sealed: bool
-) -> None:
-    """The body's own failure record: close the reservation (charged the stages spent),
-    write ``<out>/failures/``, emit ``.gated``, ``.refused`` or ``.failed``."""
-    if record.reserved and ledger is not None:
-        _close_failed(ledger, record.release_id, record.stage, error, sealed)
-    write_failure_record(
-        record.out, record.release_id, record.stage, error, staging if staging.exists() else None
-    )
-    kind = (
-        "gated"
-        if isinstance(error, GateError)
-        else "refused"
-        if isinstance(error, BudgetRefused)
-        else "failed"
-    )
-    release_event(
-        kind,
-        release_id=record.release_id,
-        dataset=record.dataset,
-        ledger=ledger,
-        error=error,
-        stage=record.stage,
-    )
-    record.handled = True
-
-
-def _close_failed(ledger: Ledger, rid: str, stage: str, error: BaseException, sealed: bool) -> None:
-    """Mark the attempt failed (charged the stages it spent), also when it was sealed but the
-    bundle could not be moved into place; if the ledger itself is what failed, the
-    reservation stays open and keeps the whole plan charged (fail closed)."""
-    try:
-        ledger.finish(rid, "failed", {"stage": stage, "error": type(error).__name__}, after_seal=sealed)
-    except DPReleaseError as e:
-        logging.getLogger("dprelease").warning(
-            "release '%s' stays reserved (charged its whole plan) in the ledger: %s", rid, e
-        )

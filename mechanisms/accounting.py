@@ -13,19 +13,24 @@ uses, so a plan never exceeds the spec by a floating-point ulp.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from scipy.optimize import brentq
 
 from mechanisms.errors import BudgetError
+
+if TYPE_CHECKING:
+    from mechanisms.primitives import Measurement
 
 __all__ = [
     "BudgetPlan",
     "Charge",
     "LifetimeSpend",
     "StageBudget",
+    "account",
     "compose_lifetime",
     "plan_budget",
     "split_budget",
@@ -104,6 +109,22 @@ class StageBudget:
     rho: float | None
     epsilon: float | None
 
+    def split(self, k: int) -> list[StageBudget]:
+        """``k`` equal shares of this stage (ρ/k or ε/k, rounded down, Σ ≤ the stage's),
+        for a stage that measures k statistics (one histogram per column, one metric per
+        gate); each share keeps the stage's name."""
+        total = self.rho if self.rho is not None else self.epsilon
+        parts = split_budget(total, [1.0] * k)
+        return [
+            StageBudget(
+                self.stage,
+                self.weight / k,
+                p if self.rho is not None else None,
+                p if self.rho is None else None,
+            )
+            for p in parts
+        ]
+
 
 @dataclass(frozen=True)
 class BudgetPlan:
@@ -120,6 +141,10 @@ class BudgetPlan:
             if s.stage == name:
                 return s
         raise KeyError(name)
+
+    def as_dict(self) -> dict:
+        """The plan as ``public/budget_plan.json`` and ``release.json`` publish it."""
+        return {**dataclasses.asdict(self), "spent_epsilon": self.spent_epsilon, "spent_rho": self.spent_rho}
 
     @property
     def spent_rho(self) -> float | None:
@@ -232,3 +257,57 @@ def compose_lifetime(charges: list[Charge], delta: float) -> LifetimeSpend:
         )
     eps, dlt, rule = min(options, key=lambda o: o[0])
     return LifetimeSpend(eps, dlt, rule, basic, zcdp)
+
+
+def account(
+    plan: BudgetPlan,
+    measurements: list[Measurement],
+    *,
+    allow_non_dp: bool = False,
+    mechanism_defects: list[str] | None = None,
+) -> dict:
+    """A release's account: per-measurement rows, per-stage sums against the plan, and the
+    total with its ρ → (ε, δ) conversion (CKS Cor. 13) under zCDP; refuses (raises)
+    if any stage or the total exceeds what the plan allows, or if a measurement is not DP
+    (``defect``) and the spec did not set ``privacy.allow_non_dp``. A value used without
+    noise (mechanism ``none``) costs nothing here, which is exactly why it makes the
+    release non-DP. ``mechanism_defects`` are reasons the mechanism as a whole is not DP
+    (e.g. spectral anonymization, which measures nothing)."""
+    rows = [m.ledger_row() for m in measurements]
+    defects = [f"mechanism: {d}" for d in mechanism_defects or []]
+    defects += [f"{r['stage']}/{r['statistic']}: {r['defect']}" for r in rows if r["defect"]]
+    if defects and not allow_non_dp:
+        raise BudgetError(
+            "measurements that are not differentially private were made without "
+            f"privacy.allow_non_dp: {'; '.join(defects)}"
+        )
+    key = "rho" if plan.notion == "zcdp" else "epsilon"
+    stages = []
+    for s in plan.stages:
+        spent = math.fsum(r[key] or 0.0 for r in rows if r["stage"] == s.stage)
+        allowed = s.rho if plan.notion == "zcdp" else s.epsilon
+        if spent > allowed:
+            raise BudgetError(f"stage '{s.stage}' spent {key} {spent!r} > its allocation {allowed!r}")
+        stages.append(
+            {"stage": s.stage, "weight": s.weight, f"{key}_allocated": allowed, f"{key}_spent": spent}
+        )
+    total = math.fsum(st[f"{key}_spent"] for st in stages)
+    if plan.notion == "zcdp":
+        eps = zcdp_epsilon(total, plan.delta)
+        totals = {
+            "rho": total,
+            "epsilon": eps,
+            "delta": plan.delta,
+            "conversion": "rho-zCDP -> (epsilon, delta)-DP, Canonne-Kamath-Steinke 2020 Cor. 13",
+        }
+    else:
+        eps = total
+        totals = {"epsilon": total, "delta": 0.0, "conversion": "basic composition"}
+    if eps > plan.epsilon:
+        raise BudgetError(f"total epsilon spent ({eps!r}) exceeds privacy.epsilon ({plan.epsilon!r})")
+    status = (
+        "differentially private"
+        if not defects
+        else "NOT differentially private: the totals are what the paper claims, not a guarantee"
+    )
+    return {"status": status, "defects": defects, "measurements": rows, "stages": stages, "totals": totals}

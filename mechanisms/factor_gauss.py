@@ -36,23 +36,29 @@ from mechanisms.latent import (
     latent_correlation,
     to_latent,
 )
-from mechanisms.marginals import histogram_sensitivity, measure_histograms, private_distribution
+from mechanisms.marginals import (
+    histogram_sensitivity,
+    measure_counts,
+    measure_histograms,
+    private_distribution,
+)
 from mechanisms.primitives import Measurement, measure_stage
 from mechanisms.rowkeys import RowKeys, row_uniforms
 from mechanisms.schema import Schema
-from mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Synthesizer
+from mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Streaming, Synthesizer
 
 __all__ = [
     "STAGE_WEIGHTS",
     "SYNTHESIZER",
     "Encoded",
     "FactorGaussParams",
-    "FactorGaussRelease",
     "bound_rows",
+    "chunk_moment_sum",
     "code_from_marginals",
     "encode",
+    "encode_counts",
+    "estimate_moment_sum",
     "factor_correlation",
-    "fit",
     "latent_model",
     "latent_rows",
     "measure_moment_sum",
@@ -271,32 +277,6 @@ def sample_latent(corr: np.ndarray, m: int, *, rng: np.random.Generator) -> np.n
     return rng.standard_normal((m, corr.shape[0])) @ chol.T
 
 
-@dataclass(frozen=True)
-class FactorGaussRelease:
-    """Synthetic bin indices (m, p) and every measurement that produced them."""
-
-    bins: np.ndarray
-    measurements: tuple[Measurement, ...]
-    factors: int
-
-
-def fit(
-    bins: np.ndarray,
-    schema: Schema,
-    plan: BudgetPlan,
-    params: FactorGaussParams,
-    *,
-    m: int,
-    rng: np.random.Generator,
-) -> FactorGaussRelease:
-    """All stages in one call (the Prefect flow runs them as separate tasks)."""
-    encoded = encode(bins, schema, plan.stage("marginals"), params, rng=rng)
-    moments = measure_moments(encoded.z, encoded.bound, plan.stage("moments"), rng=rng)
-    corr, r = latent_model(moments, encoded.code, params)
-    synthetic = from_latent(sample_latent(corr, m, rng=rng), encoded.code)
-    return FactorGaussRelease(synthetic, (*encoded.marginals, moments), r)
-
-
 def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: FactorGaussParams, rng) -> Stage:
     encoded = encode(rows.bins, schema, plan.stage("marginals"), params, rng=rng)
     return Stage(encoded, encoded.marginals)
@@ -320,6 +300,43 @@ def _decode_stage(
     return MixedRows(from_latent(z, code))
 
 
+# ---- the same steps from sums over chunks (the local and dask engines) -----------------
+
+
+def encode_counts(
+    counts: list[np.ndarray], n: int, schema: Schema, plan: BudgetPlan, params: FactorGaussParams, rng
+) -> Stage:
+    """Stage 1 from the fitted rows' summed one-way histograms (noise drawn once, here)."""
+    marginals = measure_counts(counts, schema.names, plan.stage("marginals"), rng=rng)
+    return Stage(code_from_marginals(marginals, n, schema), tuple(marginals))
+
+
+def chunk_moment_sum(
+    bins: np.ndarray, dither: np.ndarray, code: LatentCode, params: FactorGaussParams
+) -> np.ndarray:
+    """Pass 2 on one chunk's fitted rows: ``moment_sum`` (exact; summed over chunks)."""
+    return moment_sum(bins, code, params, dither)
+
+
+def estimate_moment_sum(
+    total: np.ndarray, n: int, code: LatentCode, plan: BudgetPlan, params: FactorGaussParams, rng
+) -> Stage:
+    """Stage 3 from ZᵀZ summed over the chunks: ``measure_moment_sum``, once."""
+    moments = measure_moment_sum(total, n, params.bound(len(code.cdfs)), plan.stage("moments"), rng=rng)
+    return Stage((moments, code), (moments,))
+
+
+def _model_stage(state: tuple[Measurement, LatentCode], params: FactorGaussParams) -> Stage:
+    moments, code = state
+    corr, r = latent_model(moments, code, params)
+    return Stage((corr, code), facts=model_facts(params, r))
+
+
+def _draw(state: tuple[np.ndarray, LatentCode], m: int, rng: np.random.Generator) -> MixedRows:
+    corr, code = state
+    return MixedRows(from_latent(sample_latent(corr, m, rng=rng), code))
+
+
 SYNTHESIZER = Synthesizer(
     name="factor_gauss",
     summary=(
@@ -337,4 +354,5 @@ SYNTHESIZER = Synthesizer(
     sample=_sample_stage,
     decode=_decode_stage,
     sensitivities=sensitivities,
+    streaming=Streaming(encode_counts, chunk_moment_sum, estimate_moment_sum, _model_stage, _draw),
 )

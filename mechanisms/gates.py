@@ -40,8 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mechanisms.accounting import StageBudget, split_budget
-from mechanisms.primitives import Measurement, measure
+from mechanisms.accounting import StageBudget
+from mechanisms.primitives import Measurement, measure_stage
 from mechanisms.synthesizer import Sensitivity
 
 __all__ = [
@@ -106,25 +106,20 @@ def measure_gates(
     """Each gated metric + noise, the ``gates`` stage split evenly over them (shares
     rounded down): Gaussian σ = Δ/√(2ρ_g) under zCDP, Laplace b = Δ/ε_g under pure, with
     Δ = ``gate_sensitivity``."""
-    names = list(values)
-    zcdp = budget.rho is not None
-    shares = split_budget(budget.rho if zcdp else budget.epsilon, [1.0] * len(names))
     out = []
-    for name, share in zip(names, shares, strict=True):
+    for name, share in zip(values, budget.split(len(values)), strict=True):
         delta = gate_sensitivity(name, k)
         value = float(values[name])
         if not math.isfinite(value):
             raise ValueError(f"gate {name!r}: the metric is not a finite number")
         out.append(
-            measure(
+            measure_stage(
                 np.array([value]),
-                share=share,
-                zcdp=zcdp,
+                share,
                 l2_sensitivity=delta,
                 l1_sensitivity=delta,
                 rng=rng,
                 name=f"gate[{name}]",
-                stage=budget.stage,
             )
         )
     return out

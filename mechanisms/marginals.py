@@ -12,8 +12,8 @@ from typing import Literal
 
 import numpy as np
 
-from mechanisms.accounting import StageBudget, split_budget
-from mechanisms.primitives import Measurement, measure
+from mechanisms.accounting import StageBudget
+from mechanisms.primitives import Measurement, measure_stage
 
 __all__ = [
     "histogram",
@@ -58,20 +58,16 @@ def measure_counts(
     Noise: σ_j = √2/√(2ρ_j) with ρ_j = ρ/p; or b_j = 2/ε_j with ε_j = ε/p.
     Privacy: Σ_j ρ_j ≤ ρ (zCDP composition) or Σ_j ε_j ≤ ε (basic composition).
     """
-    zcdp = budget.rho is not None
-    shares = split_budget(budget.rho if zcdp else budget.epsilon, [1.0] * len(names))
     return [
-        measure(
+        measure_stage(
             np.asarray(counts[j], dtype=float),
-            share=shares[j],
-            zcdp=zcdp,
+            share,
             l2_sensitivity=histogram_sensitivity("l2"),
             l1_sensitivity=histogram_sensitivity("l1"),
             rng=rng,
             name=f"histogram[{names[j]}]",
-            stage=budget.stage,
         )
-        for j in range(len(names))
+        for j, share in enumerate(budget.split(len(names)))
     ]
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "NUMPY_SAMPLER_NOTE",
     "VETTED_SAMPLER_NOTE",
     "Measurement",
+    "Streams",
     "VettedRNG",
     "discrete_laplace_mechanism",
     "discrete_laplace_noise",
@@ -46,6 +47,7 @@ __all__ = [
     "measure",
     "measure_stage",
     "noise_rngs",
+    "release_streams",
     "sampler_note",
     "unprotected",
 ]
@@ -94,6 +96,27 @@ def noise_rngs(insecure_seed: int | None, k: int) -> list[np.random.Generator]:
     if insecure_seed is None:
         return [VettedRNG(np.random.PCG64(s)) for s in np.random.SeedSequence().spawn(k)]
     return [np.random.default_rng(s) for s in np.random.SeedSequence(insecure_seed).spawn(k)]
+
+
+@dataclass(frozen=True)
+class Streams:
+    """The named random streams of one release (independent generators): the four
+    synthesis steps, the holdout split, the gates' noise and the advisory checks."""
+
+    encode: np.random.Generator
+    estimate: np.random.Generator
+    sample: np.random.Generator
+    decode: np.random.Generator
+    holdout: np.random.Generator
+    gates: np.random.Generator
+    checks: np.random.Generator
+
+
+def release_streams(insecure_seed: int | None) -> Streams:
+    """A release's named streams: ``noise_rngs`` in a fixed order (so a seeded release
+    draws the same numbers as before the streams had names)."""
+    order = ("encode", "estimate", "sample", "decode", "holdout", "checks", "gates")
+    return Streams(**dict(zip(order, noise_rngs(insecure_seed, len(order)), strict=True)))
 
 
 def _is_vetted(rng: np.random.Generator) -> bool:

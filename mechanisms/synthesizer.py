@@ -1,11 +1,15 @@
 """The interface every synthesizer offers the release flow: four stages, one record.
 
-The flow runs, as separate Prefect tasks::
+The flow runs them as separate Prefect tasks, and ``Synthesizer.fit`` runs them in one
+call (benchmarks, tests, the papers' reproductions), both from the same ``BudgetPlan``::
 
     encode(rows, schema, plan, params, rng)      -> Stage   (may measure, e.g. marginals)
     estimate(state, plan, params, rng)           -> Stage   (the private moments)
     sample(state, params, m, rng)                -> Stage   (projection and sampling)
     decode(state, schema, params, rng)           -> MixedRows
+
+A synthesizer whose statistics are sums over rows also declares ``Streaming``: the same
+steps from sums computed chunk by chunk (the ``local`` and ``dask`` engines).
 
 Each ``Stage`` carries the state the next stage needs (it may hold confidential rows and
 never leaves the flow), the ``Measurement`` records made in it (the ledger's rows), and
@@ -30,7 +34,7 @@ from mechanisms.accounting import BudgetPlan
 from mechanisms.primitives import Measurement
 from mechanisms.schema import Schema
 
-__all__ = ["MixedRows", "Sensitivity", "Stage", "Synthesizer"]
+__all__ = ["Fit", "MixedRows", "Sensitivity", "Stage", "Streaming", "Synthesizer"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,37 @@ class Stage:
     state: Any = field(repr=False)
     measurements: tuple[Measurement, ...] = ()
     facts: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """``Synthesizer.fit``'s result: the synthetic rows, every measurement in order, the
+    stages' public facts, and the three stages (their states, for diagnostics: they may
+    hold confidential rows)."""
+
+    rows: MixedRows
+    measurements: tuple[Measurement, ...]
+    facts: Mapping[str, Any]
+    stages: tuple[Stage, ...] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Streaming:
+    """The steps of a synthesizer whose statistics are sums over rows, so that the data
+    can stream past in chunks; the noise is drawn once, on the sums.
+
+    ``encode(counts, n, schema, plan, params, rng)``: the encode step from the fitted
+    rows' one-way histograms (summed by pass 1); ``chunk_sum(bins, dither, state,
+    params)``: the exact per-chunk statistic of pass 2 (``dither``: the rows' positional
+    uniforms, ``rowkeys``); ``estimate(total, n, state, plan, params, rng)``: the estimate
+    step from its sum; ``sample(state, params)``: post-processing before drawing;
+    ``draw(state, m, rng)``: m fresh synthetic rows (drawn chunk by chunk)."""
+
+    encode: Callable[..., Stage]
+    chunk_sum: Callable[..., np.ndarray]
+    estimate: Callable[..., Stage]
+    sample: Callable[..., Stage]
+    draw: Callable[..., MixedRows]
 
 
 @dataclass(frozen=True)
@@ -92,7 +127,8 @@ class Synthesizer:
     parameters do not fit the schema, before any data is read. ``min_rows(schema,
     params)`` is the fewest fitted rows the four steps need; the flow refuses a smaller
     table before any noise is drawn (``tasks.validate.check_rows``). The default, 2:
-    one row has no spread to model (its centred covariance is zero).
+    one row has no spread to model (its centred covariance is zero). ``streaming``: the
+    steps from sums over chunks, for a synthesizer whose statistics allow it.
     """
 
     name: str
@@ -110,3 +146,28 @@ class Synthesizer:
     sensitivities: Callable[[Schema, Any, int, Mapping[str, Any]], dict[str, Sensitivity]]
     check: Callable[[Schema, Any], None] = lambda schema, params: None
     min_rows: Callable[[Schema, Any], int] = lambda schema, params: 2
+    streaming: Streaming | None = None
+
+    def fit(
+        self,
+        rows: MixedRows,
+        schema: Schema,
+        plan: BudgetPlan,
+        params: Any,
+        *,
+        m: int,
+        rng: np.random.Generator,
+    ) -> Fit:
+        """The four steps in one call, with one generator: what the flow's tasks do, without
+        the ledger around them. ``plan`` comes from ``accounting.plan_budget`` with this
+        synthesizer's ``stage_weights``, as the flow's does."""
+        encoded = self.encode(rows, schema, plan, params, rng)
+        estimated = self.estimate(encoded.state, plan, params, rng)
+        sampled = self.sample(estimated.state, params, m, rng)
+        stages = (encoded, estimated, sampled)
+        return Fit(
+            self.decode(sampled.state, schema, params, rng),
+            tuple(mm for st in stages for mm in st.measurements),
+            {k: v for st in stages for k, v in st.facts.items()},
+            stages,
+        )

@@ -8,28 +8,20 @@ plan is the audit record, so we persist it ourselves (``public/budget_plan.json`
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.spec import ReleaseSpec
+from bundle.files import write_json
+from ledger import Ledger
 from mechanisms.accounting import BudgetPlan, plan_budget
 from mechanisms.errors import BudgetError
 from mechanisms.registry import MECHANISMS
-from tasks.files import write_json
-from tasks.ledger_db import Ledger
+from spec import ReleaseSpec
 from tasks.scrub import scrub_errors
 
-__all__ = ["allocate_budget", "plan_to_dict"]
-
-
-def plan_to_dict(plan: BudgetPlan) -> dict:
-    d = dataclasses.asdict(plan)
-    d["spent_epsilon"] = plan.spent_epsilon
-    d["spent_rho"] = plan.spent_rho
-    return d
+__all__ = ["allocate_budget"]
 
 
 @task(name="allocate_budget", cache_policy=NO_CACHE, persist_result=False)
@@ -45,7 +37,7 @@ def allocate_budget(spec: ReleaseSpec, public_dir: Path, ledger: Ledger, release
         raise BudgetError(
             f"budget plan ({plan.spent_epsilon!r}) must not exceed privacy.epsilon ({p.epsilon!r})"
         )
-    write_json(public_dir / "budget_plan.json", plan_to_dict(plan))
+    write_json(public_dir / "budget_plan.json", plan.as_dict())
     ledger.reserve(
         dataset=spec.dataset.name,
         release_id=release_id,

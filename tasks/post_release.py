@@ -22,14 +22,14 @@ import pandas as pd
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from bundle.files import write_json
+from checks.gates import gate_metrics
+from checks.html import render_report
+from checks.reports import linkage_report, utility_report
 from mechanisms.accounting import StageBudget
 from mechanisms.gates import GateResult, decide, measure_gates
 from mechanisms.primitives import Measurement
 from mechanisms.schema import Schema
-from tasks.checks.gates import gate_metrics
-from tasks.checks.report import render_report
-from tasks.checks.reports import linkage_report, utility_report
-from tasks.files import write_json
 from tasks.scrub import scrub_errors
 
 __all__ = ["Binned", "advisory", "check_gates", "check_linkage", "check_utility", "write_report"]

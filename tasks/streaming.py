@@ -1,9 +1,10 @@
-"""The streaming release steps (engines ``local`` and ``dask``) as Prefect tasks.
+"""The streaming release steps (engines ``local`` and ``dask``) as Prefect tasks, for a
+synthesizer that declares ``Streaming`` (its statistics are sums over rows).
 
 ``scan_input`` (pass 1: GX validation of every chunk, fitted-row histograms, check
-samples) → ``measure_marginals`` (noise on the summed histograms) →
-``stream_moments`` (pass 2: ZᵀZ summed over chunks, then noise once) → ``project`` →
-``write_synthetic`` (sample, decode, validate and write chunk by chunk).
+samples) → ``stream_encode`` (the encode step from the summed histograms: noise once) →
+``stream_estimate`` (pass 2: the statistic summed over chunks, then noise once) →
+``stream_sample`` → ``stream_decode`` (draw, decode, validate and write chunk by chunk).
 
 Policy for all: ``cache_policy=NO_CACHE, persist_result=False``: they read or hold
 confidential rows or statistics, and draw fresh randomness for one release. Logs carry
@@ -16,6 +17,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,34 +27,42 @@ import pyarrow.parquet as pq
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.spec import ContinuousSpec, ReleaseSpec
-from mechanisms import factor_gauss as fg
+from bundle.files import write_json
+from bundle.write import csv_header, io_error
+from engines.chunks import ChunkJob, Scan, add_counts
+from engines.inputs import failing_rules, refuse_input, refuse_output
+from engines.runners import DaskEngine, LocalEngine
+from engines.tables import bins_to_table
 from mechanisms.accounting import BudgetPlan
-from mechanisms.latent import LatentCode, from_latent
-from mechanisms.marginals import measure_counts
+from mechanisms.registry import MECHANISMS
 from mechanisms.rowkeys import RowKeys
 from mechanisms.schema import Continuous, Schema
-from mechanisms.synthesizer import Stage
-from tasks.bundle import csv_header, io_error
-from tasks.chunks import ChunkJob, Scan, add_counts
-from tasks.engines import DaskEngine, LocalEngine
-from tasks.files import write_json
+from mechanisms.synthesizer import Stage, Streaming
+from spec import ContinuousSpec, ReleaseSpec
 from tasks.scrub import scrub_errors
-from tasks.tables import bins_to_table
-from tasks.validate import failing_rules, refuse_input, refuse_output
 
 __all__ = [
     "Synthetic",
     "chunk_job",
-    "measure_marginals",
-    "project",
     "scan_input",
-    "stream_moments",
-    "write_synthetic",
+    "stream_decode",
+    "stream_encode",
+    "stream_estimate",
+    "stream_sample",
+    "streaming_steps",
 ]
 
 Progress = Callable[[int], None] | None
 _CSV_BODY = pa_csv.WriteOptions(include_header=False, quoting_style="needed")
+
+
+def streaming_steps(spec: ReleaseSpec) -> Streaming:
+    """The spec's synthesizer's streaming steps (the spec refuses a streaming engine for a
+    synthesizer without them)."""
+    steps = MECHANISMS[spec.mechanism.name].streaming
+    if steps is None:
+        raise ValueError(f"{spec.mechanism.name} has no streaming steps")
+    return steps
 
 
 def chunk_job(spec: ReleaseSpec, keys: RowKeys) -> ChunkJob:
@@ -65,6 +75,7 @@ def chunk_job(spec: ReleaseSpec, keys: RowKeys) -> ChunkJob:
         keys=keys,
         holdout_fraction=spec.checks.holdout_fraction,
         sample_rows=spec.checks.sample_rows,
+        chunk_sum=streaming_steps(spec).chunk_sum,
     )
 
 
@@ -96,44 +107,43 @@ def scan_input(
     return scan
 
 
-@task(name="encode", cache_policy=NO_CACHE, persist_result=False)
+@task(name="stream_encode", cache_policy=NO_CACHE, persist_result=False)
 @scrub_errors
-def measure_marginals(
-    scan: Scan, schema: Schema, plan: BudgetPlan, params: fg.FactorGaussParams, rng: np.random.Generator
+def stream_encode(
+    steps: Streaming, scan: Scan, schema: Schema, plan: BudgetPlan, params: Any, rng: np.random.Generator
 ) -> Stage:
-    """Stage 1 from the summed histograms of the fitted rows (noise drawn once, here)."""
-    marginals = measure_counts(scan.counts, schema.names, plan.stage("marginals"), rng=rng)
-    code = fg.code_from_marginals(marginals, scan.fitted, schema)
-    return Stage(code, tuple(marginals))
+    """The encode step from the summed histograms of the fitted rows (noise drawn once)."""
+    return steps.encode(scan.counts, scan.fitted, schema, plan, params, rng)
 
 
-@task(name="estimate_private_moments", cache_policy=NO_CACHE, persist_result=False)
+@task(name="stream_estimate", cache_policy=NO_CACHE, persist_result=False)
 @scrub_errors
-def stream_moments(
+def stream_estimate(
+    steps: Streaming,
     engine: LocalEngine | DaskEngine,
     job: ChunkJob,
-    code: LatentCode,
+    state: Any,
     fitted: int,
     plan: BudgetPlan,
-    params: fg.FactorGaussParams,
+    params: Any,
     rng: np.random.Generator,
     progress: Progress = None,
 ) -> Stage:
-    """Pass 2: ZᵀZ summed over the chunks' fitted rows, then ``measure_moment_sum`` once."""
-    total = engine.run(functools.partial(job.moments, code=code, params=params), np.add, progress)
-    bound = params.bound(len(job.schema))
-    moments = fg.measure_moment_sum(total, fitted, bound, plan.stage("moments"), rng=rng)
-    get_run_logger().info("pass 2: latent second moment measured (%s engine)", engine.name)
-    return Stage((moments, code), (moments,))
+    """Pass 2: the statistic summed over the chunks' fitted rows, then the estimate step
+    on the sum (noise drawn once, here, never per chunk)."""
+    total = engine.run(functools.partial(job.statistic, state=state, params=params), np.add, progress)
+    stage = steps.estimate(total, fitted, state, plan, params, rng)
+    get_run_logger().info(
+        "pass 2: %d statistic(s) measured (%s engine)", len(stage.measurements), engine.name
+    )
+    return stage
 
 
-@task(name="project_and_sample", cache_policy=NO_CACHE, persist_result=False)
+@task(name="stream_sample", cache_policy=NO_CACHE, persist_result=False)
 @scrub_errors
-def project(state: tuple, params: fg.FactorGaussParams) -> Stage:
-    """The factor model's correlation (post-processing); sampling happens in chunks."""
-    moments, code = state
-    corr, r = fg.latent_model(moments, code, params)
-    return Stage((corr, code), facts=fg.model_facts(params, r))
+def stream_sample(steps: Streaming, state: Any, params: Any) -> Stage:
+    """Post-processing before the chunked draw (e.g. the factor model's correlation)."""
+    return steps.sample(state, params)
 
 
 @dataclass
@@ -154,10 +164,11 @@ def _arrow_schema(schema: Schema) -> pa.Schema:
     return pa.schema([(c.name, kind(c)) for c in schema.columns])
 
 
-@task(name="decode", cache_policy=NO_CACHE, persist_result=False)
+@task(name="stream_decode", cache_policy=NO_CACHE, persist_result=False)
 @scrub_errors
-def write_synthetic(
-    state: tuple[np.ndarray, LatentCode],
+def stream_decode(
+    steps: Streaming,
+    state: Any,
     schema: Schema,
     m: int,
     chunk_rows: int,
@@ -167,13 +178,12 @@ def write_synthetic(
     rng: np.random.Generator,
     progress: Progress = None,
 ) -> Synthetic:
-    """m rows in chunks of ``chunk_rows``: z ~ N(0, Σ), decoded through the private CDFs,
-    validated with the schema's suite (counts summed into
+    """m rows in chunks of ``chunk_rows`` (``Streaming.draw``), decoded to the schema's
+    values, validated with the schema's suite (counts summed into
     ``internal/validation_output.json``), appended to ``public/synthetic.parquet`` and/or
     ``synthetic.csv``. Post-processing only; memory holds one chunk and the sample."""
     from expectations.suite import validate_table
 
-    corr, code = state
     public = staging / "public"
     arrow = _arrow_schema(schema)
     records, kept, done, chunks = None, [], 0, 0
@@ -187,8 +197,7 @@ def write_synthetic(
             csv.write(csv_header(list(schema.names)))
         while done < m:
             k = min(chunk_rows, m - done)
-            bins = from_latent(fg.sample_latent(corr, k, rng=rng), code)
-            table = bins_to_table(bins, schema, rng=rng)
+            table = bins_to_table(steps.draw(state, k, rng).bins, schema, rng=rng)
             _, recs = validate_table(table, schema, "output")
             records = recs if records is None else add_counts(records, recs)
             frame = pa.Table.from_pandas(table, schema=arrow, preserve_index=False)

@@ -26,13 +26,13 @@ import numpy as np
 import pandas as pd
 from prefect.logging import disable_run_logger
 
+from engines.tables import table_to_bins, table_to_rows
 from mechanisms import primitives
 from mechanisms.accounting import BudgetPlan
 from mechanisms.primitives import Measurement, noise_rngs
 from mechanisms.schema import Schema
 from mechanisms.synthesizer import MixedRows
 from tasks.synthesis import encode, estimate_private_moments, project_and_sample
-from tasks.tables import table_to_bins, table_to_rows
 
 __all__ = ["Change", "Probe", "compare", "flow_stages", "norm", "probing", "rows_of", "worst"]
 

@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 from prefect.logging import disable_run_logger
 
+from checks.gates import failed_gates_message
+from engines.tables import table_to_bins
 from mechanisms.accounting import StageBudget
 from mechanisms.gates import GATEABLE, NOT_GATEABLE, decide, gate_sensitivity, measure_gates
 from mechanisms.schema import Continuous, Nominal, Schema
-from tasks.checks.gates import failed_gates_message
 from tasks.post_release import check_gates
-from tasks.tables import table_to_bins
 from tests.wiring import compare, worst
 
 SCHEMA = Schema(

@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from checks import utility as ut
 from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
-from tasks.checks import utility as ut
 
 SCHEMA = Schema((Continuous("x", 0.0, 1.0), Ordinal("o", ("lo", "mid", "hi")), Nominal("c", ("a", "b"))))
 

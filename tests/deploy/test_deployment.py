@@ -22,7 +22,7 @@ import httpx
 import pytest
 import yaml
 
-from tasks.ledger_db import Ledger
+from ledger import Ledger
 from tests.flows.helpers import adult_rows, write_spec
 
 pytestmark = pytest.mark.deploy

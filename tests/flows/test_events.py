@@ -10,8 +10,8 @@ import pytest
 import flows.events as events
 import flows.release as release_module
 from flows.release import release
+from ledger import Ledger
 from mechanisms.accounting import plan_budget
-from tasks.ledger_db import Ledger
 from tests.flows.helpers import adult_rows, write_spec
 
 
@@ -91,7 +91,7 @@ def test_a_deployment_run_is_named_after_its_slot(monkeypatch):
     monkeypatch.setattr(release_module, "flow_run", SimpleNamespace(scheduled_start_time=slot))
     assert release_module._slot_time(now) == slot  # a late or retried run keeps its slot's id
     spec = SimpleNamespace(release_id=None, dataset=SimpleNamespace(name="adult"))
-    from flows.spec import ReleaseSpec
+    from spec import ReleaseSpec
 
     assert ReleaseSpec.resolved_release_id(spec, release_module._slot_time(now)) == "adult-20261201t020000z"
 

@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from bundle.files import sha256
+from engines.inputs import holdout_split
 from flows.audit import verify_bundle
 from flows.cli import app
-from flows.release import _holdout_split, release
+from flows.release import release
+from ledger import PASSWORD_ENV
 from mechanisms.errors import DPReleaseError
-from mechanisms.primitives import noise_rngs
-from tasks.files import sha256
-from tasks.ledger_db import PASSWORD_ENV
+from mechanisms.primitives import release_streams
 from tests.flows.helpers import adult_rows, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]
@@ -32,10 +33,10 @@ def _text(output: str) -> str:
 
 def _held_out_and_fitted(n: int, fraction: float) -> tuple[int, int]:
     """One held-out and one fitted row position of a seeded memory-engine release: the
-    flow splits with the fifth of its seeded streams (``noise_rngs(seed, 7)[4]``)."""
+    flow splits with its ``holdout`` stream."""
     import pandas as pd
 
-    held = _holdout_split(pd.DataFrame({"i": range(n)}), fraction, noise_rngs(SEED, 7)[4])[1]
+    held = holdout_split(pd.DataFrame({"i": range(n)}), fraction, release_streams(SEED).holdout)[1]
     held_rows = set(held["i"])
     return min(held_rows), min(set(range(n)) - held_rows)
 

@@ -45,12 +45,13 @@ import yaml
 from prefect.logging import disable_run_logger
 from typer.testing import CliRunner
 
+from engines.inputs import InputValidationError, check_rows
+from engines.tables import DataError, table_to_bins, table_to_rows
 from flows.cli import app
-from flows.spec import SpecError, load_spec
 from mechanisms.errors import DPReleaseError
 from mechanisms.registry import MECHANISMS
-from tasks.tables import DataError, table_to_bins, table_to_rows
-from tasks.validate import InputValidationError, check_rows, validate_input
+from spec import SpecError, load_spec
+from tasks.validate import validate_input
 from tests.flows.helpers import DEMO_SPEC, adult_rows, write_spec
 
 TOY_SCHEMA = {
@@ -377,8 +378,8 @@ def _adult_spec(tmp_path, name="factor_gauss", params=None, privacy=None, **over
 
 def _run_four_stages(spec, n: int, seed: int = 0) -> pd.DataFrame:
     """encode → estimate → sample → decode on n real rows, without Prefect."""
+    from engines.tables import rows_to_table
     from mechanisms.accounting import plan_budget
-    from tasks.tables import rows_to_table
 
     schema, params, synth = spec.public_schema(), spec.mechanism_params(), MECHANISMS[spec.mechanism.name]
     p = spec.privacy
@@ -548,7 +549,7 @@ def _staging(out: Path) -> Path:
 def test_write_errors_become_clear_messages(code, reason, hint, tmp_path, monkeypatch):
     """An OSError part way through write_bundle is a DPReleaseError naming the folder, the
     reason and what to do; the partial public/ is gone and nothing is at the destination."""
-    import tasks.bundle as bundle
+    import bundle.write as bundle
 
     def fail_part_way(table, path):
         path.write_text("age,sex\n1,")  # a partial file, then the device gives up
@@ -559,7 +560,7 @@ def test_write_errors_become_clear_messages(code, reason, hint, tmp_path, monkey
     staging = _staging(out)
     with pytest.raises(DPReleaseError) as err:
         document = {"outputs": {"synthetic.csv": {"format": "csv"}}}
-        bundle.write_bundle.fn(staging, out / "r", pd.DataFrame({"a": [1]}), document)
+        bundle.write_bundle_files(staging, out / "r", pd.DataFrame({"a": [1]}), document)
     message = str(err.value)
     assert message.startswith(
         f"writing the release bundle into '{out}' failed: {reason}; nothing was published"
@@ -570,7 +571,7 @@ def test_write_errors_become_clear_messages(code, reason, hint, tmp_path, monkey
 
 
 def test_write_csv_removes_its_partial_file(tmp_path, monkeypatch):
-    import tasks.bundle as bundle
+    import bundle.write as bundle
 
     def full(table, sink, options):
         raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] No space left on device")
@@ -584,7 +585,7 @@ def test_write_csv_removes_its_partial_file(tmp_path, monkeypatch):
 def test_failure_record_on_a_full_disk(tmp_path, monkeypatch):
     """If even the failure record cannot be written, it is removed, the staging folder is
     removed, and the message says why and what the run had failed with."""
-    import tasks.bundle as bundle
+    import bundle.write as bundle
 
     def full(path, obj):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -602,7 +603,7 @@ def test_failure_record_on_a_full_disk(tmp_path, monkeypatch):
 
 
 def test_failure_record_moves_the_internal_reports(tmp_path):
-    from tasks.bundle import write_failure_record
+    from bundle.write import write_failure_record
 
     out = tmp_path / "out"
     staging = _staging(out)
@@ -619,7 +620,7 @@ def _ledger_rows(out: Path, release_id: str) -> list[dict]:
     db = out / "ledger.db"
     if not db.exists():
         return []
-    from tasks.ledger_db import Ledger
+    from ledger import Ledger
 
     ledger = Ledger(f"sqlite:///{db}")
     try:
@@ -735,7 +736,7 @@ def test_disk_fills_up_part_way(tmp_path, monkeypatch):
     """ENOSPC while writing synthetic.csv, after the noise was drawn: nothing is
     published, no staging folder is left, the failure record says what happened, and the
     spend is KEPT in the ledger (fail closed)."""
-    import tasks.bundle as bundle
+    import bundle.write as bundle
     from flows.release import release
 
     def fill_up(table, path):

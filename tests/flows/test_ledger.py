@@ -5,10 +5,10 @@ import dataclasses
 import numpy as np
 import pytest
 
+from mechanisms.accounting import account as ledger
 from mechanisms.accounting import plan_budget
 from mechanisms.errors import BudgetError
 from mechanisms.primitives import laplace_mechanism, unprotected
-from tasks.bundle import ledger
 
 PLAN = plan_budget("pure", 1.0, 0.0, {"a": 0.5, "b": 0.5})
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
+from ledger import BudgetRefused, Ledger, LedgerError
 from mechanisms.accounting import plan_budget, zcdp_epsilon
 from mechanisms.primitives import laplace_mechanism
-from tasks.ledger_db import BudgetRefused, Ledger, LedgerError
 
 PURE = plan_budget("pure", 1.0, 0.0, {"a": 1.0, "b": 1.0})
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,7 +151,7 @@ _RESERVE = textwrap.dedent(
     """
     import pathlib, sys, time
     from mechanisms.accounting import plan_budget
-    from tasks.ledger_db import BudgetRefused, Ledger
+    from ledger import BudgetRefused, Ledger
     url, rid, hold, eps = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
     marker = pathlib.Path(sys.argv[5]) if len(sys.argv) > 5 else None
     plan = plan_budget("pure", 1.0, 0.0, {"a": 1.0})

@@ -11,7 +11,7 @@ import flows.release as release_module
 from flows.audit import verify_bundle
 from flows.cli import app
 from flows.release import release
-from tasks.ledger_db import BudgetRefused, Ledger
+from ledger import BudgetRefused, Ledger
 from tasks.scrub import UnexpectedError
 from tests.flows.helpers import adult_rows, write_spec
 
@@ -135,7 +135,7 @@ def test_audit_verify_catches_tampering(tmp_path):
     doc_path.write_text(json.dumps(doc))
     manifest = bundle / "public" / "manifest.json"
     m = json.loads(manifest.read_text())
-    from tasks.files import sha256
+    from bundle.files import sha256
 
     m["files"]["release.json"] = sha256(doc_path)
     manifest.write_text(json.dumps(m))
@@ -157,7 +157,7 @@ def test_a_bundle_that_cannot_be_moved_after_its_seal_ends_failed(tmp_path, monk
     import errno
     import os
 
-    import tasks.bundle
+    import bundle.write
 
     real_replace = os.replace
 
@@ -166,7 +166,7 @@ def test_a_bundle_that_cannot_be_moved_after_its_seal_ends_failed(tmp_path, monk
             raise OSError(errno.EACCES, "Permission denied")
         return real_replace(src, dst)
 
-    monkeypatch.setattr(tasks.bundle.os, "replace", refuse_the_final_rename)
+    monkeypatch.setattr(bundle.write.os, "replace", refuse_the_final_rename)
     out = tmp_path / "out"
     with pytest.raises(Exception, match="nothing was published"):
         release(str(_spec(tmp_path)), str(out), release_id="moved")

@@ -7,14 +7,14 @@ import json
 import pytest
 from sqlalchemy import create_engine, text
 
-from mechanisms.accounting import plan_budget
-from tasks.ledger_db import (
+from ledger import (
     PASSWORD_ENV,
     BudgetRefused,
     Ledger,
     row_hash,
     split_password,
 )
+from mechanisms.accounting import plan_budget
 from tests.flows.test_ledger_db import PURE, _release
 
 ZCDP = plan_budget("zcdp", 1.0, 1e-6, {"a": 1.0})

@@ -7,13 +7,13 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from bundle.files import sha256
+from checks.gates import GateError
+from engines.inputs import InputValidationError
 from flows.audit import verify_bundle
 from flows.cli import app
 from flows.release import release
 from mechanisms.errors import DPReleaseError
-from tasks.checks.gates import GateError
-from tasks.files import sha256
-from tasks.validate import InputValidationError
 from tests.flows.helpers import DEMO_DIR, adult_rows, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]

@@ -4,7 +4,7 @@ import re
 import pytest
 import yaml
 
-from flows.spec import SpecError, load_spec
+from spec import SpecError, load_spec
 from tests.flows.helpers import DEMO_DIR, DEMO_SPEC
 
 
@@ -227,8 +227,8 @@ CASES = [
     (
         "streaming a mechanism that needs all rows",
         lambda s: s.update(engine={"name": "dask"}, mechanism={"name": "ron_gauss"}),
-        "engine.name 'dask' streams the data in two passes (histograms, then the latent second-moment "
-        "sum), which only ['factor_gauss'] can use; ron_gauss needs every row in memory",
+        "engine.name 'dask' streams the data in two passes (histograms, then a statistic summed over "
+        "chunks), which only ['factor_gauss'] can use; ron_gauss needs every row in memory",
     ),
     (
         "a format twice",

@@ -20,7 +20,7 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from flows.spec import ReleaseSpec, SpecError, load_spec
+from spec import ReleaseSpec, SpecError, load_spec
 from tests.flows.helpers import DEMO_SPEC
 
 # Hypothesis warns when the global `random` state changes while a strategy draws. Ours never

@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 from prefect.logging import disable_run_logger
 
-from flows.spec import load_spec
-from tasks.tables import DataError, read_table
-from tasks.validate import InputValidationError, validate_input
+from engines.inputs import InputValidationError
+from engines.tables import DataError, read_table
+from spec import load_spec
+from tasks.validate import validate_input
 from tests.flows.helpers import adult_rows, write_spec
 
 TOY_SCHEMA = {
@@ -135,7 +136,7 @@ def test_read_table_keeps_text_categories(tmp_path):
 
 
 def test_write_csv_round_trips_awkward_text(tmp_path):
-    from tasks.bundle import write_csv
+    from bundle.write import write_csv
 
     df = pd.DataFrame({"a,b": [1, 2], "c": pd.array(['x,"y"', "plain"], dtype="str")})
     write_csv(df, tmp_path / "t.csv")

@@ -7,6 +7,7 @@ from scipy.stats import multivariate_normal
 from mechanisms import factor_gauss as fg
 from mechanisms.accounting import plan_budget
 from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from mechanisms.synthesizer import MixedRows
 
 SCHEMA = Schema(
     (
@@ -65,11 +66,11 @@ def test_marginals_match_at_high_budget(rng):
     n = m = 40_000
     bins = _data(n, rng)
     plan = plan_budget("zcdp", 50.0, 1e-6, fg.STAGE_WEIGHTS)
-    rel = fg.fit(bins, SCHEMA, plan, fg.FactorGaussParams(), m=m, rng=rng)
-    assert rel.bins.shape == (m, 4)
+    rel = fg.SYNTHESIZER.fit(MixedRows(bins), SCHEMA, plan, fg.FactorGaussParams(), m=m, rng=rng)
+    assert rel.rows.bins.shape == (m, 4)
     for j, k in enumerate(SCHEMA.n_bins):
         real = np.bincount(bins[:, j], minlength=k) / n
-        syn = np.bincount(rel.bins[:, j], minlength=k) / m
+        syn = np.bincount(rel.rows.bins[:, j], minlength=k) / m
         # per bin E|p̂ − p| ≤ √(p(1−p)/m) for the synthetic sample; 4× that, summed, halved
         tol = 0.5 * 4 * np.sum(np.sqrt(real * (1 - real) / m))
         assert 0.5 * np.abs(real - syn).sum() <= tol
@@ -79,16 +80,16 @@ def test_synthetic_rows_are_fresh_draws(rng):
     bins = _data(2000, rng)
     plan = plan_budget("zcdp", 1.0, 1e-6, fg.STAGE_WEIGHTS)
     for m in (500, 2000, 5000):
-        rel = fg.fit(bins, SCHEMA, plan, fg.FactorGaussParams(), m=m, rng=rng)
-        assert rel.bins.shape == (m, 4)
-        assert all(rel.bins[:, j].max() < k for j, k in enumerate(SCHEMA.n_bins))
+        rel = fg.SYNTHESIZER.fit(MixedRows(bins), SCHEMA, plan, fg.FactorGaussParams(), m=m, rng=rng)
+        assert rel.rows.bins.shape == (m, 4)
+        assert all(rel.rows.bins[:, j].max() < k for j, k in enumerate(SCHEMA.n_bins))
 
 
 @pytest.mark.parametrize("notion", ["zcdp", "pure"])
 def test_measurements_respect_the_plan(notion, rng):
     bins = _data(3000, rng)
     plan = plan_budget(notion, 1.0, 1e-6 if notion == "zcdp" else 0.0, {"marginals": 1.0, "moments": 3.0})
-    rel = fg.fit(bins, SCHEMA, plan, fg.FactorGaussParams(), m=100, rng=rng)
+    rel = fg.SYNTHESIZER.fit(MixedRows(bins), SCHEMA, plan, fg.FactorGaussParams(), m=100, rng=rng)
     key = "rho" if notion == "zcdp" else "epsilon"
     for stage in plan.stages:
         spent = math.fsum(getattr(x, key) for x in rel.measurements if x.stage == stage.stage)
@@ -112,7 +113,8 @@ def test_moments_refuse_unbounded_rows(rng):
 def test_factor_count_can_be_fixed(rng):
     bins = _data(5000, rng)
     plan = plan_budget("zcdp", 1.0, 1e-6, fg.STAGE_WEIGHTS)
-    assert fg.fit(bins, SCHEMA, plan, fg.FactorGaussParams(factors=1), m=10, rng=rng).factors == 1
+    fit = fg.SYNTHESIZER.fit(MixedRows(bins), SCHEMA, plan, fg.FactorGaussParams(factors=1), m=10, rng=rng)
+    assert fit.facts["factors_used"] == 1
 
 
 @pytest.mark.parametrize(

@@ -99,17 +99,17 @@ def test_second_moment_nearly_reaches_its_recorded_l2_sensitivity():
 
 
 def test_streaming_passes_measure_within_the_same_sensitivities(tmp_path):
-    """The local engine's two passes (``measure_marginals``, ``stream_moments``), chunked,
+    """The local engine's two passes (``stream_encode``, ``stream_estimate``), chunked,
     on CSV neighbours: each statistic within the Δ it records, which equals the memory
     path's."""
     from prefect.logging import disable_run_logger
 
-    from flows.spec import load_spec
+    from engines.chunks import Scan
+    from engines.runners import LocalEngine
     from mechanisms.primitives import noise_rngs
     from mechanisms.rowkeys import RowKeys
-    from tasks.chunks import Scan
-    from tasks.engines import LocalEngine
-    from tasks.streaming import chunk_job, measure_marginals, stream_moments
+    from spec import load_spec
+    from tasks.streaming import chunk_job, stream_encode, stream_estimate
     from tests.flows.helpers import adult_rows, write_spec
 
     data = adult_rows(3_000, seed=4)
@@ -124,8 +124,9 @@ def test_streaming_passes_measure_within_the_same_sensitivities(tmp_path):
         rngs = noise_rngs(0, 7)
         with disable_run_logger():
             scan = engine.run(job.scan, functools.partial(Scan.combine, k=job.sample_rows))
-            enc = measure_marginals.fn(scan, schema, plan, PARAMS, rngs[0])
-            est = stream_moments.fn(engine, job, enc.state, scan.fitted, plan, PARAMS, rngs[1])
+            steps = fg.SYNTHESIZER.streaming
+            enc = stream_encode.fn(steps, scan, schema, plan, PARAMS, rngs[0])
+            est = stream_estimate.fn(steps, engine, job, enc.state, scan.fitted, plan, PARAMS, rngs[1])
         return [*enc.measurements, *est.measurements]
 
     other = adult_rows(3_000, seed=9).iloc[0].to_dict()

@@ -8,10 +8,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from flows.spec import load_spec
+from engines.chunks import Scan
+from engines.runners import DaskEngine, LocalEngine
 from mechanisms.errors import DPReleaseError
-from tasks.chunks import Scan
-from tasks.engines import DaskEngine, LocalEngine
+from spec import load_spec
 from tasks.streaming import chunk_job
 from tests.flows.helpers import adult_rows, write_spec
 from tests.streaming.test_passes import KEYS, PARAMS, _code
@@ -40,7 +40,7 @@ def data(tmp_path_factory):
 def _run(engine, job):
     scan = engine.run(job.scan, functools.partial(Scan.combine, k=job.sample_rows))
     code = _code(job.schema, scan.counts)
-    total = engine.run(functools.partial(job.moments, code=code, params=PARAMS), np.add)
+    total = engine.run(functools.partial(job.statistic, state=code, params=PARAMS), np.add)
     return scan, code, total
 
 
@@ -53,7 +53,7 @@ def test_dask_statistics_equal_the_local_engine(cluster, data, fmt):
     engine = DaskEngine(path, 3_000, cluster, None)
     try:
         scan = engine.run(job.scan, functools.partial(Scan.combine, k=job.sample_rows))
-        total = engine.run(functools.partial(job.moments, code=code, params=PARAMS), np.add)
+        total = engine.run(functools.partial(job.statistic, state=code, params=PARAMS), np.add)
         facts = engine.describe()
     finally:
         engine.close()
@@ -69,9 +69,9 @@ def test_dask_statistics_equal_the_local_engine(cluster, data, fmt):
 
 
 def test_a_wrong_scheduler_address_is_a_clear_error(data, monkeypatch):
-    import tasks.engines
+    import engines.runners
 
-    monkeypatch.setattr(tasks.engines, "CONNECT_TIMEOUT", "2s")
+    monkeypatch.setattr(engines.runners, "CONNECT_TIMEOUT", "2s")
     spec, _ = data
     with pytest.raises(DPReleaseError, match="could not connect to the Dask scheduler"):
         DaskEngine(spec.data_path, 3_000, "tcp://127.0.0.1:9", None)
@@ -84,7 +84,7 @@ def _leaky(table, start):
 def test_worker_errors_and_task_arguments_carry_no_data(cluster, data):
     """An unexpected error on a worker comes back as a WorkerError naming its type only;
     the tasks' arguments (which Dask logs when a task fails) are a path and two offsets."""
-    from tasks.engines import WorkerError
+    from engines.runners import WorkerError
 
     spec, _ = data
     engine = DaskEngine(spec.data_path, 3_000, cluster, None)

@@ -9,14 +9,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from flows.spec import load_spec
+from engines.chunks import Scan, to_frame
+from engines.runners import LocalEngine
+from engines.tables import read_table, table_to_bins
 from mechanisms import factor_gauss as fg
 from mechanisms.latent import latent_code
 from mechanisms.rowkeys import RowKeys, row_uniforms
-from tasks.chunks import Scan, to_frame
-from tasks.engines import LocalEngine
+from spec import load_spec
 from tasks.streaming import chunk_job
-from tasks.tables import read_table, table_to_bins
 from tests.flows.helpers import adult_rows, write_spec
 
 KEYS = RowKeys(dither=11, holdout=22, sample=33)
@@ -31,7 +31,7 @@ def _spec(tmp_path, rows=None, fraction=0.0, sample_rows=500):
 
 def _passes(engine, job, code):
     scan = engine.run(job.scan, functools.partial(Scan.combine, k=job.sample_rows))
-    total = engine.run(functools.partial(job.moments, code=code, params=PARAMS), np.add)
+    total = engine.run(functools.partial(job.statistic, state=code, params=PARAMS), np.add)
     return scan, total
 
 
@@ -163,8 +163,9 @@ def test_a_full_disk_while_writing_synthetic_chunks_is_a_clear_error(adult, tmp_
     import errno
     import os
 
+    from mechanisms import factor_gauss
     from mechanisms.errors import DPReleaseError
-    from tasks.streaming import write_synthetic
+    from tasks.streaming import stream_decode
 
     spec, _, _, code, _ = adult
     schema = spec.public_schema()
@@ -181,7 +182,17 @@ def test_a_full_disk_while_writing_synthetic_chunks_is_a_clear_error(adult, tmp_
     monkeypatch.setattr(pq.ParquetWriter, "write_table", full)
     state = (np.eye(len(schema)), code)
     with pytest.raises(DPReleaseError) as err:
-        write_synthetic.fn(state, schema, 3_000, 1_000, ["parquet"], 500, staging, np.random.default_rng(0))
+        stream_decode.fn(
+            factor_gauss.SYNTHESIZER.streaming,
+            state,
+            schema,
+            3_000,
+            1_000,
+            ["parquet"],
+            500,
+            staging,
+            np.random.default_rng(0),
+        )
     message = str(err.value)
     assert message.startswith(f"writing the synthetic data into '{tmp_path / 'out'}' failed: no space left")
     assert "stays spent" in message and "free space on that device" in message

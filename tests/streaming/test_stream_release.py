@@ -5,9 +5,9 @@ import json
 import pandas as pd
 import pytest
 
+from engines.inputs import InputValidationError
 from flows.audit import verify_bundle
 from flows.release import release
-from tasks.validate import InputValidationError
 from tests.flows.helpers import adult_rows, write_spec
 from tests.flows.test_hostile import _assert_nothing_published, _assert_nothing_spent, _ledger_rows
 from tests.streaming.test_dask_engine import cluster  # noqa: F401 (a module-scoped fixture)

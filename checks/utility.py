@@ -4,7 +4,7 @@ Every number here is computed from confidential data without noise: it goes to
 ``internal/utility.json`` and the internal report only, never to ``public/`` or to an
 artifact (an artifact may only say pass/fail per gate).
 
-Tables arrive as public-bin indices (``tasks.tables.table_to_bins``) and as values.
+Tables arrive as public-bin indices (``engines.tables.table_to_bins``) and as values.
 """
 
 from __future__ import annotations

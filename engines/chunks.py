@@ -1,6 +1,6 @@
 """The input in chunks: reading, per-chunk work, and combining (plain functions, no Prefect).
 
-Both streaming engines (``tasks.engines``) run the *same* functions on each chunk and
+Both streaming engines (``engines.runners``) run the *same* functions on each chunk and
 combine the results the same way; only where the chunk boundaries fall differs (pyarrow
 batches on one machine, byte ranges or row groups on Dask). Every per-row random choice
 is keyed by the row's position in the file (``mechanisms.rowkeys``), so the combined
@@ -15,9 +15,10 @@ split the file at line ends).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import fsspec
 import numpy as np
@@ -28,11 +29,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 from fsspec.utils import read_block
 
-from mechanisms import factor_gauss as fg
-from mechanisms.latent import LatentCode
-from mechanisms.rowkeys import RowKeys, holdout_mask, row_uniforms
-from mechanisms.schema import Continuous, Schema
-from tasks.tables import (
+from engines.tables import (
     NUMERIC_NA,
     DataError,
     check_columns,
@@ -41,6 +38,8 @@ from tasks.tables import (
     map_unknown,
     table_to_bins,
 )
+from mechanisms.rowkeys import RowKeys, holdout_mask, row_uniforms
+from mechanisms.schema import Continuous, Schema
 
 __all__ = [
     "ChunkJob",
@@ -249,7 +248,8 @@ class Scan:
 @dataclass(frozen=True)
 class ChunkJob:
     """What every chunk needs to know: the public schema and the spec's policies, the row
-    keys, the holdout fraction and the check-sample size. Pickled to Dask workers."""
+    keys, the holdout fraction, the check-sample size and the synthesizer's per-chunk
+    statistic (``Streaming.chunk_sum``). Pickled to Dask workers."""
 
     schema: Schema
     missing: dict[str, str]
@@ -258,6 +258,7 @@ class ChunkJob:
     keys: RowKeys
     holdout_fraction: float
     sample_rows: int
+    chunk_sum: Callable[..., np.ndarray]
 
     def frame(self, table: pa.Table) -> tuple[pd.DataFrame, dict[str, dict[str, int]]]:
         """The chunk as a table with the declared policies applied, and their counts."""
@@ -294,12 +295,11 @@ class ChunkJob:
             tagged[held].nsmallest(k, _PRIORITY, keep="first"),
         )
 
-    def moments(
-        self, table: pa.Table, start: int, code: LatentCode, params: fg.FactorGaussParams
-    ) -> np.ndarray:
-        """Pass 2 on rows start … start+len−1: ZᵀZ over the fitted rows (exact)."""
+    def statistic(self, table: pa.Table, start: int, state: Any, params: Any) -> np.ndarray:
+        """Pass 2 on rows start … start+len−1: the synthesizer's statistic of the fitted
+        rows (exact), given the encode step's state."""
         df, _ = self.frame(table)
         fitted = ~holdout_mask(self.keys.holdout, start, len(df), self.holdout_fraction)
         bins = table_to_bins(df[fitted], self.schema)
         dither = row_uniforms(self.keys.dither, start, len(df), bins.shape[1])[fitted]
-        return fg.moment_sum(bins, code, params, dither)
+        return self.chunk_sum(bins, dither, state, params)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from checks import linkage as lk
+from checks import utility as ut
 from mechanisms.schema import Schema
-from tasks.checks import linkage as lk
-from tasks.checks import utility as ut
 
 __all__ = ["LIMITS", "flat_metrics", "linkage_report", "utility_report"]
 

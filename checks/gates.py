@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from checks import utility as ut
 from mechanisms.errors import DPReleaseError
 from mechanisms.gates import GATEABLE, GateResult
 from mechanisms.schema import Schema
-from tasks.checks import utility as ut
 
 __all__ = ["GateError", "failed_gates_message", "gate_metrics"]
 

@@ -25,7 +25,7 @@ from mechanisms.registry import MECHANISMS
 from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 from mechanisms.synthesizer import Sensitivity
 
-__all__ = ["ReleaseSpec", "SpecError", "load_spec"]
+__all__ = ["ContinuousSpec", "EngineSpec", "ReleaseSpec", "SpecError", "load_spec"]
 
 
 class SpecError(DPReleaseError):
@@ -206,9 +206,6 @@ class ChecksSpec(_Strict):
         return v
 
 
-STREAMING_MECHANISMS = ("factor_gauss",)
-
-
 class EngineSpec(_Strict):
     """Where the data passes run.
 
@@ -303,10 +300,11 @@ class ReleaseSpec(_Strict):
                 "fitted input row; remove synthetic_rows"
             )
         self._check_checks()
-        if self.engine.streaming and synth.name not in STREAMING_MECHANISMS:
+        if self.engine.streaming and synth.streaming is None:
+            streamable = sorted(name for name, m in MECHANISMS.items() if m.streaming is not None)
             raise ValueError(
-                f"engine.name {self.engine.name!r} streams the data in two passes (histograms, then the "
-                f"latent second-moment sum), which only {list(STREAMING_MECHANISMS)} can use; "
+                f"engine.name {self.engine.name!r} streams the data in two passes (histograms, then a "
+                f"statistic summed over chunks), which only {streamable} can use; "
                 f"{synth.name} needs every row in memory: use engine.name: memory"
             )
         return self

@@ -22,10 +22,10 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from flows.spec import EngineSpec
+from engines.chunks import block_bytes, local_chunks, read_csv_range, read_row_group
+from engines.tables import input_format
 from mechanisms.errors import DPReleaseError
-from tasks.chunks import block_bytes, local_chunks, read_csv_range, read_row_group
-from tasks.tables import input_format
+from spec import EngineSpec
 
 __all__ = ["DaskEngine", "LocalEngine", "open_engine"]
 

@@ -1,0 +1,223 @@
+"""The release document (``public/release.json``) and the plain-language README that
+travel with a release: what was released, how, under which guarantee, by which software.
+No data path and no raw value ever enters them."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+
+from mechanisms.accounting import BudgetPlan, account
+from mechanisms.errors import BudgetError
+from mechanisms.primitives import Measurement
+from mechanisms.registry import MECHANISMS
+from spec import ReleaseSpec
+
+__all__ = ["GATES_STATEMENT", "NEIGHBOUR_STATEMENT", "readme", "release_document"]
+
+NEIGHBOUR_STATEMENT = (
+    "Neighbouring data sets differ by replacing one record (bounded DP). Under this "
+    "relation the number of input rows n is identical on neighbours, so it is treated as "
+    "public: it is used without noise and published here; it is not protected."
+)
+
+
+GATES_STATEMENT = (
+    "Each gate's metric was released with noise (the 'gates' stage of the budget plan, on the "
+    "compared_rows real rows the release was fitted on) and the decision to publish was taken on the "
+    "noisy value, so publication is itself differentially private. Every other check is advisory and "
+    "internal: it never changed what was published."
+)
+
+
+ROW_ORDER_NOTE = (
+    "synthetic row i is computed from fitted input row i (plus noise); the rows keep the input's "
+    "order and count. The guarantee above still holds, but an analyst must not read a row as a "
+    "fresh draw."
+)
+
+
+_PACKAGES = ["dprelease", "numpy", "scipy", "pandas", "prefect", "great_expectations", "pydantic"]
+
+
+def _check_sensitivities(measurements: list[Measurement], derived: dict) -> None:
+    """Every noisy statistic's recorded Δ must be at least the public derivation's."""
+    for m in measurements:
+        want = derived.get(m.name)
+        if want is None or want.stage != m.stage:
+            raise BudgetError(
+                f"internal error: statistic '{m.stage}/{m.name}' has no sensitivity derived from public "
+                "facts; nothing was published"
+            )
+        bound = want.bound(m.norm)
+        if bound is None or m.sensitivity < bound * (1 - 1e-12):
+            raise BudgetError(
+                f"internal error: statistic '{m.stage}/{m.name}' was measured with sensitivity "
+                f"{m.sensitivity!r} ({m.norm}) below the derived {bound!r}; nothing was published"
+            )
+    missing = sorted(set(derived) - {m.name for m in measurements})
+    if missing:
+        raise BudgetError(f"internal error: statistics {missing} were derived but never measured")
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _versions() -> dict:
+    out = {"python": platform.python_version()}
+    for pkg in _PACKAGES:
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def release_document(
+    spec: ReleaseSpec,
+    release_id: str,
+    plan: BudgetPlan,
+    measurements: list[Measurement],
+    *,
+    n: int,
+    m: int,
+    facts: dict,
+    insecure_seed: int | None,
+    started: datetime,
+    status: str = "released",
+    n_fitted: int | None = None,
+    ledger_record: dict | None = None,
+    numerics: str = "",
+    engine: dict | None = None,
+    gates: list[dict] | None = None,
+    compared_rows: int | None = None,
+) -> dict:
+    """``public/release.json``: what was released and how; no data path, no raw value.
+    ``n_fitted`` < n when ``checks.holdout_fraction`` keeps rows out of the release.
+    ``facts`` are the public facts the synthesis stages reported; ``ledger_record`` where the
+    spend is recorded (``ledger_db.ledger_facts``); ``numerics`` how the noise was sampled
+    (``primitives.sampler_note``); ``engine`` public facts about where the passes ran;
+    ``gates`` the DP gates' public results, decided on ``compared_rows`` real rows.
+    Refuses (``BudgetError``) a measurement whose recorded sensitivity is below what the
+    public facts give (``ReleaseSpec.sensitivities``, the derivation ``audit verify`` uses)."""
+    synth = MECHANISMS[spec.mechanism.name]
+    book = account(
+        plan,
+        measurements,
+        allow_non_dp=spec.privacy.allow_non_dp,
+        mechanism_defects=synth.defects(spec.mechanism_params()),
+    )
+    if not book["defects"]:
+        derived = spec.sensitivities(n if n_fitted is None else n_fitted, facts, compared_rows)
+        _check_sensitivities(measurements, derived)
+    in_order = synth.keeps_row_order
+    return {
+        "release_id": release_id,
+        "dataset": spec.dataset.name,
+        "status": status,
+        "differentially_private": not book["defects"],
+        "spec": spec.public_dict(),
+        "mechanism": {
+            "name": spec.mechanism.name,
+            "params": spec.mechanism.params,
+            "facts": facts,
+            "rows_correspond_to_input_rows": in_order,
+            "rows_note": ROW_ORDER_NOTE if in_order else "synthetic rows are fresh draws",
+        },
+        "privacy": {
+            "accountant": plan.notion,
+            "neighbour_relation": "replace-one",
+            "statement": NEIGHBOUR_STATEMENT,
+            "input_rows_n_public": n,
+            "rows_fitted": n if n_fitted is None else n_fitted,
+            "holdout_fraction": spec.checks.holdout_fraction,
+            "synthetic_rows": m,
+            "budget_plan": plan.as_dict(),
+            "ledger": book,
+            "numerics": numerics,
+            "ledger_record": ledger_record,
+        },
+        "checks": {
+            "gates": gates or [],
+            "compared_rows": compared_rows,
+            "statement": GATES_STATEMENT,
+        },
+        "engine": engine or {"name": "memory"},
+        "outputs": {
+            f"synthetic.{f}": {"rows": m, "format": f, "columns": list(spec.columns)}
+            for f in spec.output_formats
+        },
+        "randomness": (
+            {"source": "os-entropy", "fit_for_publication": True}
+            if insecure_seed is None
+            else {
+                "source": "insecure-seed",
+                "seed": insecure_seed,
+                "fit_for_publication": False,
+                "warning": "a fixed seed makes the noise reproducible by anyone who knows it; "
+                "do not publish this release",
+            }
+        ),
+        "software": {"versions": _versions(), "git_commit": _git_commit()},
+        "times": {"started": started.isoformat(), "finished": datetime.now(UTC).isoformat()},
+    }
+
+
+def readme(doc: dict) -> str:
+    t = doc["privacy"]["ledger"]["totals"]
+    dp = doc["differentially_private"]
+    kind = "differentially private" if dp else "NOT differentially private"
+    lines = [
+        f"{kind} synthetic data: release {doc['release_id']} of '{doc['dataset']}'",
+        "",
+        f"Mechanism: {doc['mechanism']['name']}. Privacy: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP"
+        f"{'' if dp else ' as the paper claims, NOT as a guarantee,'}"
+        f" under the replace-one neighbour relation ({doc['privacy']['accountant']} accounting).",
+        f"Rows: {doc['privacy']['synthetic_rows']} synthetic rows. "
+        + (
+            ROW_ORDER_NOTE
+            if doc["mechanism"]["rows_correspond_to_input_rows"]
+            else "Freshly sampled; no row corresponds to a person in the input."
+        ),
+        NEIGHBOUR_STATEMENT,
+        "",
+        *(
+            f"{name:<18} the synthetic data ({out['format']}), the public schema's columns and types"
+            for name, out in doc["outputs"].items()
+        ),
+        "release.json       schema, mechanism, parameters, budget ledger, software versions",
+        "budget_plan.json   the budget split fixed before the data was read",
+        "manifest.json      sha256 of every file above",
+    ]
+    void = ((doc["privacy"].get("ledger_record") or {}).get("dataset_guarantee") or {}).get("void_since")
+    if void:
+        lines += [
+            "",
+            f"DATASET GUARANTEE VOID: release '{void['release_id']}' of this dataset (from {void['time']}) "
+            "was not differentially private, so no composed guarantee covers the dataset's releases since.",
+        ]
+    if not doc["randomness"]["fit_for_publication"]:
+        lines.insert(0, "NOT FIT FOR PUBLICATION: made with a fixed (insecure) seed.")
+    if not dp:
+        lines[:0] = [
+            "NOT DIFFERENTIALLY PRIVATE: a paper-literal variant for comparison only "
+            "(privacy.allow_non_dp). Do not publish. Defects:",
+            *(f"  - {d}" for d in doc["privacy"]["ledger"]["defects"]),
+            "",
+        ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,217 @@
+"""Writing a release bundle: the synthetic tables (CSV through pyarrow, Parquet), the
+sha256 manifests, the atomic rename of the staging folder into place, and the failure
+record a failed run leaves instead; OS errors become messages that name the folder and
+say what to do.
+
+Layout of ``<out>/<release_id>/``:
+
+* ``public/``: ``synthetic.csv`` and/or ``synthetic.parquet``, ``budget_plan.json``,
+  ``release.json``, ``README.txt``, ``manifest.json`` (sha256 of every other public file);
+* ``internal/``: validation reports (with counts), the checks, ``manifest.json`` — for
+  the steward and the auditor only.
+
+Everything is written into ``<out>/.staging-<release_id>-<uuid>``, renamed to
+``<out>/<release_id>`` as the very last step, so a failed run never leaves a half-written
+release.
+"""
+
+from __future__ import annotations
+
+import csv
+import errno
+import io
+import os
+import shutil
+import traceback
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from uuid import uuid4
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+
+from bundle.document import readme
+from bundle.files import sha256, write_json
+from mechanisms.errors import DPReleaseError
+
+__all__ = [
+    "csv_header",
+    "io_error",
+    "prepare_staging",
+    "write_bundle_files",
+    "write_csv",
+    "write_failure_record",
+    "write_parquet",
+]
+
+_IO_HINTS = {
+    errno.ENOSPC: "free space on that device or choose --out on another one",
+    errno.EDQUOT: "free space within your quota or choose --out on another device",
+    errno.EACCES: "make the folder writable or choose --out with a folder you can write to",
+    errno.EPERM: "make the folder writable or choose --out with a folder you can write to",
+    errno.EROFS: "the file system is read-only: choose --out on a writable one",
+}
+
+
+def prepare_staging(out: Path, release_id: str) -> tuple[Path, Path]:
+    """(the release's final folder, a new staging folder with ``public/`` and
+    ``internal/``); refuses a release folder that exists or an ``out`` that cannot be
+    written."""
+    dest = out / release_id
+    if dest.exists():
+        raise DPReleaseError(
+            f"release '{release_id}' already exists at '{dest}'; choose another release_id "
+            "(or omit it for a timestamped one)"
+        )
+    try:
+        staging = out / f".staging-{release_id}-{uuid4().hex[:8]}"
+        (staging / "public").mkdir(parents=True)
+        (staging / "internal").mkdir()
+    except OSError as e:
+        raise DPReleaseError(
+            f"output folder '{out}' is not writable ({e.strerror}); pass --out with a folder you can write to"
+        ) from None
+    return dest, staging
+
+
+def io_error(what: str, folder: Path, e: OSError, after: str = "") -> DPReleaseError:
+    """An OSError while writing, as a message that names the folder, the reason and its
+    errno code, and says what to do (never a data value: OS messages name paths only)."""
+    code = errno.errorcode.get(e.errno) if e.errno else None
+    reason = os.strerror(e.errno).lower() if e.errno else (e.strerror or type(e).__name__)
+    hint = _IO_HINTS.get(e.errno, "check the folder and its device, or choose another --out")
+    return DPReleaseError(
+        f"{what} into '{folder}' failed: {reason}{f' ({code})' if code else ''}; nothing was published"
+        f"{after}; {hint}"
+    )
+
+
+def csv_header(columns: list[str]) -> bytes:
+    """The header line as the csv module writes it (quoted only where needed)."""
+    line = io.StringIO()
+    csv.writer(line, lineterminator="\n").writerow(columns)
+    return line.getvalue().encode()
+
+
+def write_parquet(table: pd.DataFrame, path: Path) -> None:
+    """Parquet through pyarrow; a write that fails part way removes the partial file."""
+    try:
+        pq.write_table(pa.Table.from_pandas(table, preserve_index=False), path)
+    except OSError:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def write_csv(table: pd.DataFrame, path: Path) -> None:
+    """CSV through pyarrow (≈10× faster than pandas on 1M rows); quotes only where needed.
+    A write that fails part way removes the partial file."""
+    try:
+        with pa.OSFile(str(path), "wb") as sink:
+            sink.write(csv_header(list(table.columns)))
+            pa_csv.write_csv(
+                pa.Table.from_pandas(table, preserve_index=False),
+                sink,
+                pa_csv.WriteOptions(include_header=False, quoting_style="needed"),
+            )
+    except OSError:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def _manifest(folder: Path) -> None:
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "manifest.json")
+    write_json(
+        folder / "manifest.json",
+        {"algorithm": "sha256", "files": {str(p.relative_to(folder)): sha256(p) for p in files}},
+    )
+
+
+def write_bundle_files(
+    staging: Path,
+    dest: Path,
+    synthetic: pd.DataFrame | None,
+    document: dict,
+    *,
+    publish: bool = True,
+    seal: Callable[[str | None, str], None] | None = None,
+) -> Path:
+    """Write the public files and manifests into ``staging``, then rename it to ``dest``.
+    With ``publish=False`` (a gate failed) there is no ``public/``: the record of what was
+    spent goes to ``internal/release.json`` beside the budget plan and the reports.
+    ``synthetic`` None: a streaming engine has already written the synthetic files into
+    ``public/``, chunk by chunk (they are removed with it when a gate failed).
+    ``seal`` gets the sha256 of both manifests (public: None when gated) just before
+    the rename: the flow writes it into the ledger's closing row.
+    An OSError (disk full, not writable) becomes a ``DPReleaseError`` naming the folder and
+    the reason; the partial ``public/`` is removed, and the flow's failure record takes
+    ``internal/`` and removes the staging folder."""
+    public, internal = staging / "public", staging / "internal"
+    try:
+        if publish:
+            if synthetic is not None:
+                writers = {"csv": write_csv, "parquet": write_parquet}
+                for name, out in document["outputs"].items():
+                    writers[out["format"]](synthetic, public / name)
+            write_json(public / "release.json", document)
+            (public / "README.txt").write_text(readme(document))
+            _manifest(public)
+        else:
+            os.replace(public / "budget_plan.json", internal / "budget_plan.json")
+            shutil.rmtree(public)
+            write_json(internal / "release.json", document)
+        _manifest(internal)
+        if seal is not None:
+            seal(sha256(public / "manifest.json") if publish else None, sha256(internal / "manifest.json"))
+        if dest.exists():
+            raise DPReleaseError(f"release folder '{dest}' appeared during the run; nothing published")
+        os.replace(staging, dest)
+    except OSError as e:
+        shutil.rmtree(public, ignore_errors=True)
+        spent = " (any budget this run spent stays spent: its noise was drawn)"
+        raise io_error("writing the release bundle", dest.parent, e, spent) from None
+    return dest
+
+
+def write_failure_record(
+    out_dir: Path, release_id: str, stage: str, error: BaseException, staging: Path | None
+) -> Path:
+    """``<out>/failures/<release_id>-<utc>/``: failure.json plus whatever ``internal/``
+    reports the run had made (for the steward, moved: a rename needs no space on a full
+    disk); the staging folder is removed. If the record itself cannot be written, it is
+    removed too and a ``DPReleaseError`` says why, and what the run had failed with."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    record = out_dir / "failures" / f"{release_id}-{stamp}"
+    if isinstance(error, DPReleaseError):  # our messages name rules, never values
+        message = str(error)
+    else:  # an unexpected message may quote data: keep it with the internal reports
+        message = "unexpected error; the traceback is in internal/traceback.txt"
+    try:
+        record.mkdir(parents=True)
+        if staging is not None and (staging / "internal").is_dir():
+            os.replace(staging / "internal", record / "internal")
+        if not isinstance(error, DPReleaseError):
+            (record / "internal").mkdir(exist_ok=True)
+            cause = getattr(error, "original", error)  # a scrubbed error carries the real one
+            (record / "internal" / "traceback.txt").write_text("".join(traceback.format_exception(cause)))
+        write_json(
+            record / "failure.json",
+            {
+                "release_id": release_id,
+                "stage": stage,
+                "error": type(getattr(error, "original", error)).__name__,
+                "message": message,
+                "published": False,
+                "time": datetime.now(UTC).isoformat(),
+            },
+        )
+    except OSError as e:
+        shutil.rmtree(record, ignore_errors=True)
+        after = f" (the run had failed at stage '{stage}': {message})"
+        raise io_error("writing the failure record", record.parent, e, after) from None
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+    return record

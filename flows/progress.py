@@ -1,0 +1,49 @@
+"""What the CLI shows while a release runs: the flow's steps (``STAGES``) and a callback
+told each step as it starts and, for streaming passes, how many rows they have done."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from flows.events import RunRecord
+
+__all__ = ["STAGES", "rows_done", "set_progress", "step_reached"]
+
+STAGES = {
+    "allocate_budget": "allocating and reserving the privacy budget (ledger)",
+    "validate_input": "validating the input against the public schema (GX)",
+    "encode": "encoding (and any private marginals or thresholds)",
+    "estimate_private_moments": "measuring the private moments",
+    "project_and_sample": "projecting and sampling",
+    "decode": "decoding to the schema's types",
+    "validate_output": "validating the synthetic data (GX)",
+    "check_gates": "testing the gates (noisy metrics, differentially private)",
+    "check_utility": "checking utility (internal report)",
+    "check_linkage": "checking record linkage (internal report)",
+    "write_report": "writing the internal report",
+    "write_bundle": "writing the release bundle",
+}
+
+_progress: Callable[[str, str | None], None] | None = None
+
+
+def set_progress(callback: Callable[[str, str | None], None] | None) -> None:
+    """Register a callback told the name of each stage as it starts, and then (streaming
+    engines) how far it has got, e.g. "1,250,000 rows" (the CLI's display)."""
+    global _progress
+    _progress = callback
+
+
+def rows_done(stage: str) -> Callable[[int], None]:
+    def tell(rows: int) -> None:
+        if _progress is not None:
+            _progress(stage, f"{rows:,} rows")
+
+    return tell
+
+
+def step_reached(record: RunRecord, step: str) -> None:
+    """The run reached ``step``: the progress display, and the stage a failure names."""
+    record.stage = step
+    if _progress is not None:
+        _progress(step, None)

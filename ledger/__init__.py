@@ -1,0 +1,39 @@
+"""The budget ledger: an append-only, hash-chained record of every release's privacy
+spend, in a real database (SQLite by default, PostgreSQL by URL).
+
+``ledger.store.Ledger`` reads and writes it; ``ledger.charges`` says what a release costs
+(pure functions of its rows); ``ledger.chain`` checks the hash chain; ``ledger.database``
+holds the tables, the connection and the write lock; ``ledger.facts`` the figures a
+release publishes. It sits below the Prefect tasks and imports only ``mechanisms``.
+"""
+
+from ledger.charges import UNPROTECTED, spent_charge, void_since
+from ledger.database import (
+    FIELDS,
+    PASSWORD_ENV,
+    BudgetRefused,
+    LedgerError,
+    default_url,
+    redact,
+    row_hash,
+    split_password,
+)
+from ledger.facts import budget_facts, ledger_facts
+from ledger.store import Ledger
+
+__all__ = [
+    "FIELDS",
+    "PASSWORD_ENV",
+    "UNPROTECTED",
+    "BudgetRefused",
+    "Ledger",
+    "LedgerError",
+    "budget_facts",
+    "default_url",
+    "ledger_facts",
+    "redact",
+    "row_hash",
+    "spent_charge",
+    "split_password",
+    "void_since",
+]

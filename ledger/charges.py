@@ -1,0 +1,214 @@
+"""What a release costs its dataset, read off its rows: pure functions, no database.
+
+A release's charge is its latest ``reserved``/terminal row's (``charge_of``): the whole
+plan while it is reserved (running, or a run that died: fail closed), else what its
+closing row recorded (``spent_charge`` at the time). A release that is not differentially
+private is reserved with accountant ``void``; once its synthesis starts (an
+``unprotected`` stage row) it costs ``Charge.void()``, and no composed (ε, δ) statement
+holds for its dataset from then on (``void_since``). ``lifetime_refusal`` is the lifetime
+budget's decision on the dataset's release and budget rows.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+
+from mechanisms.accounting import BudgetPlan, Charge, compose_lifetime, zcdp_epsilon
+from mechanisms.errors import BudgetError
+
+__all__ = [
+    "STATES",
+    "UNPROTECTED",
+    "by_release",
+    "charge_of",
+    "last_state",
+    "lifetime_refusal",
+    "public_row",
+    "rerun_refusal",
+    "same_release",
+    "spent_charge",
+    "stored",
+    "void_since",
+]
+
+UNPROTECTED = "unprotected"  # the stage row a non-DP release writes when its synthesis starts
+
+
+STATES = ("reserved", "released", "gated", "failed")  # refused rows never change a state
+
+
+def charge_of(rows: list[dict]) -> Charge:
+    """What one release_id costs, from its rows (see the module docstring): the plan of an
+    open reservation, else what its closing row recorded (``spent_charge`` at the time).
+    A row with accountant ``void`` and no ε is a non-DP release's unbounded charge."""
+    states = [r for r in rows if r["kind"] == "release" and r["status"] in STATES]
+    if not states:
+        return Charge("pure", None, 0.0, 0.0)
+    last = states[-1]
+    if last["accountant"] == "void":
+        return Charge.void()
+    return Charge(last["accountant"], last["rho"], last["epsilon"], last["delta"] if last["epsilon"] else 0.0)
+
+
+def spent_charge(rows: list[dict]) -> Charge:
+    """The composed allocations of the stages with a ``spent`` row, at the reserved δ; a
+    non-DP reservation costs ``Charge.void()`` once any stage row was written (its
+    synthesis started), nothing before."""
+    reserved = [r for r in rows if r["kind"] == "release" and r["status"] == "reserved"][-1]
+    spent = [r for r in rows if r["kind"] == "stage" and r["status"] == "spent"]
+    if reserved["accountant"] == "void":
+        return Charge.void() if spent else Charge("pure", None, 0.0, 0.0)
+    if reserved["accountant"] == "zcdp":
+        rho = math.fsum(r["rho"] for r in spent)
+        delta = reserved["delta"]
+        return Charge("zcdp", rho, zcdp_epsilon(rho, delta), delta if rho > 0 else 0.0)
+    return Charge("pure", None, math.fsum(r["epsilon"] for r in spent), 0.0)
+
+
+def stored(charge: Charge) -> dict:
+    """The ledger columns of a charge (a void one has no finite ε: NULLs)."""
+    if charge.is_void:
+        return {"accountant": "void", "rho": None, "epsilon": None, "delta": None}
+    return {"accountant": charge.notion, "rho": charge.rho, "epsilon": charge.epsilon, "delta": charge.delta}
+
+
+def void_since(rows: list[dict]) -> dict | None:
+    """The first release_id among ``rows`` (one dataset's release rows, chain order) whose
+    charge is void, with the time its void charge was recorded; None if every release was
+    DP."""
+    for rid, group in by_release(rows).items():
+        if charge_of(group).is_void:
+            first = next(r for r in group if r["kind"] == "release" and r["accountant"] == "void")
+            return {"release_id": rid, "time": first["time"]}
+    return None
+
+
+def pid_alive(detail: dict) -> bool:
+    if detail.get("host") != socket.gethostname():
+        return True  # another machine: assume it is still running
+    try:
+        os.kill(int(detail["pid"]), 0)
+    except (ProcessLookupError, ValueError, KeyError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def by_release(rows: list[dict]) -> dict[str, list[dict]]:
+    """Rows grouped by release_id, in chain order (rows without one, e.g. budgets, left out)."""
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        if r["release_id"]:
+            groups.setdefault(r["release_id"], []).append(r)
+    return groups
+
+
+def same_release(row: dict) -> dict:
+    """The identifying fields a new row of the same release copies."""
+    return {k: row[k] for k in ("dataset", "release_id", "mechanism")}
+
+
+def last_state(rows: list[dict]) -> dict | None:
+    states = [r for r in rows if r["kind"] == "release" and r["status"] in STATES]
+    return states[-1] if states else None
+
+
+def rerun_refusal(release_id: str, rows: list[dict]) -> str | None:
+    """Why a new attempt at ``release_id`` must not start (None: it may)."""
+    last = last_state(rows)
+    if last is None:
+        return None
+    spent = sorted({r["stage"] for r in rows if r["kind"] == "stage" and r["status"] == "spent"})
+    if last["status"] in ("released", "gated"):
+        return (
+            f"release '{release_id}' already exists in the ledger ({last['status']} at {last['time']}); "
+            "choose another release_id"
+        )
+    if spent:
+        return (
+            f"release '{release_id}' already drew noise for stage(s) {spent} in an attempt that did not "
+            "finish; drawing again would spend them twice, and this version does not resume from "
+            "persisted outputs. Its spend stays charged; run again with a new release_id"
+        )
+    if last["status"] == "reserved" and pid_alive(last["detail"]):
+        return (
+            f"release '{release_id}' is in progress since {last['time']} (host {last['detail'].get('host')}, "
+            f"pid {last['detail'].get('pid')}); wait for it to finish"
+        )
+    return None
+
+
+def public_row(row: dict) -> dict:
+    """A row for display and JSON: no host/pid details beyond what the row says."""
+    return {k: v for k, v in row.items() if k != "prev_hash"}
+
+
+def lifetime_refusal(
+    rows: list[dict],
+    dataset: str,
+    release_id: str,
+    plan: BudgetPlan,
+    lifetime: tuple[float, float] | None,
+    not_dp: bool = False,
+) -> tuple[str | None, tuple[float, float] | None, list[dict]]:
+    """The lifetime budget's decision on ``rows``, the dataset's release and budget rows:
+    (reason to refuse or None, a lifetime to record or None, the rows the decision used,
+    which the caller checks against the hash chain; none when no lifetime applies)."""
+    budgets = [r for r in rows if r["kind"] == "budget"]
+    held = None if not budgets else (budgets[-1]["epsilon"], budgets[-1]["delta"])
+    if held is not None and lifetime is not None and tuple(lifetime) != held:
+        return (
+            f"dataset '{dataset}' has lifetime budget epsilon={held[0]:g}, delta={held[1]:g} in the "
+            f"ledger, but the spec says epsilon={lifetime[0]:g}, delta={lifetime[1]:g}; make the spec "
+            "match the ledger (a lifetime budget is fixed when first declared)",
+            None,
+            rows,
+        )
+    limit = held or (None if lifetime is None else tuple(lifetime))
+    if limit is None:
+        return None, None, []  # no lifetime: the decision read nothing of the dataset
+    void = void_since([r for r in rows if r["release_id"] != release_id])
+    if void is not None:
+        return (
+            f"dataset '{dataset}' has had a release that was not differentially private "
+            f"('{void['release_id']}', from {void['time']}): since then no composed (epsilon, delta) "
+            f"guarantee holds for this dataset, so its lifetime budget (epsilon={limit[0]:g}) cannot be "
+            "honoured. Nothing was read or spent; a DP release of it can still run without a lifetime "
+            "budget, and its bundle will say the dataset's guarantee is void",
+            None,
+            rows,
+        )
+    if not_dp:
+        return (
+            f"this release is not differentially private and dataset '{dataset}' has a lifetime budget "
+            f"(epsilon={limit[0]:g}): a non-DP release would void every guarantee about the dataset. "
+            "Nothing was read or spent; run comparisons on another dataset name (a copy of the data)",
+            None,
+            rows,
+        )
+    this = (
+        Charge("zcdp", plan.spent_rho, plan.spent_epsilon, plan.delta)
+        if plan.notion == "zcdp"
+        else Charge("pure", None, plan.spent_epsilon, 0.0)
+    )
+    charges = [charge_of(g) for i, g in by_release(rows).items() if i != release_id]  # no void among them
+    try:
+        before = compose_lifetime(charges, limit[1])
+        after = compose_lifetime([*charges, this], limit[1])
+    except BudgetError as e:
+        return f"dataset '{dataset}': {e}", None, rows
+    if after.epsilon > limit[0]:
+        left = max(0.0, limit[0] - before.epsilon)
+        return (
+            f"lifetime budget of dataset '{dataset}' (epsilon={limit[0]:g}, delta={limit[1]:g}) would be "
+            f"exceeded: {len(charges)} earlier release(s) spent epsilon={before.epsilon:.4g} "
+            f"({before.rule}); this release needs epsilon={this.epsilon:.4g}, which would make "
+            f"{after.epsilon:.4g}. Budget left: epsilon={left:.4g}. Lower privacy.epsilon or stop "
+            "releasing this dataset; nothing was read or spent",
+            None,
+            rows,
+        )
+    return None, (None if held else limit), rows

@@ -1,0 +1,75 @@
+"""The ledger's facts a release publishes in ``release.json`` (``ledger_facts``) and in
+its events (``budget_facts``): where the spend is recorded, this release's rows, the
+dataset's lifetime account and whether its guarantee is void."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ledger.database import redact
+from ledger.store import Ledger
+
+__all__ = ["budget_facts", "ledger_facts"]
+
+
+def ledger_facts(ledger: Ledger, spec, release_id: str) -> dict:
+    """For ``release.json``: where the spend is recorded, the rows of this release (seq and
+    hash, for ``audit verify`` to find and compare), and the dataset's lifetime account
+    with this release included (its whole plan is charged while it runs)."""
+    rows = ledger.entries(release_id=release_id)
+    lifetime = ledger.lifetime(spec.dataset.name)
+    void = ledger.void_since(spec.dataset.name)
+    doc = {
+        "url": redact(ledger.url),
+        "rows": [
+            {k: r[k] for k in ("seq", "hash", "kind", "status", "stage", "statistic")}
+            for r in rows
+            if r["kind"] != "release" or r["status"] == "reserved"
+        ],
+        "dataset_guarantee": {
+            "void_since": void,
+            "statement": (
+                f"VOID: release '{void['release_id']}' of this dataset was not differentially private, so no "
+                "composed (epsilon, delta) guarantee holds for the dataset since then; this release's own "
+                "guarantee is stated above but does not compose with that one"
+                if void
+                else "every release of this dataset in the ledger so far was differentially private"
+            ),
+        },
+        "lifetime": None,
+    }
+    if lifetime is not None:
+        spend = ledger.spend_so_far(spec.dataset.name, lifetime[1])
+        doc["lifetime"] = {
+            "epsilon": lifetime[0],
+            "delta": lifetime[1],
+            "spent_epsilon": spend.epsilon,
+            "spent_delta": spend.delta,
+            "left_epsilon": max(0.0, lifetime[0] - spend.epsilon),
+            "rule": spend.rule,
+            "releases_counted": ledger.charged_releases(spec.dataset.name),
+        }
+    return doc
+
+
+def budget_facts(ledger: Ledger, dataset: str, release_id: str) -> dict:
+    """This release's charge and the dataset's lifetime account, from the ledger."""
+    charge = ledger.charge(release_id)
+    facts: dict[str, Any] = {
+        "epsilon_spent": None if charge.is_void else charge.epsilon,
+        "delta_spent": None if charge.is_void else charge.delta,
+        "differentially_private": not charge.is_void,
+        "dataset_guarantee_void_since": (ledger.void_since(dataset) or {}).get("release_id"),
+    }
+    lifetime = ledger.lifetime(dataset)
+    if lifetime is None:
+        facts["lifetime"] = None
+    else:
+        spend = ledger.spend_so_far(dataset, lifetime[1])
+        facts["lifetime"] = {
+            "epsilon": lifetime[0],
+            "delta": lifetime[1],
+            "epsilon_spent": spend.epsilon,
+            "epsilon_left": max(0.0, lifetime[0] - spend.epsilon),
+        }
+    return facts

@@ -1,0 +1,415 @@
+"""The budget ledger: an append-only, hash-chained table in a real database.
+
+SQLite file by default, PostgreSQL by URL (``postgresql+psycopg://…``), via SQLAlchemy.
+Rows (``kind`` / ``status``), in the order a release writes them:
+
+* ``budget`` / ``set``: a dataset's lifetime (ε, δ), written when a spec first declares it;
+* ``release`` / ``reserved``: before the data is read; the whole plan is charged;
+* ``stage`` / ``spent``: *before* a step draws that stage's noise; its allocation;
+* ``measurement`` / ``spent``: after the step, one per noisy statistic (sensitivity,
+  noise scale, ρ or ε): the line-by-line record;
+* ``release`` / ``released``, ``gated`` or ``failed``: the end of the attempt, with what it
+  cost (the composed allocations of its spent stages) and the manifests' sha256;
+* ``release`` / ``refused``: a release the lifetime budget or a rerun rule refused; it
+  costs nothing and does not change the state of an earlier attempt.
+
+What a release costs (``ledger.charges``), the chain's checks (``ledger.chain``) and the
+tables (``ledger.database``) live beside this class, which reads and writes the rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import insert, inspect, select, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import SQLAlchemyError
+
+from ledger.chain import chain_problems, read_rows_problems, set_checkpoint, tail_problems
+from ledger.charges import (
+    STATES,
+    UNPROTECTED,
+    by_release,
+    charge_of,
+    last_state,
+    lifetime_refusal,
+    public_row,
+    rerun_refusal,
+    same_release,
+    spent_charge,
+    stored,
+    void_since,
+)
+from ledger.database import (
+    ENTRIES,
+    GENESIS,
+    HEAD,
+    METADATA,
+    PASSWORD_ENV,
+    BudgetRefused,
+    LedgerError,
+    open_engine,
+    redact,
+    transaction,
+    url_password,
+)
+from mechanisms.accounting import BudgetPlan, Charge, LifetimeSpend, compose_lifetime
+from mechanisms.primitives import Measurement
+
+__all__ = ["Ledger"]
+
+
+class Ledger:
+    """The ledger at ``url``; tables are created on first use (unless ``create=False``)."""
+
+    def __init__(self, url: str, *, create: bool = True, password: str | None = None) -> None:
+        """``create=False`` (audits, ``ledger show``): refuse a database without a ledger
+        rather than create one. The database password: ``password``, else the URL's, else
+        the environment's ``DPRELEASE_LEDGER_PASSWORD`` (so that a URL passed to Prefect
+        need not hold it)."""
+        self.url = url
+        if password is None and url_password(url) is None:
+            password = os.environ.get(PASSWORD_ENV) or None
+        self.engine = open_engine(url, create, password)
+        try:
+            if not create:
+                if not inspect(self.engine).has_table(ENTRIES.name):
+                    raise LedgerError(
+                        f"there is no ledger at {redact(url)}; pass the --ledger the releases used"
+                    )
+                return
+            with self.engine.begin() as conn:
+                if self.engine.dialect.name == "postgresql":
+                    conn.execute(text("SELECT pg_advisory_xact_lock(7151)"))  # concurrent first use
+                METADATA.create_all(conn)
+                if conn.execute(select(HEAD.c.id)).first() is None:
+                    conn.execute(insert(HEAD).values(id=1, seq=0, hash=GENESIS))
+        except SQLAlchemyError as e:
+            raise LedgerError(
+                f"the ledger at {redact(url)} cannot be opened ({type(e.orig or e).__name__}); "
+                "check --ledger and that the database is reachable"
+            ) from None
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _txn(self):
+        return transaction(self.engine, redact(self.url))
+
+    # reading -------------------------------------------------------------------------
+
+    def entries(self, *, dataset: str | None = None, release_id: str | None = None) -> list[dict]:
+        """Rows in chain order, ``detail`` decoded."""
+        where = {k: v for k, v in (("dataset", dataset), ("release_id", release_id)) if v is not None}
+        return self._select(None, **where)
+
+    def _read(self, conn: Connection, kinds: tuple[str, ...] | None = None, **where) -> list[dict]:
+        q = select(ENTRIES).order_by(ENTRIES.c.seq)
+        if kinds is not None:
+            q = q.where(ENTRIES.c.kind.in_(kinds))
+        for k, v in where.items():
+            q = q.where(ENTRIES.c[k] == v)
+        return [{**r._asdict(), "detail": json.loads(r.detail)} for r in conn.execute(q)]
+
+    def _select(self, kinds: tuple[str, ...] | None, **where) -> list[dict]:
+        with self.engine.connect() as conn:
+            return self._read(conn, kinds=kinds, **where)
+
+    def lifetime(self, dataset: str) -> tuple[float, float] | None:
+        """The dataset's lifetime (ε, δ), or None when none was declared."""
+        rows = self._select(("budget",), dataset=dataset)
+        return None if not rows else (rows[-1]["epsilon"], rows[-1]["delta"])
+
+    def charge(self, release_id: str) -> Charge:
+        """What ``release_id`` costs its dataset now."""
+        return charge_of(self._select(("release",), release_id=release_id))
+
+    def void_since(self, dataset: str) -> dict | None:
+        """The dataset's first non-DP release (``void_since``), or None."""
+        return void_since(self._select(("release",), dataset=dataset))
+
+    def charged_releases(self, dataset: str) -> int:
+        """How many release_ids of the dataset have a reservation (refused ones do not count)."""
+        rows = self._select(("release",), dataset=dataset)
+        return sum(any(r["status"] in STATES for r in g) for g in by_release(rows).values())
+
+    def spend_so_far(self, dataset: str, delta: float, exclude: str | None = None) -> LifetimeSpend:
+        """The dataset's composed charges (all release_ids but ``exclude``) at ``delta``."""
+        return self._spend(self._select(("release",), dataset=dataset), delta, exclude)
+
+    @staticmethod
+    def _spend(rows: list[dict], delta: float, exclude: str | None = None) -> LifetimeSpend:
+        groups = by_release(rows)
+        return compose_lifetime([charge_of(g) for i, g in groups.items() if i != exclude], delta)
+
+    def releases(self, dataset: str | None = None) -> list[dict]:
+        """One dict per release_id: dataset, release_id, status, what it is charged
+        (epsilon, delta, rho), times, and its stage rows (measurements nested)."""
+        out = []
+        for rid, mine in by_release(self.entries(dataset=dataset)).items():
+            states = [r for r in mine if r["kind"] == "release" and r["status"] in STATES]
+            charge = charge_of(mine)
+            stages = [
+                {
+                    **public_row(r),
+                    "measurements": [
+                        public_row(m) for m in mine if m["kind"] == "measurement" and m["stage"] == r["stage"]
+                    ],
+                }
+                for r in mine
+                if r["kind"] == "stage"
+            ]
+            out.append(
+                {
+                    "dataset": mine[0]["dataset"],
+                    "release_id": rid,
+                    "status": states[-1]["status"] if states else "refused",
+                    "mechanism": mine[0]["mechanism"],
+                    "accountant": charge.notion if states else None,
+                    "epsilon": None if charge.is_void else charge.epsilon,
+                    "delta": None if charge.is_void else charge.delta,
+                    "rho": charge.rho,
+                    "differentially_private": not charge.is_void,
+                    "started": mine[0]["time"],
+                    "last_update": mine[-1]["time"],
+                    "stages": stages,
+                    "events": [public_row(r) for r in mine if r["kind"] == "release"],
+                }
+            )
+        return out
+
+    def head(self) -> tuple[int, str]:
+        """(seq, hash) of the last row: publish it elsewhere to anchor the chain."""
+        with self.engine.connect() as conn:
+            return tuple(conn.execute(select(HEAD.c.seq, HEAD.c.hash)).one())
+
+    def verify_chain(self) -> list[str]:
+        """Problems with the hash chain (empty when every row and the head check out)."""
+        with self.engine.connect() as conn:
+            return chain_problems(conn)
+
+    def checkpoint(self) -> list[str]:
+        """Verify the whole chain (``verify_chain``) and, when it is intact, move the
+        checkpoint to the head so the next ``reserve`` checks only what follows. Returns
+        the problems found (the checkpoint does not move then)."""
+        with self._txn() as t:
+            problems = chain_problems(t.conn)
+            if not problems:
+                set_checkpoint(t)
+        return problems
+
+    # writing -------------------------------------------------------------------------
+
+    def reserve(
+        self,
+        *,
+        dataset: str,
+        release_id: str,
+        mechanism: str,
+        plan: BudgetPlan,
+        lifetime: tuple[float, float] | None,
+        not_dp: list[str] | None = None,
+        hold: Callable[[], None] | None = None,
+    ) -> dict:
+        """Charge the whole plan to ``release_id`` before any data is read, or refuse.
+        ``not_dp``: why the release is not differentially private (its reservation is then
+        ``void``: unbounded, see the module docstring).
+
+        Refuses (a ``refused`` row, then ``BudgetRefused``) when the release_id was
+        published or gated, already spent a stage, is running elsewhere, or when the
+        dataset's lifetime budget cannot take the plan. ``hold`` runs inside the locked
+        transaction after the checks (tests use it to widen a race window)."""
+        base = {"dataset": dataset, "release_id": release_id, "mechanism": mechanism}
+        with self._txn() as t:
+            broken, upto = tail_problems(t)
+            mine = self._read(t.conn, release_id=release_id)
+            reason, budget, read = rerun_refusal(release_id, mine), None, []
+            if reason is None:
+                reason, budget, read = lifetime_refusal(
+                    self._read(t.conn, kinds=("release", "budget"), dataset=dataset),
+                    dataset,
+                    release_id,
+                    plan,
+                    lifetime,
+                    bool(not_dp),
+                )
+            broken += read_rows_problems(t, [r["seq"] for r in (*mine, *read)], upto)
+            if broken:
+                raise BudgetRefused(
+                    f"the ledger's hash chain is broken ({'; '.join(broken[:3])}): a ledger that may have "
+                    "been edited cannot hold the privacy budget, so no release is admitted. Nothing was read "
+                    "or spent. Run `dprelease ledger show` to see every problem, then restore the ledger "
+                    "from a backup whose chain head matches the one you anchored"
+                )
+            if hold is not None:
+                hold()
+            if reason is not None:
+                t.append(**base, kind="release", status="refused", detail={"reason": reason})
+            else:
+                if budget is not None:
+                    t.append(dataset=dataset, kind="budget", status="set", epsilon=budget[0], delta=budget[1])
+                last = last_state(mine)
+                if last is not None and last["status"] == "reserved":  # died before any noise
+                    t.append(
+                        **base,
+                        kind="release",
+                        status="failed",
+                        **stored(spent_charge(mine)),
+                        detail={"reason": "abandoned: its process is gone and it drew no noise"},
+                    )
+                charge = (
+                    Charge.void()
+                    if not_dp
+                    else Charge(plan.notion, plan.spent_rho, plan.spent_epsilon, plan.delta)
+                )
+                row = t.append(
+                    **base,
+                    kind="release",
+                    status="reserved",
+                    **stored(charge),
+                    detail={
+                        "plan": [[s.stage, s.rho, s.epsilon] for s in plan.stages],
+                        "lifetime": lifetime,
+                        "host": socket.gethostname(),
+                        "pid": os.getpid(),
+                        **({"not_dp": list(not_dp)} if not_dp else {}),
+                    },
+                )
+            set_checkpoint(t)
+        if reason is not None:
+            raise BudgetRefused(reason)
+        return row
+
+    def spend(self, release_id: str, stages: list[str], plan: BudgetPlan) -> list[dict]:
+        """Record ``stages`` of ``release_id``'s plan as spent; call *before* drawing their
+        noise. Refuses a stage already spent (its noise must never be drawn twice)."""
+        if not stages:
+            return []
+        with self._txn() as t:
+            mine = self._read(t.conn, release_id=release_id)
+            last = last_state(mine)
+            if last is None or last["status"] != "reserved":
+                raise LedgerError(f"release '{release_id}' has no open reservation in the ledger")
+            done = {r["stage"] for r in mine if r["kind"] == "stage" and r["status"] == "spent"}
+            twice = sorted(set(stages) & done)
+            if twice:
+                raise BudgetRefused(
+                    f"release '{release_id}' already spent stage(s) {twice}; their noise is never "
+                    "drawn twice. Start a new release_id"
+                )
+            return [
+                t.append(
+                    **same_release(last),
+                    kind="stage",
+                    status="spent",
+                    stage=s,
+                    accountant=plan.notion,
+                    rho=plan.stage(s).rho,
+                    epsilon=plan.stage(s).epsilon,
+                    delta=plan.delta if plan.notion == "zcdp" else 0.0,
+                )
+                for s in stages
+            ]
+
+    @contextmanager
+    def spending(
+        self, release_id: str, stages: list[str], plan: BudgetPlan, *, not_dp: bool = False
+    ) -> Iterator[Callable[[Iterable[Measurement]], None]]:
+        """Bracket one step: ``stages`` are recorded as spent *before* it runs (a non-DP
+        release's synthesis also marks its charge unbounded first); the step hands its
+        measurements to the yielded callback, and on leaving they are recorded, one row
+        each. A measurement in a stage the step did not declare is refused (an internal
+        error: its noise would be uncharged). A step that raises leaves its stages spent
+        (fail closed) and records nothing."""
+        if not_dp:
+            self.mark_unprotected(release_id)
+        self.spend(release_id, stages, plan)
+        made: list[Measurement] = []
+        yield made.extend
+        stray = sorted({m.stage for m in made if m.draws_noise} - set(stages))
+        if stray:
+            raise LedgerError(f"internal error: release '{release_id}' measured undeclared stage(s) {stray}")
+        self.record_measurements(release_id, made)
+
+    def mark_unprotected(self, release_id: str) -> dict | None:
+        """A non-DP release's synthesis is about to start: write its ``unprotected`` stage
+        row (once), from which the attempt costs ``Charge.void()``."""
+        with self._txn() as t:
+            mine = self._read(t.conn, release_id=release_id)
+            last = last_state(mine)
+            if last is None or last["status"] != "reserved" or last["accountant"] != "void":
+                raise LedgerError(f"release '{release_id}' has no open non-DP reservation in the ledger")
+            if any(r["kind"] == "stage" and r["stage"] == UNPROTECTED for r in mine):
+                return None
+            return t.append(
+                **same_release(last),
+                kind="stage",
+                status="spent",
+                stage=UNPROTECTED,
+                accountant="void",
+                detail={"reason": "synthesis of a release that is not differentially private started"},
+            )
+
+    def record_measurements(self, release_id: str, measurements: list[Measurement]) -> list[dict]:
+        """One row per noisy statistic (after the step): sensitivity, noise scale, ρ/ε."""
+        if not measurements:
+            return []
+        with self._txn() as t:
+            mine = self._read(t.conn, release_id=release_id)
+            spent = {r["stage"] for r in mine if r["kind"] == "stage" and r["status"] == "spent"}
+            unspent = sorted({m.stage for m in measurements if m.draws_noise} - spent)
+            if unspent:  # the flow checks `spends` before a step: this is the last line of defence
+                raise LedgerError(f"internal error: noise drawn for stage(s) {unspent} not recorded as spent")
+            return [
+                t.append(
+                    **same_release(mine[0]),
+                    kind="measurement",
+                    status="spent",
+                    stage=m.stage,
+                    statistic=m.name,
+                    accountant="zcdp" if m.rho is not None else "pure",
+                    sensitivity=m.sensitivity,
+                    sensitivity_norm=m.norm,
+                    noise_scale=m.scale,
+                    rho=m.rho,
+                    epsilon=m.epsilon,
+                    detail={
+                        "mechanism": m.mechanism,
+                        "dimension": int(m.value.size),
+                        "defect": m.defect,
+                    },
+                )
+                for m in measurements
+            ]
+
+    def finish(
+        self, release_id: str, status: str, detail: dict | None = None, *, after_seal: bool = False
+    ) -> dict:
+        """Close the attempt as ``released``, ``gated`` or ``failed``, charged its spent stages.
+        ``after_seal``: mark a sealed (released/gated) attempt ``failed`` because its bundle
+        could not be moved into place after all."""
+        if status not in STATES[1:] or (after_seal and status != "failed"):
+            raise ValueError(f"status {status!r} must be one of {STATES[1:]} (failed after a seal)")
+        open_states = ("released", "gated") if after_seal else ("reserved",)
+        with self._txn() as t:
+            mine = self._read(t.conn, release_id=release_id)
+            last = last_state(mine)
+            if last is None or last["status"] not in open_states:
+                raise LedgerError(f"release '{release_id}' has no open reservation in the ledger")
+            return t.append(
+                **same_release(last),
+                kind="release",
+                status=status,
+                **stored(spent_charge(mine)),
+                detail=detail,
+            )

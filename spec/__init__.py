@@ -1,0 +1,10 @@
+"""The release spec: what a steward declares (dataset, public schema, privacy budget,
+mechanism, checks, engine, outputs), validated with pydantic; every error names its field.
+
+Nothing here reads data. It sits between the mathematics (``mechanisms``) and everything
+that runs a release, so every layer above can import it and it imports none of them.
+"""
+
+from spec.release import ContinuousSpec, EngineSpec, ReleaseSpec, SpecError, load_spec
+
+__all__ = ["ContinuousSpec", "EngineSpec", "ReleaseSpec", "SpecError", "load_spec"]

@@ -1,1 +1,0 @@
-"""Post-release checks: utility and linkage metrics, gates, the internal report."""
