@@ -17,14 +17,15 @@ $(STAMP): pyproject.toml | $(BIN)/python
 demo: $(STAMP)
 	$(BIN)/dprelease demo --out releases
 
-## make test: create the environment if needed and run the test suite.
+## make test: create the environment if needed, lint and type-check, and run the test suite.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy
 
 ## make bench: the benchmarks behind BENCHMARKS.md (not part of make test).
 bench: $(STAMP)

@@ -82,7 +82,7 @@ def io_error(what: str, folder: Path, e: OSError, after: str = "") -> DPReleaseE
     errno code, and says what to do (never a data value: OS messages name paths only)."""
     code = errno.errorcode.get(e.errno) if e.errno else None
     reason = os.strerror(e.errno).lower() if e.errno else (e.strerror or type(e).__name__)
-    hint = _IO_HINTS.get(e.errno, "check the folder and its device, or choose another --out")
+    hint = _IO_HINTS.get(e.errno or 0, "check the folder and its device, or choose another --out")
     return DPReleaseError(
         f"{what} into '{folder}' failed: {reason}{f' ({code})' if code else ''}; nothing was published"
         f"{after}; {hint}"

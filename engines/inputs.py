@@ -11,7 +11,7 @@ import pandas as pd
 from engines.tables import DataError, clip_to_bounds, map_unknown, read_table
 from mechanisms.errors import DPReleaseError
 from mechanisms.registry import MECHANISMS
-from spec import ContinuousSpec, ReleaseSpec
+from spec import ReleaseSpec
 
 __all__ = [
     "InputValidationError",
@@ -65,9 +65,7 @@ def read_input(spec: ReleaseSpec) -> tuple[pd.DataFrame, dict | None]:
     only (never a message, log or public file)."""
     schema = spec.public_schema()
     df = read_table(spec.data_path, schema, spec.missing_tokens())
-    continuous = {n: c for n, c in spec.columns.items() if isinstance(c, ContinuousSpec)}
-    clip = [n for n, c in continuous.items() if c.out_of_bounds == "clip"]
-    other = {n: c.other for n, c in spec.columns.items() if n not in continuous and c.unknown == "other"}
+    clip, other = spec.clip_columns(), spec.other_tokens()
     if not (clip or other):
         return df, None
     return df, {

@@ -108,7 +108,8 @@ class DaskEngine:
         from distributed import Client, LocalCluster
 
         self.path, self.chunk_rows, self.scheduler = path, chunk_rows, scheduler
-        self.cluster = None
+        self.cluster: Any = None
+        self._lengths: list[int] | None = None
         try:
             if scheduler is None:
                 self.cluster = LocalCluster(

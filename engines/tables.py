@@ -138,6 +138,7 @@ def clip_to_bounds(df: pd.DataFrame, schema: Schema, columns: list[str]) -> dict
     counts = {}
     for name in columns:
         c = schema[name]
+        assert isinstance(c, Continuous), name  # the spec allows clip on continuous columns only
         col = df[name]
         if not pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col):
             continue
@@ -161,7 +162,9 @@ def map_unknown(df: pd.DataFrame, schema: Schema, other: dict[str, str]) -> dict
     counts = {}
     for name, token in other.items():
         col = df[name]
-        unknown = col.notna() & ~col.isin(schema[name].values)
+        c = schema[name]
+        assert not isinstance(c, Continuous), name  # unknown: other is for nominal/ordinal columns
+        unknown = col.notna() & ~col.isin(c.values)
         counts[name] = int(unknown.sum())
         df[name] = col.mask(unknown, token)
     return counts
@@ -210,7 +213,7 @@ def bins_to_table(
             if unit is not None and not np.isnan(unit[:, j]).any():
                 values = c.from_unit(unit[:, j])
             else:
-                values = c.from_bins(bins[:, j], rng.random(bins.shape[0]))
+                values = c.from_bins(bins[:, j], np.asarray(rng.random(bins.shape[0])))
             data[c.name] = values.astype(np.int64) if c.integer else values
         else:
             labels = pa.DictionaryArray.from_arrays(pa.array(bins[:, j]), pa.array(list(c.values)))

@@ -87,7 +87,7 @@ def build_suite(schema: Schema, name: str) -> gx.ExpectationSuite:
                 ),
             ]
     for i, e in enumerate(expectations):  # GX reports results in its own order
-        e.meta["order"] = i
+        e.meta = {**(e.meta or {}), "order": i}
     return gx.ExpectationSuite(name=name, expectations=expectations)
 
 

@@ -163,13 +163,13 @@ def ledger_show(
     for col in ("dataset", "release_id", "status", "epsilon", "delta", "stages spent", "started"):
         table.add_column(col, overflow="fold")
     for r in releases:
-        void = not r["differentially_private"]
+        not_dp = not r["differentially_private"]
         table.add_row(
             r["dataset"],
             r["release_id"],
             r["status"],
-            "[red]unbounded (not DP)[/red]" if void else f"{r['epsilon']:.6g}",
-            "-" if void else f"{r['delta']:.3g}",
+            "[red]unbounded (not DP)[/red]" if not_dp else f"{r['epsilon']:.6g}",
+            "-" if not_dp else f"{r['delta']:.3g}",
             str(sum(s["status"] == "spent" for s in r["stages"])),
             r["started"][:19],
         )

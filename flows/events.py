@@ -158,11 +158,10 @@ def record_failure(
 ) -> None:
     """The body's own failure record: close the reservation (charged the stages spent),
     write ``<out>/failures/``, emit ``.gated``, ``.refused`` or ``.failed``."""
+    rid = record.release_id or "unknown-release"  # the flow names the release before it can fail here
     if record.reserved and ledger is not None:
-        _close_failed(ledger, record.release_id, record.stage, error, sealed)
-    write_failure_record(
-        record.out, record.release_id, record.stage, error, staging if staging.exists() else None
-    )
+        _close_failed(ledger, rid, record.stage, error, sealed)
+    write_failure_record(record.out, rid, record.stage, error, staging if staging.exists() else None)
     kind = (
         "gated"
         if isinstance(error, GateError)
@@ -171,12 +170,7 @@ def record_failure(
         else "failed"
     )
     release_event(
-        kind,
-        release_id=record.release_id,
-        dataset=record.dataset,
-        ledger=ledger,
-        error=error,
-        stage=record.stage,
+        kind, release_id=rid, dataset=record.dataset, ledger=ledger, error=error, stage=record.stage
     )
     record.handled = True
 

@@ -22,6 +22,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -328,7 +329,7 @@ def release(
     if ledger_password_secret is not None:
         from prefect.blocks.system import Secret
 
-        record.ledger_password = Secret.load(ledger_password_secret).get()
+        record.ledger_password = cast(Secret, Secret.load(ledger_password_secret)).get()
     streams = release_streams(insecure_seed)
     ledger: Ledger | None = None
     sealed = False

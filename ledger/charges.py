@@ -167,7 +167,7 @@ def lifetime_refusal(
             None,
             rows,
         )
-    limit = held or (None if lifetime is None else tuple(lifetime))
+    limit: tuple[float, float] | None = held or (None if lifetime is None else (lifetime[0], lifetime[1]))
     if limit is None:
         return None, None, []  # no lifetime: the decision read nothing of the dataset
     void = void_since([r for r in rows if r["release_id"] != release_id])

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import (
     Column,
@@ -48,6 +49,7 @@ __all__ = [
     "LedgerError",
     "Txn",
     "default_url",
+    "driver_error",
     "open_engine",
     "raw_rows",
     "redact",
@@ -129,14 +131,24 @@ def default_url(out_dir: Path | str) -> str:
 
 
 def redact(url: str) -> str:
-    """The URL without its password, for bundles and messages."""
+    """The URL without its password, for bundles and messages.
+
+    >>> redact("postgresql+psycopg://alice:s3cret@db.example/ledger")
+    'postgresql+psycopg://alice:***@db.example/ledger'
+    """
     return make_url(url).render_as_string(hide_password=True)
 
 
 def split_password(url: str) -> tuple[str, str | None]:
     """(the URL with no password in it, the password or None): what may be handed to
     Prefect as a parameter, and what must travel another way (``PASSWORD_ENV``, a Prefect
-    Secret block)."""
+    Secret block).
+
+    >>> split_password("postgresql+psycopg://alice:s3cret@db.example/ledger")
+    ('postgresql+psycopg://alice@db.example/ledger', 's3cret')
+    >>> split_password("sqlite:////srv/releases/ledger.db")
+    ('sqlite:////srv/releases/ledger.db', None)
+    """
     try:
         parsed = make_url(url)
     except Exception:
@@ -147,6 +159,7 @@ def split_password(url: str) -> tuple[str, str | None]:
 
 
 def url_password(url: str) -> str | None:
+    """The password written in ``url``, if any (None for a string that is not a URL)."""
     try:
         return make_url(url).password
     except Exception:
@@ -203,8 +216,8 @@ class Txn:
     seq: int
     head: str
 
-    def append(self, **fields) -> dict:
-        row = {k: fields.get(k) for k in FIELDS}
+    def append(self, **fields: Any) -> dict[str, Any]:
+        row: dict[str, Any] = {k: fields.get(k) for k in FIELDS}
         for k in _FLOATS:  # the database returns doubles: hash what it will return
             row[k] = None if row[k] is None else float(row[k])
         row.update(seq=self.seq + 1, time=_now(), prev_hash=self.head)
@@ -212,8 +225,13 @@ class Txn:
         row["hash"] = row_hash(row)
         self.conn.execute(insert(ENTRIES).values(**row))
         self.conn.execute(update(HEAD).where(HEAD.c.id == 1).values(seq=row["seq"], hash=row["hash"]))
-        self.seq, self.head = row["seq"], row["hash"]
+        self.seq, self.head = int(row["seq"]), str(row["hash"])
         return row
+
+
+def driver_error(e: SQLAlchemyError) -> str:
+    """The database driver's error type (SQLAlchemy wraps it as ``.orig``), never its text."""
+    return type(getattr(e, "orig", None) or e).__name__
 
 
 def raw_rows(conn: Connection, *where) -> list[dict]:
@@ -234,6 +252,5 @@ def transaction(engine: Engine, redacted: str) -> Iterator[Txn]:
             yield Txn(conn, seq, head)
     except SQLAlchemyError as e:
         raise LedgerError(
-            f"writing to the ledger at {redacted} failed ({type(e.orig or e).__name__}); "
-            "nothing further was drawn"
+            f"writing to the ledger at {redacted} failed ({driver_error(e)}); nothing further was drawn"
         ) from None

@@ -19,7 +19,7 @@ def ledger_facts(ledger: Ledger, spec, release_id: str) -> dict:
     rows = ledger.entries(release_id=release_id)
     lifetime = ledger.lifetime(spec.dataset.name)
     void = ledger.void_since(spec.dataset.name)
-    doc = {
+    doc: dict[str, Any] = {
         "url": redact(ledger.url),
         "rows": [
             {k: r[k] for k in ("seq", "hash", "kind", "status", "stage", "statistic")}

@@ -52,6 +52,7 @@ from ledger.database import (
     PASSWORD_ENV,
     BudgetRefused,
     LedgerError,
+    driver_error,
     open_engine,
     redact,
     transaction,
@@ -90,7 +91,7 @@ class Ledger:
                     conn.execute(insert(HEAD).values(id=1, seq=0, hash=GENESIS))
         except SQLAlchemyError as e:
             raise LedgerError(
-                f"the ledger at {redact(url)} cannot be opened ({type(e.orig or e).__name__}); "
+                f"the ledger at {redact(url)} cannot be opened ({driver_error(e)}); "
                 "check --ledger and that the database is reachable"
             ) from None
 
@@ -233,7 +234,9 @@ class Ledger:
         with self._txn() as t:
             broken, upto = tail_problems(t)
             mine = self._read(t.conn, release_id=release_id)
-            reason, budget, read = rerun_refusal(release_id, mine), None, []
+            reason = rerun_refusal(release_id, mine)
+            budget: tuple[float, float] | None = None
+            read: list[dict] = []
             if reason is None:
                 reason, budget, read = lifetime_refusal(
                     self._read(t.conn, kinds=("release", "budget"), dataset=dataset),

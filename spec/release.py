@@ -133,8 +133,9 @@ class PrivacySpec(_Strict):
                 raise ValueError(
                     f"epsilon ({self.epsilon}) must not exceed lifetime_epsilon ({self.lifetime_epsilon})"
                 )
-            if self.delta > self.lifetime[1]:
-                raise ValueError(f"delta ({self.delta}) must not exceed lifetime_delta ({self.lifetime[1]})")
+            lifetime_delta = self.delta if self.lifetime_delta is None else self.lifetime_delta
+            if self.delta > lifetime_delta:
+                raise ValueError(f"delta ({self.delta}) must not exceed lifetime_delta ({lifetime_delta})")
         return self
 
     @property
@@ -374,13 +375,27 @@ class ReleaseSpec(_Strict):
             if not isinstance(c, ContinuousSpec) and c.missing is not None
         }
 
+    def clip_columns(self) -> list[str]:
+        """Continuous columns whose out-of-bounds values are clipped to the declared bounds."""
+        return [
+            n for n, c in self.columns.items() if isinstance(c, ContinuousSpec) and c.out_of_bounds == "clip"
+        ]
+
+    def other_tokens(self) -> dict[str, str]:
+        """Nominal and ordinal columns that map undeclared values to their ``other`` token."""
+        return {
+            n: c.other
+            for n, c in self.columns.items()
+            if not isinstance(c, ContinuousSpec) and c.unknown == "other" and c.other is not None
+        }
+
     def public_schema(self) -> Schema:
         """The public schema; a declared ``missing`` token is one more category/level
         (for ordinal columns, the lowest)."""
-        cols = []
+        cols: list[Continuous | Ordinal | Nominal] = []
         for name, c in self.columns.items():
             if isinstance(c, ContinuousSpec):
-                transform = "log" if c.transform == "log" else "identity"
+                transform: Literal["identity", "log"] = "log" if c.transform == "log" else "identity"
                 cols.append(Continuous(name, c.bounds[0], c.bounds[1], c.integer, transform))
             elif isinstance(c, OrdinalSpec):
                 extra = [c.missing] if c.missing is not None and c.missing not in c.levels else []

@@ -15,30 +15,25 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.csv as pa_csv
-import pyarrow.parquet as pq
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from bundle.files import write_json
-from bundle.write import csv_header, io_error
-from engines.chunks import ChunkJob, Scan, add_counts
+from bundle.stream import Synthetic, write_synthetic_chunks
+from engines.chunks import ChunkJob, Scan
 from engines.inputs import failing_rules, refuse_input, refuse_output
 from engines.runners import DaskEngine, LocalEngine
 from engines.tables import bins_to_table
 from mechanisms.accounting import BudgetPlan
 from mechanisms.registry import MECHANISMS
 from mechanisms.rowkeys import RowKeys
-from mechanisms.schema import Continuous, Schema
+from mechanisms.schema import Schema
 from mechanisms.synthesizer import Stage, Streaming
-from spec import ContinuousSpec, ReleaseSpec
+from spec import ReleaseSpec
 from tasks.scrub import scrub_errors
 
 __all__ = [
@@ -53,7 +48,6 @@ __all__ = [
 ]
 
 Progress = Callable[[int], None] | None
-_CSV_BODY = pa_csv.WriteOptions(include_header=False, quoting_style="needed")
 
 
 def streaming_steps(spec: ReleaseSpec) -> Streaming:
@@ -66,12 +60,11 @@ def streaming_steps(spec: ReleaseSpec) -> Streaming:
 
 
 def chunk_job(spec: ReleaseSpec, keys: RowKeys) -> ChunkJob:
-    continuous = {n: c for n, c in spec.columns.items() if isinstance(c, ContinuousSpec)}
     return ChunkJob(
         schema=spec.public_schema(),
         missing=spec.missing_tokens(),
-        clip=tuple(n for n, c in continuous.items() if c.out_of_bounds == "clip"),
-        other={n: c.other for n, c in spec.columns.items() if n not in continuous and c.unknown == "other"},
+        clip=tuple(spec.clip_columns()),
+        other=spec.other_tokens(),
         keys=keys,
         holdout_fraction=spec.checks.holdout_fraction,
         sample_rows=spec.checks.sample_rows,
@@ -146,24 +139,6 @@ def stream_sample(steps: Streaming, state: Any, params: Any) -> Stage:
     return steps.sample(state, params)
 
 
-@dataclass
-class Synthetic:
-    """How many chunks ``write_synthetic`` wrote, and the first ``sample`` rows it kept
-    (fresh i.i.d. draws, so a uniform sample) for the checks."""
-
-    chunks: int
-    sample: pd.DataFrame = field(repr=False)
-
-
-def _arrow_schema(schema: Schema) -> pa.Schema:
-    def kind(c) -> pa.DataType:
-        if isinstance(c, Continuous):
-            return pa.int64() if c.integer else pa.float64()
-        return pa.string()
-
-    return pa.schema([(c.name, kind(c)) for c in schema.columns])
-
-
 @task(name="stream_decode", cache_policy=NO_CACHE, persist_result=False)
 @scrub_errors
 def stream_decode(
@@ -178,48 +153,23 @@ def stream_decode(
     rng: np.random.Generator,
     progress: Progress = None,
 ) -> Synthetic:
-    """m rows in chunks of ``chunk_rows`` (``Streaming.draw``), decoded to the schema's
-    values, validated with the schema's suite (counts summed into
-    ``internal/validation_output.json``), appended to ``public/synthetic.parquet`` and/or
-    ``synthetic.csv``. Post-processing only; memory holds one chunk and the sample."""
-    from expectations.suite import validate_table
+    """m fresh rows in chunks of ``chunk_rows`` (``Streaming.draw``), decoded to the
+    schema's values, validated with the schema's GX suite chunk by chunk and appended to
+    ``public/`` (``bundle.stream.write_synthetic_chunks``). Post-processing only."""
+    from expectations.suite import validate_table  # GX is heavy: import on first use
 
-    public = staging / "public"
-    arrow = _arrow_schema(schema)
-    records, kept, done, chunks = None, [], 0, 0
-    kept_rows = 0
-    parquet = csv = None
-    try:
-        if "parquet" in formats:
-            parquet = pq.ParquetWriter(public / "synthetic.parquet", arrow)
-        if "csv" in formats:
-            csv = pa.OSFile(str(public / "synthetic.csv"), "wb")
-            csv.write(csv_header(list(schema.names)))
-        while done < m:
-            k = min(chunk_rows, m - done)
-            table = bins_to_table(steps.draw(state, k, rng).bins, schema, rng=rng)
-            _, recs = validate_table(table, schema, "output")
-            records = recs if records is None else add_counts(records, recs)
-            frame = pa.Table.from_pandas(table, schema=arrow, preserve_index=False)
-            if parquet is not None:
-                parquet.write_table(frame)
-            if csv is not None:
-                pa_csv.write_csv(frame, csv, _CSV_BODY)
-            if kept_rows < sample_rows:
-                kept.append(table.iloc[: sample_rows - kept_rows])
-                kept_rows += len(kept[-1])
-            done, chunks = done + k, chunks + 1
-            if progress is not None:
-                progress(done)
-    except OSError as e:  # disk full, not writable: a clear error; the staging folder goes
-        spent = " (the budget this run spent stays spent: its noise was drawn)"
-        raise io_error("writing the synthetic data", staging.parent, e, spent) from None
-    finally:
-        for sink in (parquet, csv):
-            if sink is not None:
-                sink.close()
-    write_json(staging / "internal" / "validation_output.json", {"rows": m, "results": records})
-    refuse_output(failing_rules(records))
+    synthetic = write_synthetic_chunks(
+        lambda k: bins_to_table(steps.draw(state, k, rng).bins, schema, rng=rng),
+        lambda table: validate_table(table, schema, "output")[1],
+        schema,
+        m,
+        chunk_rows,
+        formats,
+        sample_rows,
+        staging,
+        progress,
+    )
+    refuse_output(failing_rules(synthetic.validation))
     names = ", ".join(f"synthetic.{f}" for f in formats)
-    get_run_logger().info("wrote %d synthetic rows in %d chunks: %s", m, chunks, names)
-    return Synthetic(chunks, pd.concat(kept, ignore_index=True))
+    get_run_logger().info("wrote %d synthetic rows in %d chunks: %s", m, synthetic.chunks, names)
+    return synthetic

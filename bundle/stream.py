@@ -1,0 +1,94 @@
+"""Synthetic rows written chunk by chunk (the streaming engines' decode step): appended
+to ``public/synthetic.parquet`` and/or ``synthetic.csv``, each chunk validated, the
+validation counts summed into ``internal/validation_output.json``, and the first rows
+kept as the checks' sample. Memory holds one chunk and the sample."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+
+from bundle.files import write_json
+from bundle.write import csv_header, io_error
+from engines.chunks import add_counts
+from mechanisms.schema import Continuous, Schema
+
+__all__ = ["Synthetic", "write_synthetic_chunks"]
+
+_CSV_BODY = pa_csv.WriteOptions(include_header=False, quoting_style="needed")
+
+
+@dataclass
+class Synthetic:
+    """How many chunks were written, the first ``sample_rows`` rows kept (fresh i.i.d.
+    draws, so a uniform sample) for the checks, and the summed validation records."""
+
+    chunks: int
+    sample: pd.DataFrame = field(repr=False)
+    validation: list[dict] = field(repr=False)
+
+
+def _arrow_schema(schema: Schema) -> pa.Schema:
+    def kind(c) -> pa.DataType:
+        if isinstance(c, Continuous):
+            return pa.int64() if c.integer else pa.float64()
+        return pa.string()
+
+    return pa.schema([(c.name, kind(c)) for c in schema.columns])
+
+
+def write_synthetic_chunks(
+    draw: Callable[[int], pd.DataFrame],
+    validate: Callable[[pd.DataFrame], list[dict]],
+    schema: Schema,
+    m: int,
+    chunk_rows: int,
+    formats: list[str],
+    sample_rows: int,
+    staging: Path,
+    progress: Callable[[int], None] | None = None,
+) -> Synthetic:
+    """``draw(k)`` k rows as a table, ``validate`` them (validation records), append them to
+    the formats asked for; an OSError is a clear error saying the budget stays spent."""
+    public = staging / "public"
+    arrow = _arrow_schema(schema)
+    records, kept, done, chunks = None, [], 0, 0
+    kept_rows = 0
+    parquet = csv = None
+    try:
+        if "parquet" in formats:
+            parquet = pq.ParquetWriter(public / "synthetic.parquet", arrow)
+        if "csv" in formats:
+            csv = pa.OSFile(str(public / "synthetic.csv"), "wb")
+            csv.write(csv_header(list(schema.names)))
+        while done < m:
+            k = min(chunk_rows, m - done)
+            table = draw(k)
+            recs = validate(table)
+            records = recs if records is None else add_counts(records, recs)
+            frame = pa.Table.from_pandas(table, schema=arrow, preserve_index=False)
+            if parquet is not None:
+                parquet.write_table(frame)
+            if csv is not None:
+                pa_csv.write_csv(frame, csv, _CSV_BODY)
+            if kept_rows < sample_rows:
+                kept.append(table.iloc[: sample_rows - kept_rows])
+                kept_rows += len(kept[-1])
+            done, chunks = done + k, chunks + 1
+            if progress is not None:
+                progress(done)
+    except OSError as e:  # disk full, not writable: a clear error; the staging folder goes
+        spent = " (the budget this run spent stays spent: its noise was drawn)"
+        raise io_error("writing the synthetic data", staging.parent, e, spent) from None
+    finally:
+        for sink in (parquet, csv):
+            if sink is not None:
+                sink.close()
+    write_json(staging / "internal" / "validation_output.json", {"rows": m, "results": records})
+    return Synthetic(chunks, pd.concat(kept, ignore_index=True), records or [])
