@@ -1,9 +1,12 @@
 """Shared fixtures. Statistical tests take ``seed`` (fixed by default; set
-DPRELEASE_SEEDS=all to sweep 0-99, as scikit-learn's global_random_seed does)."""
+DPRELEASE_SEEDS=all to sweep 0-99, as scikit-learn's global_random_seed does).
+Fixtures used by more than one test package live here; plain builders are in
+``tests/helpers.py``."""
 
 from __future__ import annotations
 
 import os
+import uuid
 
 import numpy as np
 import pytest
@@ -43,3 +46,50 @@ def postgres_url() -> str:
             pytest.fail("DPRELEASE_TEST_POSTGRES_URL is not set in CI; .ci/run must start PostgreSQL")
         pytest.skip('no PostgreSQL: eval "$(.ci/postgres.sh start)" to run these tests')
     return url
+
+
+@pytest.fixture
+def postgres_database(postgres_url: str):
+    """The URL of a new, empty PostgreSQL database on the test server, dropped after the
+    test (the ledger tests' ``url`` and the flow's PostgreSQL ledger)."""
+    from sqlalchemy import create_engine, text
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f"CREATE DATABASE {name}"))
+    yield postgres_url.rsplit("/", 1)[0] + "/" + name
+    with admin.connect() as c:
+        c.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
+    admin.dispose()
+
+
+@pytest.fixture(scope="module")
+def dask_cluster():
+    """A Dask LocalCluster (2 worker processes, one thread each) for a module's tests: its
+    scheduler address."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+        yield c.scheduler_address
+
+
+@pytest.fixture(scope="module")
+def adult_streaming(tmp_path_factory):
+    """The demo data as CSV and as Parquet (row groups of 3,000), its spec, the memory
+    engine's bins and a latent code built from them: the streaming passes' reference."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from engines.tables import read_table, table_to_bins
+    from tests.helpers import adult_rows, latent_code_of, streaming_spec
+
+    tmp = tmp_path_factory.mktemp("adult")
+    spec = streaming_spec(tmp)
+    schema = spec.public_schema()
+    table = read_table(spec.data_path, schema, spec.missing_tokens())
+    bins = table_to_bins(table, schema)
+    counts = [np.bincount(bins[:, j], minlength=k) for j, k in enumerate(schema.n_bins)]
+    parquet = tmp / "data.parquet"
+    pq.write_table(pa.Table.from_pandas(adult_rows(32561)), parquet, row_group_size=3_000)
+    return spec, bins, counts, latent_code_of(schema, counts), parquet

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from ledger import Ledger
-from tests.flows.helpers import adult_rows, write_spec
+from tests.helpers import adult_rows, write_spec
 
 pytestmark = pytest.mark.deploy
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ import flows.release as release_module
 from flows.release import release
 from ledger import Ledger
 from mechanisms.accounting import plan_budget
-from tests.flows.helpers import adult_rows, write_spec
+from tests.helpers import adult_rows, write_spec
 
 
 @pytest.fixture

@@ -20,15 +20,11 @@ from flows.release import release
 from ledger import PASSWORD_ENV
 from mechanisms.errors import DPReleaseError
 from mechanisms.primitives import release_streams
-from tests.flows.helpers import adult_rows, write_spec
+from tests.helpers import adult_rows, cli_text, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]
 GATES = {"tvd_1way": {"max": 0.9}, "tvd_2way": {"max": 1.0}}  # generous: small tables, noisy gates
 SEED = 5
-
-
-def _text(output: str) -> str:
-    return " ".join(output.split())
 
 
 def _held_out_and_fitted(n: int, fraction: float) -> tuple[int, int]:
@@ -85,9 +81,9 @@ def test_a_non_dp_release_voids_the_dataset_everywhere(tmp_path):
 
     ledger = f"sqlite:///{out / 'ledger.db'}"
     shown = runner.invoke(app, ["ledger", "show", "--ledger", ledger], env={"COLUMNS": "200"})
-    assert shown.exit_code == 0 and "guarantee VOID since release 'sa'" in _text(shown.output)
+    assert shown.exit_code == 0 and "guarantee VOID since release 'sa'" in cli_text(shown.output)
     audit = runner.invoke(app, ["audit", "show", str(bundle)], env={"COLUMNS": "200"})
-    assert "dataset guarantee VOID since release 'sa'" in _text(audit.output)
+    assert "dataset guarantee VOID since release 'sa'" in cli_text(audit.output)
     failed = [c.name for c in verify_bundle(bundle, None) if not c.ok]
     assert failed == ["randomness", "dataset guarantee"]
 
@@ -96,7 +92,7 @@ def test_a_non_dp_release_voids_the_dataset_everywhere(tmp_path):
     )
     refused = runner.invoke(app, ["release", str(life), "--out", str(out), "--release-id", "life"])
     assert refused.exit_code == 4, refused.output
-    assert "has had a release that was not differentially private ('sa'" in _text(refused.output)
+    assert "has had a release that was not differentially private ('sa'" in cli_text(refused.output)
 
 
 def test_audit_checks_the_folder_both_seals_and_rederives_sensitivities(tmp_path):
@@ -166,34 +162,23 @@ def _prefect_text() -> str:
     return "\n".join(chunks)
 
 
-def test_a_ledger_password_never_reaches_prefect(tmp_path, postgres_url, monkeypatch):
+def test_a_ledger_password_never_reaches_prefect(tmp_path, postgres_database, monkeypatch):
     """A release through the CLI with a password in --ledger (loopback PostgreSQL trusts
     any password; what matters is where the string goes): the release succeeds on that
     ledger, release.json redacts the URL, and the password is nowhere in Prefect's
     database or files. The flow itself refuses a URL with a password."""
-    from sqlalchemy import create_engine, text
-
     monkeypatch.setenv(PASSWORD_ENV, "placeholder")  # restored after the test
     secret = f"KNOWN-{uuid.uuid4().hex}"
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f"CREATE DATABASE {name}"))
-    try:
-        user_host = postgres_url.split("://", 1)[1].rsplit("/", 1)[0]
-        user, host = user_host.split("@")
-        url = f"postgresql+psycopg://{user}:{secret}@{host}/{name}"
-        spec = write_spec(tmp_path, adult_rows(300), checks={"enabled": False})
-        result = CliRunner().invoke(
-            app, ["release", str(spec), "--out", str(tmp_path / "out"), "--release-id", "pw", "--ledger", url]
-        )
-        assert result.exit_code == 0, result.output
-        doc = (tmp_path / "out" / "pw" / "public" / "release.json").read_text()
-        assert secret not in doc and secret not in result.output
-        assert secret not in _prefect_text()
-        with pytest.raises(DPReleaseError, match="ledger_url must not contain a password"):
-            release(str(spec), str(tmp_path / "out"), release_id="pw2", ledger_url=url.replace(secret, "x"))
-    finally:
-        with admin.connect() as c:
-            c.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
-        admin.dispose()
+    user_host, name = postgres_database.split("://", 1)[1].rsplit("/", 1)
+    user, host = user_host.split("@")
+    url = f"postgresql+psycopg://{user}:{secret}@{host}/{name}"
+    spec = write_spec(tmp_path, adult_rows(300), checks={"enabled": False})
+    result = CliRunner().invoke(
+        app, ["release", str(spec), "--out", str(tmp_path / "out"), "--release-id", "pw", "--ledger", url]
+    )
+    assert result.exit_code == 0, result.output
+    doc = (tmp_path / "out" / "pw" / "public" / "release.json").read_text()
+    assert secret not in doc and secret not in result.output
+    assert secret not in _prefect_text()
+    with pytest.raises(DPReleaseError, match="ledger_url must not contain a password"):
+        release(str(spec), str(tmp_path / "out"), release_id="pw2", ledger_url=url.replace(secret, "x"))

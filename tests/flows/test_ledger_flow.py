@@ -13,7 +13,7 @@ from flows.cli import app
 from flows.release import release
 from ledger import BudgetRefused, Ledger
 from tasks.scrub import UnexpectedError
-from tests.flows.helpers import adult_rows, write_spec
+from tests.helpers import adult_rows, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]
 SMALL = {"enabled": False}
@@ -87,28 +87,16 @@ def test_bad_input_spends_nothing_and_the_same_id_can_run_again(tmp_path):
     assert (out / "again" / "public" / "synthetic.csv").is_file()
 
 
-def test_postgres_ledger_and_audit(tmp_path, postgres_url):
-    from sqlalchemy import create_engine, text
-
-    name = f"e2e_{tmp_path.name[-8:].lower().replace('-', '_')}"
-    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        c.execute(text(f"CREATE DATABASE {name}"))
-    url = postgres_url.rsplit("/", 1)[0] + "/" + name
-    try:
-        bundle = release(str(_spec(tmp_path)), str(tmp_path / "out"), release_id="pg", ledger_url=url)
-        checks = verify_bundle(tmp_path / "out" / "pg", url)
-        assert all(c.ok for c in checks), [c for c in checks if not c.ok]
-        assert not (tmp_path / "out" / "ledger.db").exists()
-        assert json.loads((tmp_path / "out" / "pg" / "public" / "release.json").read_text())["privacy"][
-            "ledger_record"
-        ]["url"].startswith("postgresql+psycopg://postgres@")
-        assert bundle.endswith("pg")
-    finally:
-        with admin.connect() as c:
-            c.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
-        admin.dispose()
+def test_postgres_ledger_and_audit(tmp_path, postgres_database):
+    url = postgres_database
+    bundle = release(str(_spec(tmp_path)), str(tmp_path / "out"), release_id="pg", ledger_url=url)
+    checks = verify_bundle(tmp_path / "out" / "pg", url)
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    assert not (tmp_path / "out" / "ledger.db").exists()
+    assert json.loads((tmp_path / "out" / "pg" / "public" / "release.json").read_text())["privacy"][
+        "ledger_record"
+    ]["url"].startswith("postgresql+psycopg://postgres@")
+    assert bundle.endswith("pg")
 
 
 def test_audit_verify_catches_tampering(tmp_path):

@@ -14,7 +14,7 @@ from flows.audit import verify_bundle
 from flows.cli import app
 from flows.release import release
 from mechanisms.errors import DPReleaseError
-from tests.flows.helpers import DEMO_DIR, adult_rows, write_spec
+from tests.helpers import DEMO_DIR, adult_rows, cli_text, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]
 
@@ -214,11 +214,6 @@ def test_spectral_anonymization_spends_nothing_and_says_it_is_not_dp(tmp_path):
     assert len(pd.read_csv(public / "synthetic.csv")) == doc["privacy"]["rows_fitted"]
 
 
-def _text(output: str) -> str:
-    """The CLI's words without rich's panel borders and line wrapping."""
-    return " ".join(re.sub("[│╭╮╰╯─]", " ", output).split())
-
-
 def test_failed_gate_publishes_nothing_and_keeps_the_reports(tmp_path):
     """A synthetic table never matches the real one to TVD 0 (about 0.03 here) and always
     to within 1; the gates' noise on 3,200 compared rows has s.d. about 0.009, so the first
@@ -252,7 +247,7 @@ def test_failed_gate_publishes_nothing_and_keeps_the_reports(tmp_path):
     result = CliRunner().invoke(
         app, ["release", str(spec), "--out", str(out), "--release-id", "gated-cli", "--insecure-seed", "2"]
     )
-    assert result.exit_code == 3 and "gate 'tvd_1way' (max 0) failed: noisy value" in _text(result.output)
+    assert result.exit_code == 3 and "gate 'tvd_1way' (max 0) failed: noisy value" in cli_text(result.output)
 
 
 def test_cli(tmp_path):
@@ -261,11 +256,11 @@ def test_cli(tmp_path):
     assert result.exit_code == 0 and "factor_gauss" in result.output
 
     result = runner.invoke(app, ["release", str(tmp_path / "missing.yaml"), "--out", str(tmp_path)])
-    assert result.exit_code == 2 and "does not exist" in _text(result.output)
+    assert result.exit_code == 2 and "does not exist" in cli_text(result.output)
 
     spec = write_spec(tmp_path, adult_rows(300))
     result = runner.invoke(app, ["validate", str(spec)])
-    assert result.exit_code == 0 and "no budget was spent" in _text(result.output)
+    assert result.exit_code == 0 and "no budget was spent" in cli_text(result.output)
 
     result = runner.invoke(
         app,
@@ -282,7 +277,7 @@ def test_cli(tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert (
-        "bundle:" in _text(result.output)
+        "bundle:" in cli_text(result.output)
         and (tmp_path / "out" / "cli-run" / "public" / "synthetic.csv").is_file()
     )
 
@@ -290,4 +285,4 @@ def test_cli(tmp_path):
     bad.loc[0, "sex"] = "Unknown"
     spec = write_spec(tmp_path, bad)
     result = runner.invoke(app, ["validate", str(spec)])
-    assert result.exit_code == 2 and "break the schema" in _text(result.output)
+    assert result.exit_code == 2 and "break the schema" in cli_text(result.output)

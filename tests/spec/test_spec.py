@@ -1,3 +1,7 @@
+"""The release spec (``spec.load_spec``, ``ReleaseSpec``): the demo's spec loads, the
+engine defaults and the published form, and every wrong field is refused with a
+``SpecError`` naming it; an unreadable or missing spec file too."""
+
 import copy
 import re
 
@@ -5,7 +9,7 @@ import pytest
 import yaml
 
 from spec import SpecError, load_spec
-from tests.flows.helpers import DEMO_DIR, DEMO_SPEC
+from tests.helpers import DEMO_DIR, DEMO_SPEC
 
 
 def test_demo_spec_loads():

@@ -1,4 +1,6 @@
-"""End to end: streaming releases through the real Prefect flow (local and Dask engines)."""
+"""End to end: streaming releases through the real Prefect flow (local and Dask engines):
+the published bundle, the same rows from both engines, and a bad value in a late chunk
+stopped before any noise. The passes themselves are in tests/engines."""
 
 import json
 
@@ -8,9 +10,7 @@ import pytest
 from engines.inputs import InputValidationError
 from flows.audit import verify_bundle
 from flows.release import release
-from tests.flows.helpers import adult_rows, write_spec
-from tests.flows.test_hostile import _assert_nothing_published, _assert_nothing_spent, _ledger_rows
-from tests.streaming.test_dask_engine import cluster  # noqa: F401 (a module-scoped fixture)
+from tests.helpers import adult_rows, assert_nothing_published, assert_nothing_spent, ledger_rows, write_spec
 
 pytestmark = [
     pytest.mark.e2e,
@@ -72,18 +72,20 @@ def test_local_engine_publishes_parquet_and_csv_in_the_manifest(local_bundle):
     assert (internal / "utility.json").is_file() and (internal / "report.html").is_file()
 
 
-def test_dask_engine_release_equals_the_local_one(local_bundle, cluster, tmp_path):  # noqa: F811
+def test_dask_engine_release_equals_the_local_one(local_bundle, dask_cluster, tmp_path):
     """Same data, same seed: the Dask engine's bundle holds the very same synthetic rows
     (its statistics equal the local engine's; the noise is drawn once, on the driver);
     the scheduler's address is not published."""
     spec = _spec(
-        tmp_path, {"name": "dask", "chunk_rows": 2_000, "scheduler": cluster}, output={"formats": ["parquet"]}
+        tmp_path,
+        {"name": "dask", "chunk_rows": 2_000, "scheduler": dask_cluster},
+        output={"formats": ["parquet"]},
     )
     release(str(spec), str(tmp_path / "out"), release_id="stream-dask", insecure_seed=5)
     public = tmp_path / "out" / "stream-dask" / "public"
     doc = json.loads((public / "release.json").read_text())
     assert doc["engine"]["name"] == "dask" and doc["engine"]["workers"] == 2
-    assert cluster not in (public / "release.json").read_text()
+    assert dask_cluster not in (public / "release.json").read_text()
     mine = pd.read_parquet(public / "synthetic.parquet")
     assert mine.equals(pd.read_parquet(local_bundle / "public" / "synthetic.parquet"))
     local_doc = json.loads((local_bundle / "public" / "release.json").read_text())
@@ -102,9 +104,9 @@ def test_a_bad_value_in_a_late_chunk_stops_before_any_noise(tmp_path):
     message = str(err.value)
     assert "column 'age': values must lie within the public bounds [17, 90]" in message
     assert "200" not in message
-    _assert_nothing_published(out, "late-bad")
-    _assert_nothing_spent(out, "late-bad")
-    assert len(_ledger_rows(out, "late-bad")) == 1
+    assert_nothing_published(out, "late-bad")
+    assert_nothing_spent(out, "late-bad")
+    assert len(ledger_rows(out, "late-bad")) == 1
     failure = next((out / "failures").iterdir())
     report = json.loads((failure / "internal" / "validation_input.json").read_text())
     age = next(r for r in report["results"] if r["column"] == "age" and not r["success"])

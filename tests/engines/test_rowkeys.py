@@ -1,4 +1,6 @@
-"""Row-keyed randomness: the same rows get the same draws whatever the chunking."""
+"""Row-keyed randomness (``mechanisms.rowkeys``, what lets the streaming engines draw per
+row): the same rows get the same draws whatever the chunking. (The code is in
+``mechanisms``; it sits here because tests/mechanisms is maintained apart.)"""
 
 import math
 

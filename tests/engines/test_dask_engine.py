@@ -13,18 +13,9 @@ from engines.runners import DaskEngine, LocalEngine
 from mechanisms.errors import DPReleaseError
 from spec import load_spec
 from tasks.streaming import chunk_job
-from tests.flows.helpers import adult_rows, write_spec
-from tests.streaming.test_passes import KEYS, PARAMS, _code
+from tests.helpers import KEYS, PARAMS, adult_rows, latent_code_of, two_passes, write_spec
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    from distributed import LocalCluster
-
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
-        yield c.scheduler_address
 
 
 @pytest.fixture(scope="module")
@@ -37,23 +28,24 @@ def data(tmp_path_factory):
     return spec, parquet
 
 
-def _run(engine, job):
+def _local(path, job):
+    """The local engine's passes in one chunk, with the latent code of its histograms."""
+    engine = LocalEngine(path, 20_000)
     scan = engine.run(job.scan, functools.partial(Scan.combine, k=job.sample_rows))
-    code = _code(job.schema, scan.counts)
+    code = latent_code_of(job.schema, scan.counts)
     total = engine.run(functools.partial(job.statistic, state=code, params=PARAMS), np.add)
     return scan, code, total
 
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
-def test_dask_statistics_equal_the_local_engine(cluster, data, fmt):
+def test_dask_statistics_equal_the_local_engine(dask_cluster, data, fmt):
     spec, parquet = data
     path = spec.data_path if fmt == "csv" else parquet
     job = chunk_job(spec, KEYS)
-    local_scan, code, local_total = _run(LocalEngine(path, 20_000), job)
-    engine = DaskEngine(path, 3_000, cluster, None)
+    local_scan, code, local_total = _local(path, job)
+    engine = DaskEngine(path, 3_000, dask_cluster, None)
     try:
-        scan = engine.run(job.scan, functools.partial(Scan.combine, k=job.sample_rows))
-        total = engine.run(functools.partial(job.statistic, state=code, params=PARAMS), np.add)
+        scan, total = two_passes(engine, job, code)
         facts = engine.describe()
     finally:
         engine.close()
@@ -81,13 +73,13 @@ def _leaky(table, start):
     raise ValueError(f"a cell holds {table.column(0)[0]}")
 
 
-def test_worker_errors_and_task_arguments_carry_no_data(cluster, data):
+def test_worker_errors_and_task_arguments_carry_no_data(dask_cluster, data):
     """An unexpected error on a worker comes back as a WorkerError naming its type only;
     the tasks' arguments (which Dask logs when a task fails) are a path and two offsets."""
     from engines.runners import WorkerError
 
     spec, _ = data
-    engine = DaskEngine(spec.data_path, 3_000, cluster, None)
+    engine = DaskEngine(spec.data_path, 3_000, dask_cluster, None)
     try:
         assert all(args == (str(spec.data_path), args[1], args[2]) for _, args in engine._pieces)
         with pytest.raises(WorkerError) as err:

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from spec import ReleaseSpec, SpecError, load_spec
-from tests.flows.helpers import DEMO_SPEC
+from tests.helpers import DEMO_SPEC
 
 # Hypothesis warns when the global `random` state changes while a strategy draws. Ours never
 # touch it, but the session's Prefect harness keeps background threads (API client, event

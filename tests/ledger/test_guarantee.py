@@ -15,7 +15,8 @@ from ledger import (
     split_password,
 )
 from mechanisms.accounting import plan_budget
-from tests.flows.test_ledger_db import PURE, _release
+from tests.helpers import PURE_PLAN as PURE
+from tests.helpers import record_release
 
 ZCDP = plan_budget("zcdp", 1.0, 1e-6, {"a": 1.0})
 NOT_DP = ["spectral anonymization has no privacy parameter"]
@@ -32,7 +33,7 @@ def _non_dp(led, rid, *, synthesis_started=True, status="released", dataset="d")
 
 def test_a_non_dp_release_is_an_unbounded_charge(url):
     with Ledger(url) as led:
-        _release(led, "dp-1")
+        record_release(led, "dp-1")
         assert led.void_since("d") is None
         led.reserve(
             dataset="d", release_id="x", mechanism="spectral", plan=PURE, lifetime=None, not_dp=NOT_DP
@@ -60,7 +61,7 @@ def test_a_non_dp_attempt_that_never_reached_synthesis_costs_nothing(url):
 def test_a_lifetime_budget_on_a_voided_dataset_is_refused(url):
     with Ledger(url) as led:
         _non_dp(led, "x")
-        _release(led, "plain")  # a DP release without a lifetime still runs
+        record_release(led, "plain")  # a DP release without a lifetime still runs
         with pytest.raises(
             BudgetRefused, match="has had a release that was not differentially private \\('x'"
         ):
@@ -69,7 +70,7 @@ def test_a_lifetime_budget_on_a_voided_dataset_is_refused(url):
 
 def test_a_non_dp_release_is_refused_on_a_dataset_with_a_lifetime_budget(url):
     with Ledger(url) as led:
-        _release(led, "r1", plan=ZCDP, lifetime=(5.0, 1e-6))
+        record_release(led, "r1", plan=ZCDP, lifetime=(5.0, 1e-6))
         with pytest.raises(BudgetRefused, match="not differentially private and dataset 'd' has a lifetime"):
             led.reserve(dataset="d", release_id="x", mechanism="s", plan=PURE, lifetime=None, not_dp=NOT_DP)
         assert led.void_since("d") is None
@@ -91,9 +92,9 @@ def test_a_tampered_charge_refuses_the_next_release(url):
     """Lifetime 1.5 holds one ε = 1 release. Lowering the first release's charge in the
     database would admit a second; the reservation sees the broken chain and refuses."""
     with Ledger(url) as led:
-        _release(led, "r1", lifetime=(1.5, 0.0))
+        record_release(led, "r1", lifetime=(1.5, 0.0))
         seq = _closing_seq(led, "r1")
-        _release(led, "other", dataset="e")  # the checkpoint moves past the edited row
+        record_release(led, "other", dataset="e")  # the checkpoint moves past the edited row
     _tamper(url, seq, epsilon=0.0)
     with Ledger(url) as led, pytest.raises(BudgetRefused, match="hash chain is broken"):
         led.reserve(dataset="d", release_id="r2", mechanism="m", plan=PURE, lifetime=(1.5, 0.0))
@@ -105,9 +106,9 @@ def test_a_rewritten_chain_is_caught_by_the_checkpoint(url):
     """A forger who edits a row *and* recomputes every hash after it (and the head) keeps
     the chain consistent, but the checkpoint row's hash changes."""
     with Ledger(url) as led:
-        _release(led, "r1", lifetime=(1.5, 0.0))
+        record_release(led, "r1", lifetime=(1.5, 0.0))
         seq = _closing_seq(led, "r1")
-        _release(led, "other", dataset="e")
+        record_release(led, "other", dataset="e")
         rows = [r for r in led.entries() if r["seq"] >= seq]
     engine = create_engine(url)
     with engine.begin() as c:
@@ -138,7 +139,7 @@ def test_a_rewritten_chain_is_caught_by_the_checkpoint(url):
 
 def test_an_edited_row_after_the_checkpoint_is_caught(url):
     with Ledger(url) as led:
-        _release(led, "r1")
+        record_release(led, "r1")
         led.reserve(dataset="d", release_id="r2", mechanism="m", plan=PURE, lifetime=None)
         led.spend("r2", ["a"], PURE)  # written after the checkpoint
         seq = next(r["seq"] for r in led.entries(release_id="r2") if r["kind"] == "stage")
@@ -153,7 +154,7 @@ def test_the_checkpoint_moves_with_each_reservation(url):
     grow with the ledger): after a reservation the checkpoint is the new head."""
     with Ledger(url) as led:
         for i in range(3):
-            _release(led, f"r{i}")
+            record_release(led, f"r{i}")
         led.reserve(dataset="d", release_id="r9", mechanism="m", plan=PURE, lifetime=None)
         head = led.head()
         with led.engine.connect() as c:
@@ -180,7 +181,7 @@ def test_checkpoint_verifies_the_whole_chain_first(url):
     """``Ledger.checkpoint`` (after a restore, or in the benchmark's set-up) moves the
     checkpoint only over an intact chain."""
     with Ledger(url) as led:
-        _release(led, "r1")
+        record_release(led, "r1")
         seq = _closing_seq(led, "r1")
         assert led.checkpoint() == []
         before = led.head()

@@ -1,11 +1,11 @@
-"""The SQL budget ledger on SQLite and PostgreSQL: charges, lifetime refusals, reruns,
-the hash chain, and two processes racing for the last of a lifetime budget."""
+"""The SQL budget ledger (``ledger.Ledger`` over ``ledger.database``/``ledger.chain``) on
+SQLite and PostgreSQL: charges, lifetime refusals, reruns (a release id that already
+exists), the hash chain, URLs, and two processes racing for the last of a lifetime budget."""
 
 import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -13,15 +13,8 @@ from sqlalchemy import create_engine, text
 from ledger import BudgetRefused, Ledger, LedgerError
 from mechanisms.accounting import plan_budget, zcdp_epsilon
 from mechanisms.primitives import laplace_mechanism
-
-PURE = plan_budget("pure", 1.0, 0.0, {"a": 1.0, "b": 1.0})
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _release(led, rid, plan=PURE, lifetime=None, status="released", dataset="d"):
-    led.reserve(dataset=dataset, release_id=rid, mechanism="m", plan=plan, lifetime=lifetime)
-    led.spend(rid, [s.stage for s in plan.stages], plan)
-    return led.finish(rid, status)
+from tests.helpers import PURE_PLAN as PURE
+from tests.helpers import ROOT, record_release
 
 
 def test_a_release_is_charged_what_it_spent(url, rng):
@@ -53,13 +46,13 @@ def test_zcdp_charge_converts_the_spent_rho(url):
 
 def test_lifetime_refusal_names_the_budget_left_and_spends_nothing(url):
     with Ledger(url) as led:
-        _release(led, "r1", lifetime=(1.5, 0.0))
+        record_release(led, "r1", lifetime=(1.5, 0.0))
         with pytest.raises(BudgetRefused, match=r"Budget left: epsilon=0\.5\b"):
             led.reserve(dataset="d", release_id="r2", mechanism="m", plan=PURE, lifetime=(1.5, 0.0))
         r2 = {r["release_id"]: r for r in led.releases()}["r2"]
         assert (r2["status"], r2["epsilon"], r2["stages"]) == ("refused", 0.0, [])
         half = plan_budget("pure", 0.5, 0.0, {"a": 1.0})
-        _release(led, "r3", plan=half, lifetime=(1.5, 0.0))  # what is left still fits
+        record_release(led, "r3", plan=half, lifetime=(1.5, 0.0))  # what is left still fits
         assert led.spend_so_far("d", 0.0).epsilon <= 1.5
         with pytest.raises(BudgetRefused, match=r"lifetime budget epsilon=1\.5"):
             led.reserve(dataset="d", release_id="r4", mechanism="m", plan=half, lifetime=(2.0, 0.0))
@@ -68,26 +61,26 @@ def test_lifetime_refusal_names_the_budget_left_and_spends_nothing(url):
 
 def test_a_lifetime_in_the_ledger_binds_specs_that_omit_it(url):
     with Ledger(url) as led:
-        _release(led, "r1", lifetime=(1.2, 0.0))
+        record_release(led, "r1", lifetime=(1.2, 0.0))
         with pytest.raises(BudgetRefused, match="would be exceeded"):
             led.reserve(dataset="d", release_id="r2", mechanism="m", plan=PURE, lifetime=None)
-        _release(led, "other", dataset="e")  # another dataset has its own account
+        record_release(led, "other", dataset="e")  # another dataset has its own account
 
 
 def test_zcdp_releases_compose_in_rho(url):
     plan = plan_budget("zcdp", 1.0, 1e-6, {"a": 1.0})
     with Ledger(url) as led:
         for i in range(3):  # basic composition would need epsilon 3; zCDP needs 1.81
-            _release(led, f"z{i}", plan=plan, lifetime=(2.0, 1e-6))
+            record_release(led, f"z{i}", plan=plan, lifetime=(2.0, 1e-6))
         spend = led.spend_so_far("d", 1e-6)
         assert spend.epsilon < 2.0 and spend.rule.startswith("zCDP") and spend.basic[0] > 2.9
         with pytest.raises(BudgetRefused, match=r"which would make 2\.11"):
-            _release(led, "z3", plan=plan, lifetime=(2.0, 1e-6))
+            record_release(led, "z3", plan=plan, lifetime=(2.0, 1e-6))
 
 
 def test_reruns_never_spend_twice(url):
     with Ledger(url) as led:
-        _release(led, "done")
+        record_release(led, "done")
         with pytest.raises(BudgetRefused, match="already exists in the ledger"):
             led.reserve(dataset="d", release_id="done", mechanism="m", plan=PURE, lifetime=None)
         led.reserve(dataset="d", release_id="crashed", mechanism="m", plan=PURE, lifetime=None)
@@ -99,7 +92,7 @@ def test_reruns_never_spend_twice(url):
             led.reserve(dataset="d", release_id="crashed", mechanism="m", plan=PURE, lifetime=None)
         led.reserve(dataset="d", release_id="bad-input", mechanism="m", plan=PURE, lifetime=None)
         led.finish("bad-input", "failed")  # e.g. validation failed: nothing drawn
-        _release(led, "bad-input")  # the rerun may go ahead
+        record_release(led, "bad-input")  # the rerun may go ahead
         states = {r["release_id"]: (r["status"], r["epsilon"]) for r in led.releases()}
     assert states["crashed"] == ("failed", PURE.stage("a").epsilon)
     assert states["bad-input"] == ("released", PURE.spent_epsilon)
@@ -123,7 +116,7 @@ def test_an_open_reservation_is_taken_over_only_when_its_process_is_gone(url):
 def test_tampering_breaks_the_chain(url):
     with Ledger(url) as led:
         for i in range(3):
-            _release(led, f"r{i}")
+            record_release(led, f"r{i}")
         assert led.verify_chain() == []
         seqs = [r["seq"] for r in led.entries()]
     engine = create_engine(url)

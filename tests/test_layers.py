@@ -1,0 +1,62 @@
+"""The floors import only downwards (README, Layout): every ``import`` in every module of
+a package, lazy ones inside functions included, names a package on its own floor or
+below. A newcomer can then read the project from the spec down to the noise draw."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# package -> the project packages it may import (itself included)
+ALLOWED = {
+    "mechanisms": {"mechanisms"},
+    "spec": {"spec", "mechanisms"},
+    "expectations": {"expectations", "mechanisms"},
+    "ledger": {"ledger", "mechanisms"},
+    "checks": {"checks", "mechanisms"},
+    "engines": {"engines", "spec", "mechanisms", "expectations"},
+    "bundle": {"bundle", "engines", "spec", "mechanisms"},
+    "tasks": {"tasks", "bundle", "checks", "engines", "ledger", "expectations", "spec", "mechanisms"},
+    "flows": {
+        "flows",
+        "tasks",
+        "bundle",
+        "checks",
+        "engines",
+        "ledger",
+        "expectations",
+        "spec",
+        "mechanisms",
+    },
+}
+PROJECT = set(ALLOWED)
+
+
+def _imports(path: Path) -> set[str]:
+    """Top-level project packages the module imports, anywhere in it."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found & PROJECT
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_a_package_imports_only_its_floor_and_below(package):
+    wrong = {
+        str(p.relative_to(ROOT)): sorted(_imports(p) - ALLOWED[package])
+        for p in sorted((ROOT / package).rglob("*.py"))
+    }
+    assert {k: v for k, v in wrong.items() if v} == {}
+
+
+def test_tasks_hold_prefect_tasks():
+    """Every module of tasks/ defines a Prefect task, except the error scrubber they share."""
+    for p in sorted((ROOT / "tasks").glob("*.py")):
+        if p.name in ("__init__.py", "scrub.py"):
+            continue
+        assert "@task(" in p.read_text(encoding="utf-8"), p.name
