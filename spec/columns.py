@@ -1,0 +1,83 @@
+"""The public schema as a steward declares it: one pydantic model per column kind, with
+the policies for values the schema does not allow (``out_of_bounds``, ``unknown``)."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+__all__ = ["ColumnSpec", "ContinuousSpec", "NominalSpec", "OrdinalSpec", "Strict"]
+
+
+class Strict(BaseModel):
+    """Every spec model: unknown fields are errors, values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ContinuousSpec(Strict):
+    """``out_of_bounds``: ``reject`` (default) refuses a value outside the bounds (±inf
+    included); ``clip`` moves it to the nearer declared bound before validation. A
+    missing value (empty, NA, NaN) is an error under both."""
+
+    type: Literal["continuous"]
+    bounds: tuple[float, float]
+    integer: bool = False
+    transform: Literal["none", "log"] = "none"
+    out_of_bounds: Literal["reject", "clip"] = "reject"
+
+    @field_validator("bounds")
+    @classmethod
+    def _ordered(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not all(math.isfinite(b) for b in v) or not v[0] < v[1]:
+            raise ValueError(f"bounds ({list(v)}) must be two finite numbers, lower < upper")
+        return v
+
+
+def _other_declared(other: str | None, info: ValidationInfo, values: str) -> str | None:
+    """``other`` is needed by, and only by, ``unknown: other``, and must be declared."""
+    unknown, declared = info.data.get("unknown"), info.data.get(values)
+    if unknown == "other" and other is None:
+        raise ValueError(f"unknown: other needs other: <token>, one of the declared {values}")
+    if other is not None and unknown == "reject":
+        raise ValueError(f"other ({other!r}) is used only with unknown: other")
+    if other is not None and declared is not None and other not in declared:
+        raise ValueError(f"other ({other!r}) must be one of the declared {values}: {declared}")
+    return other
+
+
+class OrdinalSpec(Strict):
+    """``unknown``: ``reject`` (default) refuses a value that is not a declared level;
+    ``other`` maps it to the declared level ``other`` before validation. A missing cell is
+    governed by ``missing`` alone, never mapped to ``other``."""
+
+    type: Literal["ordinal"]
+    levels: list[str] = Field(min_length=2)
+    missing: str | None = None
+    unknown: Literal["reject", "other"] = "reject"
+    other: str | None = Field(default=None, validate_default=True)
+
+    @field_validator("other")
+    @classmethod
+    def _other(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return _other_declared(v, info, "levels")
+
+
+class NominalSpec(Strict):
+    """``unknown``/``other`` as for ordinal columns, over the declared categories."""
+
+    type: Literal["nominal"]
+    categories: list[str] = Field(min_length=2)
+    missing: str | None = None
+    unknown: Literal["reject", "other"] = "reject"
+    other: str | None = Field(default=None, validate_default=True)
+
+    @field_validator("other")
+    @classmethod
+    def _other(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return _other_declared(v, info, "categories")
+
+
+ColumnSpec = Annotated[ContinuousSpec | OrdinalSpec | NominalSpec, Field(discriminator="type")]
