@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from scipy.optimize import brentq
 
@@ -109,12 +109,30 @@ class StageBudget:
     rho: float | None
     epsilon: float | None
 
+    @property
+    def share(self) -> float:
+        """The stage's ρ under zCDP, its ε under pure DP (the one that is set)."""
+        share = self.rho if self.rho is not None else self.epsilon
+        if share is None:
+            raise BudgetError(f"stage '{self.stage}' has neither rho nor epsilon")
+        return share
+
+    @property
+    def pure_epsilon(self) -> float:
+        """The stage's ε, for a mechanism that is pure ε-DP only (Laplace noise); a zCDP
+        share (ρ) is refused."""
+        if self.epsilon is None:
+            raise BudgetError(
+                f"stage '{self.stage}' has a zCDP share (rho {self.rho}), but this mechanism is pure "
+                "epsilon-DP only: set privacy.accountant: pure"
+            )
+        return self.epsilon
+
     def split(self, k: int) -> list[StageBudget]:
         """``k`` equal shares of this stage (ρ/k or ε/k, rounded down, Σ ≤ the stage's),
         for a stage that measures k statistics (one histogram per column, one metric per
         gate); each share keeps the stage's name."""
-        total = self.rho if self.rho is not None else self.epsilon
-        parts = split_budget(total, [1.0] * k)
+        parts = split_budget(self.share, [1.0] * k)
         return [
             StageBudget(
                 self.stage,
@@ -148,14 +166,13 @@ class BudgetPlan:
 
     @property
     def spent_rho(self) -> float | None:
-        return None if self.notion == "pure" else math.fsum(s.rho for s in self.stages)
+        return None if self.notion == "pure" else math.fsum(s.share for s in self.stages)
 
     @property
     def spent_epsilon(self) -> float:
         """ε of the composed stages: Σε_i (pure) or ρ_total converted at δ (zCDP)."""
-        if self.notion == "pure":
-            return math.fsum(s.epsilon for s in self.stages)
-        return zcdp_epsilon(self.spent_rho, self.delta)
+        total = math.fsum(s.share for s in self.stages)
+        return total if self.notion == "pure" else zcdp_epsilon(total, self.delta)
 
 
 def plan_budget(notion: Notion, epsilon: float, delta: float, weights: dict[str, float]) -> BudgetPlan:
@@ -282,10 +299,10 @@ def account(
             f"privacy.allow_non_dp: {'; '.join(defects)}"
         )
     key = "rho" if plan.notion == "zcdp" else "epsilon"
-    stages = []
+    stages: list[dict[str, Any]] = []
     for s in plan.stages:
         spent = math.fsum(r[key] or 0.0 for r in rows if r["stage"] == s.stage)
-        allowed = s.rho if plan.notion == "zcdp" else s.epsilon
+        allowed = s.share
         if spent > allowed:
             raise BudgetError(f"stage '{s.stage}' spent {key} {spent!r} > its allocation {allowed!r}")
         stages.append(

@@ -12,11 +12,11 @@ Stages and their budgets (default weights 0.5 / 0.5):
    factors, Σ = ΛΛᵀ + Ψ rescaled to unit diagonal, m fresh rows z ~ N(0, Σ).
 5. decoding (post-processing) — z → U = Φ(z) → bin through the private CDF.
 
-Privacy: stages 1 and 3 compose: ρ = ρ₁ + ρ₂ (zCDP) or ε = ε₁ + ε₂ (pure). Stage 3's
-input Z depends on the data through the private CDFs (post-processing of stage 1) and on
-each row's own bins; for a *fixed* stage-1 output, replacing one record changes one row
-of Z, which is what the sensitivity below bounds (adaptive composition).
-Synthetic rows are fresh draws: no output row corresponds to an input row.
+Privacy: stages 1 and 3 compose (adaptively): ρ = ρ₁ + ρ₂ (zCDP) or ε = ε₁ + ε₂ (pure).
+Synthetic rows are fresh draws: no output row corresponds to an input row. Not from a
+paper: no paper variant, no defects.
+
+The privacy argument and the derivations: ``docs/proofs/factor_gauss.md``.
 """
 
 from __future__ import annotations
@@ -180,7 +180,14 @@ def encode(
     *,
     rng: np.random.Generator,
 ) -> Encoded:
-    """Stage 1 (private histograms → CDFs, nominal order) and stage 2 (bounded scores)."""
+    """Stage 1 (private histograms → CDFs, nominal order) and stage 2 (bounded scores).
+
+    Sensitivity: per histogram Δ₁ = 2, Δ₂ = √2 (``marginals.histogram_sensitivity``).
+    Noise: ``marginals.measure_histograms``: the stage's ρ or ε split evenly over the p
+    columns, Gaussian σ = √2/√(2ρ/p) or Laplace b = 2p/ε.
+    Privacy: ρ₁-zCDP or ε₁-DP (stage ``marginals``); stage 2 is post-processing.
+    Reference: ours (no paper); ``docs/proofs/factor_gauss.md``.
+    """
     marginals = measure_histograms(bins, schema.names, schema.n_bins, budget, rng=rng)
     code = code_from_marginals(marginals, bins.shape[0], schema)
     n, p = bins.shape
@@ -192,7 +199,13 @@ def measure_moments(
     z: np.ndarray, bound: float, budget: StageBudget, *, rng: np.random.Generator
 ) -> Measurement:
     """Stage 3 on rows in memory: ``measure_moment_sum`` of ZᵀZ (rows must satisfy
-    ‖z‖₂ ≤ B, enforced by ``bound_rows``)."""
+    ‖z‖₂ ≤ B, enforced by ``bound_rows``; ValueError otherwise).
+
+    Sensitivity: ``second_moment_sensitivity`` (needs the bound checked here).
+    Noise: as ``measure_moment_sum``.
+    Privacy: ρ₂-zCDP or ε₂-DP (stage ``moments``), for the fixed stage-1 output.
+    Reference: ours (no paper); ``docs/proofs/factor_gauss.md``.
+    """
     n = z.shape[0]
     if np.any(np.linalg.norm(z, axis=1) > bound * (1 + 1e-12)):
         raise ValueError("latent rows must be bounded with bound_rows before measuring")
@@ -206,8 +219,12 @@ def measure_moment_sum(
     exact sum ZᵀZ of rows with ‖z‖₂ ≤ B (one chunk, or summed over chunks: the noise is
     drawn once, here, never per chunk).
 
-    Sensitivity: ``second_moment_sensitivity``. Noise: σ = Δ₂/√(2ρ) (Gaussian) or
-    b = Δ₁/ε (Laplace) per entry.
+    Sensitivity: ``second_moment_sensitivity``: Δ₂ = √2·B²/n (attained when B ≤ c),
+    Δ₁ = √(p(p+1))·B²/n.
+    Noise: σ = Δ₂/√(2ρ) (Gaussian) or b = Δ₁/ε (Laplace) per entry.
+    Privacy: ρ₂-zCDP or ε₂-DP (stage ``moments``); adaptive composition with stage 1
+    (Z depends on the data through the private CDFs and each row's own bins).
+    Reference: ours (no paper); ``docs/proofs/factor_gauss.md``.
     """
     p = total.shape[0]
     upper = (total / n)[np.triu_indices(p)]
@@ -306,7 +323,13 @@ def _decode_stage(
 def encode_counts(
     counts: list[np.ndarray], n: int, schema: Schema, plan: BudgetPlan, params: FactorGaussParams, rng
 ) -> Stage:
-    """Stage 1 from the fitted rows' summed one-way histograms (noise drawn once, here)."""
+    """Stage 1 from the fitted rows' summed one-way histograms (noise drawn once, here).
+
+    Sensitivity: per histogram Δ₁ = 2, Δ₂ = √2 (``marginals.histogram_sensitivity``).
+    Noise: ``marginals.measure_counts``, the stage split evenly over the p columns.
+    Privacy: ρ₁-zCDP or ε₁-DP (stage ``marginals``), as ``encode``.
+    Reference: ours (no paper); ``docs/proofs/factor_gauss.md``.
+    """
     marginals = measure_counts(counts, schema.names, plan.stage("marginals"), rng=rng)
     return Stage(code_from_marginals(marginals, n, schema), tuple(marginals))
 
@@ -321,7 +344,13 @@ def chunk_moment_sum(
 def estimate_moment_sum(
     total: np.ndarray, n: int, code: LatentCode, plan: BudgetPlan, params: FactorGaussParams, rng
 ) -> Stage:
-    """Stage 3 from ZᵀZ summed over the chunks: ``measure_moment_sum``, once."""
+    """Stage 3 from ZᵀZ summed over the chunks: ``measure_moment_sum``, once.
+
+    Sensitivity: ``second_moment_sensitivity`` with B = ``params.bound(p)``.
+    Noise: as ``measure_moment_sum`` (drawn once, on the sum).
+    Privacy: ρ₂-zCDP or ε₂-DP (stage ``moments``).
+    Reference: ours (no paper); ``docs/proofs/factor_gauss.md``.
+    """
     moments = measure_moment_sum(total, n, params.bound(len(code.cdfs)), plan.stage("moments"), rng=rng)
     return Stage((moments, code), (moments,))
 

@@ -104,8 +104,17 @@ def measure_gates(
     values: Mapping[str, float], k: int, budget: StageBudget, *, rng: np.random.Generator
 ) -> list[Measurement]:
     """Each gated metric + noise, the ``gates`` stage split evenly over them (shares
-    rounded down): Gaussian σ = Δ/√(2ρ_g) under zCDP, Laplace b = Δ/ε_g under pure, with
-    Δ = ``gate_sensitivity``."""
+    rounded down).
+
+    Sensitivity: Δ = ``gate_sensitivity`` = 1/k for each metric (L1 = L2, a scalar;
+    module docstring), for the fixed synthetic table.
+    Noise: Gaussian σ = Δ/√(2ρ_g) under zCDP, Laplace b = Δ/ε_g under pure, with
+    ρ_g = ρ/g or ε_g = ε/g for g gates.
+    Privacy: Σ_g ρ_g ≤ ρ (or Σ ε_g ≤ ε) of the ``gates`` stage, composed with the
+    synthesis (adaptive: the synthetic table is an earlier DP output); the decision is
+    post-processing.
+    Reference: ours (no paper); the noisy-gate argument in the module docstring.
+    """
     out = []
     for name, share in zip(values, budget.split(len(values)), strict=True):
         delta = gate_sensitivity(name, k)

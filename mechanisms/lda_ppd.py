@@ -2,53 +2,46 @@
 mechanism"; digest ``notes/seeds/003-dp-pca-lda-ppdp.md``) for a declared target column,
 generalised from 2 to L classes.
 
-Algorithm (features x ∈ [0, 1]^p: the public-box design of the other columns, p₁
-numeric coordinates and p₂ one-hot blocks, ``mechanisms.publishing``; class y):
+Features x ∈ [0, 1]^p: the public-box design of the other columns (p₁ numeric
+coordinates, p₂ one-hot blocks; ``mechanisms.publishing``); class y. Stages (ledger
+names):
 
-1. stage ``class_counts`` (corrected only, weight 0.05): ñ_c = n_c + Lap(2/ε) (a
-   histogram, Δ₁ = 2 under replace-one).
-2. stage ``moments``: S_c = Σ_{y=c} x (c = 1..L) and Q = triu(Σ_all xxᵀ) released
-   jointly, Laplace b = Δ/ε_moments.
-3. μ_c = S̃_c / max(ñ_c, 1), M = mirror(Q̃)/n, class shares π from ñ_c (post-processing).
-4. greedy synthesis (post-processing, ``synthesize``): m rows, each chosen to reduce
-   Σ_c‖Σ_{y∈c} y − t_cμ_c‖₁ + ‖triu(Σ yyᵀ − tM)‖₁ with the running counts t_c, t.
-5. decode: numerics clipped and de-normalised, one-hot argmax, the class in the target
-   column.
+1. ``class_counts`` (corrected only, weight 0.05): ñ_c = n_c + Lap(2/ε).
+2. ``moments`` (0.95; paper 1): the class sums S_c and Q = triu(Σ_all xxᵀ) jointly,
+   Laplace b = Δ/ε_moments; then μ_c = S̃_c / max(ñ_c, 1), M = mirror(Q̃)/n and the class
+   shares (post-processing).
+3. greedy synthesis of m fresh rows matching them, decoded (post-processing,
+   ``synthesize``).
 
-Privacy (replace-one, n public, pure ε-DP only): two Laplace releases composed
-sequentially; the rest is post-processing.
+Pure ε-DP only (replace-one, n public): two Laplace releases composed sequentially.
+
+In one call: ``SYNTHESIZER.fit(rows, schema, plan, LDAPPDParams(target=...), m=m,
+rng=rng)`` with ``plan = accounting.plan_budget("pure", ε, 0, stage_weights(schema,
+params))``; ``Fit.stages[1].state`` is the ``LDAModel``, ``Fit.stages[2].state`` the
+greedy rows (design coordinates of the features) and their classes.
 
 Where the paper is wrong (variant ``corrected``; ``paper`` reproduces it, its records
-carry defects):
+carry defects), one line each:
 
-* The categorical Δ = 2(p₁+p₂) + [(p₁+p₂+1)(p₁+p₂) + p₂(p₂+1)]/2 is too small for the
-  same reason as Alg A's (numerics held near 1 change the numeric × dummy entries of Q):
-  the exact maximum (``publishing.class_moment_sensitivity``) is 100 vs 90 at
-  (p₁, p₂) = (5, 5) and 96 vs 84 at (3, 6). For numerics only (p₂ = 0) the paper's
-  2p + p(p+1)/2 is valid (loose: the exact value is p + p(p+1)/2 + p/(2(p+1))).
-* n₁, n₂ are used without noise as divisors and synthetic class sizes (the paper's
-  proof fixes them). Corrected: private ñ_c, its own stage.
-* The paper releases 2 classes and says it generalises; a record changing class moves
-  between two class sums whatever L is, so Δ does not depend on L.
+* the categorical Δ is too small: the exact ``publishing.class_moment_sensitivity``;
+* n₁, n₂ are used without noise: private ñ_c, in their own stage;
+* 2 classes only: a record changing class moves between two class sums whatever L is,
+  so Δ does not depend on L.
 
-Greedy synthesis details the paper leaves open (any choice is post-processing): the
-class of row j is the one with the largest deficit jπ_c − t_c (counts stay within 1 of
-the shares); categoricals are set before numerics, each by trying its K levels; unset
-features stand at the class's noisy mean clipped to [0, 1]; the off-diagonal terms
-count each pair once (upper triangle).
+Derivations, the privacy argument and the greedy synthesis's open choices:
+``docs/proofs/pcappd_lda_ppd.md``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 from scipy.linalg import blas
 
-from mechanisms.accounting import BudgetPlan, split_budget
+from mechanisms.accounting import BudgetPlan
 from mechanisms.design import Design, design
 from mechanisms.marginals import histogram, histogram_sensitivity, project_to_simplex
 from mechanisms.primitives import Measurement, laplace_mechanism, unprotected
@@ -72,7 +65,6 @@ __all__ = [
     "check",
     "class_statistic",
     "defects",
-    "fit",
     "release_class_counts",
     "release_moments",
     "sensitivities",
@@ -121,11 +113,16 @@ def stage_weights(schema: Schema, params: LDAPPDParams) -> dict[str, float]:
     return {"class_counts": CLASS_COUNT_SHARE, "moments": 1.0 - CLASS_COUNT_SHARE}
 
 
+def _target_index(schema: Schema, params: LDAPPDParams) -> int:
+    """The column index of ``target``; ValueError (naming the parameter) when it names none."""
+    if params.target is None or params.target not in schema.names:
+        raise ValueError(f"params.target ({params.target!r}) must name a schema column: {schema.names}")
+    return schema.names.index(params.target)
+
+
 def check(schema: Schema, params: LDAPPDParams) -> None:
     """``target`` names a nominal or ordinal column and leaves at least one feature."""
-    if params.target not in schema.names:
-        raise ValueError(f"params.target ({params.target!r}) must name a schema column: {schema.names}")
-    if isinstance(schema[params.target], Continuous):
+    if isinstance(schema.columns[_target_index(schema, params)], Continuous):
         raise ValueError(
             f"params.target ({params.target!r}) must be a nominal or ordinal column, not continuous"
         )
@@ -145,8 +142,15 @@ def class_statistic(x: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray:
 def release_class_counts(
     y: np.ndarray, n_classes: int, epsilon: float | None, *, rng: np.random.Generator, stage: str
 ) -> Measurement:
-    """Corrected (``epsilon`` given): ñ = histogram + Lap(2/ε)^L (Δ₁ = 2, replace-one).
-    Paper (``epsilon`` None): the true n_c, recorded ``unprotected``."""
+    """Corrected (``epsilon`` given): ñ = histogram + Lap(2/ε)^L. Paper (``epsilon``
+    None): the true n_c, recorded ``unprotected``.
+
+    Sensitivity: Δ₁ = 2 (a histogram under replace-one, ``histogram_sensitivity``).
+    Noise: Laplace b = 2/ε per class.
+    Privacy: ε-DP (stage ``class_counts``); the paper variant's exact counts are not DP.
+    Reference: the seed paper's Alg B (n₁, n₂, used there without noise).
+    Corrected: the class sizes are measured, in their own stage.
+    """
     counts = histogram(y, n_classes)
     if epsilon is None:
         return unprotected(counts, name="class_counts", stage=stage, defect=CLASS_SIZE_DEFECT)
@@ -171,8 +175,16 @@ def release_moments(
     rng: np.random.Generator,
     stage: str,
 ) -> Measurement:
-    """``class_statistic`` + Lap(Δ/ε). Corrected: Δ = ``class_moment_sensitivity``
-    (exact, any L). Paper: its Δ, with a defect when below the exact maximum."""
+    """``class_statistic`` + Lap(Δ/ε): the class sums and triu(Σ_all xxᵀ), jointly.
+
+    Sensitivity: corrected, Δ = ``class_moment_sensitivity`` (exact, any L, attained).
+    Paper: its Δ (``paper_class_moment_sensitivity``).
+    Noise: Laplace b = Δ/ε per entry.
+    Privacy: ε-DP (stage ``moments``); the paper variant's record carries a defect when
+    its Δ is below the exact maximum (not DP).
+    Reference: the seed paper's Alg B step 1.
+    Corrected: the paper's categorical Δ is too small; the exact maximum instead.
+    """
     exact = class_moment_sensitivity(lay.p1, lay.p2)
     delta = exact if variant == "corrected" else paper_class_moment_sensitivity(lay.p1, lay.p2)
     m = laplace_mechanism(
@@ -214,32 +226,6 @@ def build_model(counts: Measurement, moments: Measurement, n: int, lay: Layout) 
     means = sums / np.maximum(counts.value, 1.0)[:, None]
     second = mirror(moments.value[n_classes * p :], p) / n
     return LDAModel(means, second, project_to_simplex(counts.value / n), lay, (counts, moments))
-
-
-def fit(
-    x: np.ndarray,
-    y: np.ndarray,
-    n_classes: int,
-    blocks: Design | Sequence[int],
-    *,
-    epsilon: float,
-    variant: Variant = "corrected",
-    rng: np.random.Generator,
-) -> LDAModel:
-    """Alg B steps 1-2 on a design matrix x (n, p) in [0, 1] and classes y ∈ {0..L−1}
-    (for benchmarks). ``blocks``: a ``Design`` or column widths (1 numeric, K ≥ 2 one-hot).
-    Corrected: ε split 0.05 (counts) / 0.95 (moments); paper: all ε on the moments."""
-    lay = layout(blocks)
-    if x.shape[1] != lay.width or np.any((y < 0) | (y >= n_classes)):
-        raise ValueError(f"x must have {lay.width} columns and y class indices below n_classes ({n_classes})")
-    if variant == "paper":
-        counts = release_class_counts(y, n_classes, None, rng=rng, stage="moments")
-        eps_moments = epsilon
-    else:
-        eps_counts, eps_moments = split_budget(epsilon, [CLASS_COUNT_SHARE, 1.0 - CLASS_COUNT_SHARE])
-        counts = release_class_counts(y, n_classes, eps_counts, rng=rng, stage="class_counts")
-    moments = release_moments(x, y, n_classes, lay, eps_moments, variant, rng=rng, stage="moments")
-    return build_model(counts, moments, x.shape[0], lay)
 
 
 # ---------------------------------------------------------------- greedy synthesis (step 3)
@@ -328,7 +314,7 @@ def synthesize(model: LDAModel, m: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _features(schema: Schema, params: LDAPPDParams) -> tuple[Design, int]:
-    j = schema.names.index(params.target)
+    j = _target_index(schema, params)
     return design(Schema(schema.columns[:j] + schema.columns[j + 1 :])), j
 
 
@@ -365,7 +351,7 @@ def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: LDA
     if params.variant == "paper":
         counts = release_class_counts(y, n_classes, None, rng=rng, stage="moments")
     else:
-        eps = plan.stage("class_counts").epsilon
+        eps = plan.stage("class_counts").pure_epsilon
         counts = release_class_counts(y, n_classes, eps, rng=rng, stage="class_counts")
     lay = layout(features)
     facts = {"numeric_coordinates": lay.p1, "nominal_columns": lay.p2, "design_width": lay.width}
@@ -379,7 +365,7 @@ def _estimate_stage(encoded: _Encoded, plan: BudgetPlan, params: LDAPPDParams, r
         encoded.y,
         n_classes,
         encoded.layout,
-        plan.stage("moments").epsilon,
+        plan.stage("moments").pure_epsilon,
         params.variant,
         rng=rng,
         stage="moments",
@@ -399,7 +385,9 @@ def _decode_stage(
     x, labels = state
     features, j = _features(schema, params)
     rows = features.decode(x)
-    return MixedRows(np.insert(rows.bins, j, labels, axis=1), np.insert(rows.unit, j, np.nan, axis=1))
+    return MixedRows(
+        np.insert(rows.bins, j, labels, axis=1), np.insert(rows.require_unit(), j, np.nan, axis=1)
+    )
 
 
 SYNTHESIZER = Synthesizer(

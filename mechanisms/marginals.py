@@ -43,7 +43,13 @@ def measure_histograms(
     *,
     rng: np.random.Generator,
 ) -> list[Measurement]:
-    """One noisy histogram per column of ``bins``: ``measure_counts`` on their counts."""
+    """One noisy histogram per column of ``bins``: ``measure_counts`` on their counts.
+
+    Sensitivity: per histogram Δ₁ = 2, Δ₂ = √2 (``histogram_sensitivity``).
+    Noise: as ``measure_counts``: the stage split evenly over the columns.
+    Privacy: the stage's ρ-zCDP or ε-DP (composition over the columns).
+    Reference: the replace-one histogram (module docstring); ``factor_gauss`` stage 1.
+    """
     counts = [histogram(bins[:, j], n_bins[j]) for j in range(len(names))]
     return measure_counts(counts, names, budget, rng=rng)
 
@@ -57,6 +63,7 @@ def measure_counts(
     Sensitivity: Δ₂ = √2 (Gaussian, zCDP) or Δ₁ = 2 (Laplace, pure ε) per histogram.
     Noise: σ_j = √2/√(2ρ_j) with ρ_j = ρ/p; or b_j = 2/ε_j with ε_j = ε/p.
     Privacy: Σ_j ρ_j ≤ ρ (zCDP composition) or Σ_j ε_j ≤ ε (basic composition).
+    Reference: the replace-one histogram (module docstring); ``factor_gauss`` stage 1.
     """
     return [
         measure_stage(

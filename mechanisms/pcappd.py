@@ -2,46 +2,41 @@
 mechanism"; digest ``notes/seeds/003-dp-pca-lda-ppdp.md``). Output row i is computed
 from input row i (``keeps_row_order``).
 
-Algorithm (rows x ∈ [0, 1]^p of the public-box design, ``mechanisms.design``: p₁ numeric
-coordinates, p₂ one-hot blocks; ``mechanisms.publishing``):
+Rows x ∈ [0, 1]^p of the public-box design (p₁ numeric coordinates, p₂ one-hot blocks;
+``mechanisms.publishing``). Stages (ledger names; the paper's ε/2 + ε/2):
 
-1. stage ``moments`` (ε/2): S₁ = Σx and S₂ = triu(Σxxᵀ) (with the diagonal) released
-   *jointly* with Laplace noise b = Δ/ε_moments (the paper: Lap(2s/ε)).
-2. m = S̃₁/n, M = mirror(S̃₂)/n, D = M − mmᵀ (symmetric, maybe indefinite), U_k = the
-   eigenvectors of the k algebraically largest eigenvalues (post-processing).
-3. stage ``rows`` (ε/2): Y = (X − 1mᵀ)U_k plus i.i.d. Laplace noise per entry,
-   b = Δ_rows/ε_rows (the paper: Lap(2√(kp)/ε)).
-4. X̂ = ỸU_kᵀ + 1mᵀ; decode (paper step 7): the largest coordinate of each one-hot
-   block is the category, numerics are clipped to [0, 1] and de-normalised.
+1. ``moments`` (0.5): (Σx, triu(Σxxᵀ)) jointly, Laplace b = Δ/ε_moments; then
+   (post-processing) the mean m and U_k, the top-k eigenvectors of D = M − mmᵀ.
+2. ``rows`` (0.5): Y = (X − 1mᵀ)U_k plus i.i.d. Laplace per entry, b = Δ_rows/ε_rows;
+   then X̂ = ỸU_kᵀ + 1mᵀ, decoded (paper step 7; post-processing).
 
-Privacy (replace-one neighbours, n public, pure ε-DP only): stage 1 is Laplace on a
-statistic of L1 sensitivity Δ (exact, ``publishing.moment_sensitivity``). Given the
-released m and U_k, record i affects only row i of Y, by (xᵢ − xᵢ')U_k (m cancels), so
-stage 3 is Laplace with the row sensitivity (``rows_sensitivity``); sequential
-composition gives ε_moments + ε_rows. The rest is post-processing.
+Pure ε-DP only (replace-one, n public): the two Laplace releases compose sequentially.
 
-Variant ``paper`` (NOT DP when the schema has nominal columns): noise from the paper's
-categorical s, which is too small — it assumes the worst record flips every numeric
-0 → 1, but numerics held near 1 in both records change the 2p₁p₂ numeric × dummy
-entries. The exact maximum exceeds s for every p₁ ≥ 1, p₂ ≥ 2 (continuous numerics);
-on vertex records (numerics in {0, 1}) once p₂ > (p₁+3)/2 — at (p₁, p₂) = (5, 5): 91⅔
-(vertices 91) vs s = 85; at (3, 6): 90 vs 81. The measurement then carries a defect.
-Corrected: Δ = ``moment_sensitivity`` (proved there, attained). The rows stage uses
-the paper's Lemma 2, √(kp): valid but loose; corrected uses √(k(p₁+2p₂))
-(``rows_sensitivity``).
+In one call: ``SYNTHESIZER.fit(rows, schema, plan, PCAPPDParams(components=k), m=n,
+rng=rng)`` with ``plan = accounting.plan_budget("pure", ε, 0, stage_weights(schema,
+params))``; ``Fit.stages[1].state`` holds m and U_k, ``Fit.stages[2].state`` the raw X̂
+(design coordinates, before step 7).
+
+Paper defects (variant ``corrected`` fixes them; ``paper`` keeps them, and its moments
+record carries a defect when it bites), one line each:
+
+* the categorical sensitivity s is too small (p₁ ≥ 1, p₂ ≥ 2): the exact
+  ``publishing.moment_sensitivity`` instead;
+* Lemma 2's rows sensitivity √(kp) is valid but loose: √(k(p₁+2p₂)) (``rows_sensitivity``).
+
+Derivations and the privacy argument: ``docs/proofs/pcappd_lda_ppd.md``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
-from mechanisms.accounting import BudgetPlan, split_budget
-from mechanisms.design import Design, design
+from mechanisms.accounting import BudgetPlan
+from mechanisms.design import design
 from mechanisms.primitives import Measurement, laplace_mechanism
 from mechanisms.publishing import (
     Layout,
@@ -49,7 +44,6 @@ from mechanisms.publishing import (
     mirror,
     moment_sensitivity,
     paper_moment_sensitivity,
-    snap,
     upper,
 )
 from mechanisms.schema import Schema
@@ -58,12 +52,10 @@ from mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Synthesizer
 __all__ = [
     "SYNTHESIZER",
     "PCAPPDParams",
-    "Publication",
     "check",
     "defects",
     "moment_statistic",
     "principal_axes",
-    "publish",
     "reconstruct",
     "release_moments",
     "release_rows",
@@ -126,8 +118,16 @@ def release_moments(
     x: np.ndarray, lay: Layout, epsilon: float, variant: Variant, *, rng: np.random.Generator, stage: str
 ) -> Measurement:
     """Alg A step 2: ``moment_statistic`` + Lap(Δ/ε)^{p+p(p+1)/2} at this stage's ε
-    (the paper's Lap(2s/ε) with ε/2 here). Corrected: Δ = ``moment_sensitivity`` (exact).
-    Paper: Δ = s; the record carries a defect when s is below the exact maximum."""
+    (the paper's Lap(2s/ε) with ε/2 here).
+
+    Sensitivity: corrected, Δ = ``moment_sensitivity`` (exact, attained). Paper: Δ = s
+    (``paper_moment_sensitivity``).
+    Noise: Laplace b = Δ/ε per entry.
+    Privacy: ε-DP (stage ``moments``); the paper variant's record carries a defect when
+    s is below the exact maximum (not DP).
+    Reference: the seed paper's Alg A step 2 and "How to deal with categorical variables".
+    Corrected: the paper's s is too small for p₁ ≥ 1, p₂ ≥ 2; the exact maximum instead.
+    """
     exact = moment_sensitivity(lay.p1, lay.p2)
     delta = exact if variant == "corrected" else paper_moment_sensitivity(lay.p1, lay.p2)
     m = laplace_mechanism(
@@ -179,8 +179,16 @@ def release_rows(
     rng: np.random.Generator,
     stage: str,
 ) -> Measurement:
-    """Alg A step 5: Ỹ = (X − 1mᵀ)U_k + Lap(Δ_rows/ε)^{n×k}; one record changes one row
-    (parallel over rows), Δ_rows = ``rows_sensitivity``."""
+    """Alg A step 5: Ỹ = (X − 1mᵀ)U_k + Lap(Δ_rows/ε)^{n×k}.
+
+    Sensitivity: Δ_rows = ``rows_sensitivity`` for the released m and U_k: one record
+    changes one row, by (xᵢ − xᵢ')U_k (m cancels); √(k(p₁+2p₂)), attained.
+    Noise: Laplace b = Δ_rows/ε per entry.
+    Privacy: ε-DP (stage ``rows``; parallel over rows), composed sequentially with
+    ``moments``.
+    Reference: the seed paper's Alg A step 5 and Lemma 2.
+    Corrected: Lemma 2's √(kp) is valid but loose; √(k(p₁+2p₂)) (paper variant: √(kp)).
+    """
     return laplace_mechanism(
         (x - mean) @ axes,
         l1_sensitivity=rows_sensitivity(lay, axes.shape[1], variant),
@@ -194,43 +202,6 @@ def release_rows(
 def reconstruct(scores: np.ndarray, mean: np.ndarray, axes: np.ndarray) -> np.ndarray:
     """Alg A step 6: X̂ = ỸU_kᵀ + 1mᵀ (design coordinates, before step 7)."""
     return scores @ axes.T + mean
-
-
-@dataclass(frozen=True)
-class Publication:
-    """``publish``'s result: X̂ snapped to the design's domain (step 7: clipped numerics,
-    one-hot argmax), the raw X̂, m, U_k and the two measurements."""
-
-    rows: np.ndarray = field(repr=False)
-    raw: np.ndarray = field(repr=False)
-    mean: np.ndarray = field(repr=False)
-    axes: np.ndarray = field(repr=False)
-    measurements: tuple[Measurement, ...]
-
-
-def publish(
-    x: np.ndarray,
-    blocks: Design | Sequence[int],
-    *,
-    epsilon: float,
-    k: int,
-    variant: Variant = "corrected",
-    rng: np.random.Generator,
-) -> Publication:
-    """Alg A on a design matrix x (n, p) in [0, 1] (for benchmarks): ``blocks`` is a
-    ``Design`` or the column widths (1 numeric, K ≥ 2 a one-hot block); ε split ε/2 +
-    ε/2 (rounded down)."""
-    lay = layout(blocks)
-    if x.shape[1] != lay.width or not 1 <= k <= lay.width:
-        raise ValueError(
-            f"x has {x.shape[1]} columns and k = {k}; the layout needs {lay.width} and 1 <= k <= p"
-        )
-    eps_moments, eps_rows = split_budget(epsilon, [0.5, 0.5])
-    moments = release_moments(x, lay, eps_moments, variant, rng=rng, stage="moments")
-    mean, axes = principal_axes(moments.value, x.shape[0], lay.width, k)
-    scores = release_rows(x, mean, axes, lay, eps_rows, variant, rng=rng, stage="rows")
-    raw = reconstruct(scores.value, mean, axes)
-    return Publication(snap(raw, lay), raw, mean, axes, (moments, scores))
 
 
 # ---------------------------------------------------------------- the four pipeline stages
@@ -274,7 +245,7 @@ def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: PCA
 def _estimate_stage(encoded: _Encoded, plan: BudgetPlan, params: PCAPPDParams, rng) -> Stage:
     lay = encoded.layout
     moments = release_moments(
-        encoded.x, lay, plan.stage("moments").epsilon, params.variant, rng=rng, stage="moments"
+        encoded.x, lay, plan.stage("moments").pure_epsilon, params.variant, rng=rng, stage="moments"
     )
     mean, axes = principal_axes(moments.value, encoded.x.shape[0], lay.width, params.components)
     return Stage((encoded, mean, axes, plan), (moments,), {"moment_sensitivity": moments.sensitivity})
@@ -290,7 +261,7 @@ def _sample_stage(
             f"pcappd releases exactly one row per fitted input row (asked for {m}, fitted {n}); "
             "remove synthetic_rows from the spec"
         )
-    eps = plan.stage("rows").epsilon
+    eps = plan.stage("rows").pure_epsilon
     scores = release_rows(encoded.x, mean, axes, encoded.layout, eps, params.variant, rng=rng, stage="rows")
     return Stage(reconstruct(scores.value, mean, axes), (scores,), {"rows_sensitivity": scores.sensitivity})
 

@@ -149,7 +149,14 @@ def _vetted_float_noise(
     """``value`` + OpenDP noise of ``scale``, and the scale used: the smallest double ≥
     ``scale`` whose OpenDP privacy map at ``sensitivity`` is ≤ ``budget`` (ε for Laplace
     on L1, ρ for Gaussian on L2). OpenDP's map rounds up, so this is ``scale`` or an ulp
-    or two above it, never below."""
+    or two above it, never below.
+
+    Sensitivity: ``sensitivity``, the calling mechanism's Δ₁ or Δ₂.
+    Noise: OpenDP's ``make_laplace`` / ``make_gaussian`` at the returned scale: exact
+    discrete Laplace / Gaussian on the lattice 2^-1074, only the sum rounded.
+    Privacy: OpenDP's own map at that scale and sensitivity is ≤ ``budget``.
+    Reference: Canonne–Kamath–Steinke 2020; Mironov 2012 (why not float samplers).
+    """
     if not np.all(np.isfinite(value)):
         # OpenDP maps a non-finite float to 0 or the largest double before adding noise.
         raise ValueError("a value to be measured must be finite")
@@ -236,11 +243,16 @@ def gaussian_mechanism(
     name: str,
     stage: str,
 ) -> Measurement:
-    """value + N(0, σ²I) with σ = Δ₂/√(2ρ): ρ-zCDP for a query of L2 sensitivity Δ₂.
+    """value + N(0, σ²I): the Gaussian mechanism.
 
-    With a ``VettedRNG`` the noise is OpenDP's discrete Gaussian of scale σ on the lattice
-    2^-1074 (ρ-zCDP for the same Δ₂, Canonne–Kamath–Steinke 2020), and σ is raised by an ulp
-    if OpenDP's own map needs it; the record carries the σ actually used."""
+    Sensitivity: the caller's Δ₂ (``l2_sensitivity``), recorded as given.
+    Noise: σ = Δ₂/√(2ρ), rounded up (``gaussian_sigma``). With a ``VettedRNG`` the noise
+    is OpenDP's discrete Gaussian of scale σ on the lattice 2^-1074, and σ is raised by an
+    ulp if OpenDP's own map needs it; the record carries the σ actually used.
+    Privacy: ρ-zCDP for a query of L2 sensitivity Δ₂ (the discrete Gaussian too, for the
+    same Δ₂); zCDP composes additively, adaptively too (``accounting``).
+    Reference: Bun & Steinke 2016, Prop. 1.6; Canonne–Kamath–Steinke 2020 (discrete).
+    """
     sigma = gaussian_sigma(l2_sensitivity, rho)
     noisy, sigma = _perturb(np.asarray(value, dtype=float), "gaussian", sigma, l2_sensitivity, rho, rng)
     return Measurement(name, stage, noisy, "gaussian", l2_sensitivity, "l2", sigma, rho, None)
@@ -255,24 +267,32 @@ def laplace_mechanism(
     name: str,
     stage: str,
 ) -> Measurement:
-    """value + Lap(b)^d with b = Δ₁/ε: ε-DP for a query of L1 sensitivity Δ₁.
+    """value + Lap(b)^d: the Laplace mechanism.
 
-    With a ``VettedRNG`` the noise is OpenDP's discrete Laplace of scale b on the lattice
-    2^-1074 (ε-DP for the same Δ₁); the record carries the b actually used (b, or an ulp
-    above it if OpenDP's own map needs it)."""
+    Sensitivity: the caller's Δ₁ (``l1_sensitivity``), recorded as given.
+    Noise: b = Δ₁/ε, rounded up (``laplace_scale``). With a ``VettedRNG`` the noise is
+    OpenDP's discrete Laplace of scale b on the lattice 2^-1074; the record carries the b
+    actually used (b, or an ulp above it if OpenDP's own map needs it).
+    Privacy: ε-DP for a query of L1 sensitivity Δ₁ (the discrete Laplace too, for the
+    same Δ₁); ε's add up under basic composition.
+    Reference: Dwork et al. 2006; Canonne–Kamath–Steinke 2020 (discrete).
+    """
     b = laplace_scale(l1_sensitivity, epsilon)
     noisy, b = _perturb(np.asarray(value, dtype=float), "laplace", b, l1_sensitivity, epsilon, rng)
     return Measurement(name, stage, noisy, "laplace", l1_sensitivity, "l1", b, None, epsilon)
 
 
 def discrete_laplace_noise(scale: float, size: int | tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """Integer noise Lap_Z(σ), P(z) ∝ e^{−|z|/σ}, of shape ``size``. Added to an integer
-    query of L1 sensitivity Δ it is (Δ/σ)-DP (exact integer addition: no float issue).
+    """Integer noise Lap_Z(σ), P(z) ∝ e^{−|z|/σ}, of shape ``size`` (the noise alone).
 
-    A ``VettedRNG`` draws it with OpenDP's exact sampler (``make_laplace`` on i64 vectors,
-    Canonne–Kamath–Steinke 2020, with σ as an exact rational); a plain generator as
-    G₁ − G₂ with G ~ Geometric(1 − e^{−1/σ}) (numpy's Geometric counts trials ≥ 1; the
-    shift cancels)."""
+    Sensitivity: the caller's; an integer query of L1 sensitivity Δ.
+    Noise: discrete Laplace of scale σ. A ``VettedRNG`` draws it with OpenDP's exact
+    sampler (``make_laplace`` on i64 vectors, with σ as an exact rational); a plain
+    generator as G₁ − G₂ with G ~ Geometric(1 − e^{−1/σ}) (numpy's Geometric counts
+    trials ≥ 1; the shift cancels).
+    Privacy: added to that query it is (Δ/σ)-DP (exact integer addition: no float issue).
+    Reference: Canonne–Kamath–Steinke 2020 (the discrete Laplace and its sampler).
+    """
     if _is_vetted(rng):
         n = int(np.prod(size))
         dp = _opendp()
@@ -294,9 +314,15 @@ def discrete_laplace_mechanism(
     stage: str,
     defect: str | None = None,
 ) -> Measurement:
-    """Integer ``counts`` + Lap_Z(``scale``) per entry: (Δ₁/scale)-DP for counts of L1
-    sensitivity Δ₁, recorded at the ``epsilon`` the caller's plan assigns (≥ Δ₁/scale for a
-    DP release; a paper-literal variant records its claim and a ``defect``)."""
+    """Integer ``counts`` + Lap_Z(``scale``) per entry: the discrete Laplace mechanism.
+
+    Sensitivity: the caller's Δ₁ (``l1_sensitivity``), recorded as given.
+    Noise: Lap_Z(``scale``), chosen by the caller (``discrete_laplace_noise``).
+    Privacy: (Δ₁/scale)-DP for counts of L1 sensitivity Δ₁, recorded at the ``epsilon``
+    the caller's plan assigns (≥ Δ₁/scale for a DP release; a paper-literal variant
+    records its claim and a ``defect``).
+    Reference: Canonne–Kamath–Steinke 2020; used by ``private_pca``'s PMM and PSMM.
+    """
     noisy, _ = _perturb(np.asarray(counts), "discrete_laplace", scale, l1_sensitivity, epsilon, rng)
     return Measurement(
         name, stage, noisy, "discrete_laplace", l1_sensitivity, "l1", scale, None, epsilon, defect
@@ -315,7 +341,16 @@ def _perturb(
     ``scale``, and the scale actually used. Every DP noise draw of every mechanism passes
     here (only the paper-literal ``dpfm`` variant's sorted noise, which is not DP, is drawn
     in ``dpfm`` itself), so the wiring tests (``tests/wiring.py``) replace this function to
-    read the exact statistic each stage measures, with the noise switched off."""
+    read the exact statistic each stage measures, with the noise switched off.
+
+    Sensitivity: ``sensitivity``, as the calling mechanism computed it (used only by
+    OpenDP's privacy map for a ``VettedRNG``).
+    Noise: ``scale`` (σ or b): discrete Laplace on integers; float Laplace / Gaussian
+    from OpenDP (``_vetted_float_noise``) or numpy's samplers (seeded generator).
+    Privacy: that of the calling mechanism, ``budget`` (ε or ρ) at ``sensitivity``.
+    Reference: see ``gaussian_mechanism``, ``laplace_mechanism``,
+    ``discrete_laplace_mechanism``.
+    """
     if kind == "discrete_laplace":
         return value + discrete_laplace_noise(scale, value.shape, rng), scale
     if _is_vetted(rng):
@@ -336,7 +371,13 @@ def measure(
     stage: str,
 ) -> Measurement:
     """The accountant's mechanism for a budget share: Gaussian with ρ = ``share`` under
-    zCDP, Laplace with ε = ``share`` under pure DP."""
+    zCDP, Laplace with ε = ``share`` under pure DP.
+
+    Sensitivity: the caller's Δ₂ (zCDP) or Δ₁ (pure); the other one is not used.
+    Noise: σ = Δ₂/√(2ρ) (``gaussian_mechanism``) or b = Δ₁/ε (``laplace_mechanism``).
+    Privacy: ρ-zCDP or ε-DP for the share.
+    Reference: Bun & Steinke 2016, Prop. 1.6; Dwork et al. 2006.
+    """
     if zcdp:
         return gaussian_mechanism(
             value, l2_sensitivity=l2_sensitivity, rho=share, rng=rng, name=name, stage=stage
@@ -356,11 +397,19 @@ def measure_stage(
     name: str,
 ) -> Measurement:
     """``measure`` with a stage's whole share: Gaussian with its ρ under zCDP, Laplace with
-    its ε under pure DP; the record carries the stage's name."""
+    its ε under pure DP; the record carries the stage's name.
+
+    Sensitivity: the caller's Δ₂ (zCDP) or Δ₁ (pure).
+    Noise: σ = Δ₂/√(2ρ) or b = Δ₁/ε, ρ or ε the stage's (``StageBudget``).
+    Privacy: ρ-zCDP or ε-DP, the stage's share of the ``BudgetPlan``; a stage measuring
+    several statistics splits itself first (``StageBudget.split``) so they compose to
+    at most its share.
+    Reference: Bun & Steinke 2016, Prop. 1.6; Dwork et al. 2006.
+    """
     zcdp = budget.rho is not None
     return measure(
         value,
-        share=budget.rho if zcdp else budget.epsilon,
+        share=budget.share,
         zcdp=zcdp,
         l2_sensitivity=l2_sensitivity,
         l1_sensitivity=l1_sensitivity,

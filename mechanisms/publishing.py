@@ -2,22 +2,12 @@
 publishing, Alg A) and ``lda_ppd`` (DP-LDA publishing, Alg B): the layout of a public-box
 design row, the moment statistics and their exact replace-one L1 sensitivities.
 
-Rows. A row x = (u, a) ∈ [0, 1]^p has p₁ *numeric* coordinates u ∈ [0, 1]^{p₁}
-(continuous and ordinal columns of ``mechanisms.design``) and p₂ *one-hot blocks* a (one
-per nominal column, K ≥ 2 coordinates, exactly one of them 1). Under replace-one
-neighbours one record x = (u, a) becomes x' = (v, b); let d ≤ p₂ be the number of blocks
-whose category changes.
-
-The paper's categorical sensitivity is wrong. It assumes the largest change moves every
-numeric coordinate 0 → 1 (the paper, "How to deal with categorical variables"), which
-gives s = (p₁ + 2p₂) + [(p₁+p₂)(p₁+p₂+1) + p₂(p₂+1)]/2. But a numeric coordinate at 1 in
-*both* records, with every category changed, changes the 2p₂ cross entries u_i·a_B,
-v_i·b_B by 1 each; numerics that stay near 1 can beat the paper's 0 → 1 flip. The exact
-maximum, over the box [0, 1]^{p₁} (continuous columns take every value in it), is
-derived below (``moment_sensitivity``, ``class_moment_sensitivity``); it exceeds the
-paper's s whenever p₁ ≥ 1 and p₂ ≥ 2. On vertex records only (numerics in {0, 1}) the gap
-appears once p₂ > (p₁ + 3)/2: at (p₁, p₂) = (5, 5) vertices reach 91 and the interior
-91⅔ (paper 85); at (3, 6) both reach 90 (paper 81).
+A row x = (u, a) ∈ [0, 1]^p has p₁ *numeric* coordinates u ∈ [0, 1]^{p₁} and p₂
+*one-hot blocks* a (one per nominal column, K ≥ 2 coordinates). The paper's categorical
+sensitivity is wrong (it assumes the worst record flips every numeric 0 → 1; numerics
+that stay near 1 change the numeric × dummy entries more): the exact maxima
+(``moment_sensitivity``, ``class_moment_sensitivity``) exceed it whenever p₁ ≥ 1 and
+p₂ ≥ 2. The argument and the proofs: ``docs/proofs/pcappd_lda_ppd.md``.
 """
 
 from __future__ import annotations
@@ -37,7 +27,6 @@ __all__ = [
     "moment_sensitivity",
     "paper_class_moment_sensitivity",
     "paper_moment_sensitivity",
-    "snap",
     "upper",
 ]
 
@@ -173,14 +162,3 @@ def paper_class_moment_sensitivity(p1: int, p2: int) -> float:
     """Alg B's Δ (its categorical formula; 2p + p(p+1)/2 when p₂ = 0):
     2(p₁+p₂) + [(p₁+p₂+1)(p₁+p₂) + p₂(p₂+1)]/2. Too small (``class_moment_sensitivity``)."""
     return 2 * (p1 + p2) + ((p1 + p2 + 1) * (p1 + p2) + p2 * (p2 + 1)) / 2
-
-
-def snap(x: np.ndarray, lay: Layout) -> np.ndarray:
-    """Post-processing onto the design's domain (Alg A step 7): numerics clipped to
-    [0, 1]; in each one-hot block the largest coordinate becomes 1, the others 0."""
-    out = np.clip(x, 0.0, 1.0)
-    for b in lay.blocks:
-        block = np.zeros((x.shape[0], b.stop - b.start))
-        block[np.arange(x.shape[0]), np.argmax(x[:, b], axis=1)] = 1.0
-        out[:, b] = block
-    return out

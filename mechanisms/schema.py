@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, overload
 
 import numpy as np
 
@@ -83,7 +83,14 @@ class Continuous:
             return np.arange(lo, lo + self.n_bins + 1, dtype=float) - 0.5
         return np.linspace(self._forward(self.lower), self._forward(self.upper), self.n_bins + 1)
 
-    def _forward(self, x: np.ndarray | float) -> np.ndarray:
+    @overload
+    def _forward(self, x: float) -> float: ...
+
+    @overload
+    def _forward(self, x: np.ndarray) -> np.ndarray: ...
+
+    def _forward(self, x: np.ndarray | float) -> np.ndarray | float:
+        """To the working scale: log1p for ``transform="log"`` (unless integers-as-bins)."""
         return np.log1p(x) if self.transform == "log" and not self.one_bin_per_integer else x
 
     def _inverse(self, t: np.ndarray) -> np.ndarray:

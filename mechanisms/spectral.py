@@ -2,42 +2,19 @@
 
 Perkonoja & Virta, *Asymptotic utility of spectral anonymization*, PSD 2024 (LNCS,
 pp. 51–66). P-SA is the original method of Lasko & Vinterbo (IEEE TKDE 22(3), 2009);
-J-SA and O-SA are new in that paper. For a data matrix X (n × p):
+J-SA and O-SA are new in that paper. For a data matrix X (n × p): the thin SVD of the
+centred data HX = UDVᵀ, each left singular vector u_k replaced by T_k u_k with an
+independent T_k (P a uniform permutation, J uniform signs, O Haar-uniform orthogonal;
+O by the exact O(n) sphere sampler unless ``haar``), and X_A = U₀DVᵀ + 1x̄ᵀ with the
+original mean.
 
-1. x̄ = Xᵀ1/n, H = I − 11ᵀ/n, thin SVD HX = UDVᵀ (U: n × r, orthonormal columns, each
-   orthogonal to 1; only the r nonzero singular values are kept when rank(HX) = r < p).
-2. For each k independently draw T_k (n × n): P a uniform permutation matrix, J a
-   uniform sign-change matrix diag(s), s_i iid ±1, O a Haar-uniform orthogonal matrix.
-3. U₀ = [T₁u₁ | … | T_r u_r] (one draw per column: not a common row shuffle) and
-   X_A = U₀DVᵀ + 1x̄ᵀ, the *original* mean added back (no re-centring, as in the paper).
+Stages: none in the ledger (no privacy parameter, no budget, no measurement); encode
+(the public-box design), estimate (the SVD), sample (the column transforms) and decode
+are plain computations. ``defects`` always lists why it is not DP. Output row i is
+computed from input row i (``keeps_row_order``).
 
-Each column costs O(n) for P and J. For O, T_k u_k with Haar T_k is uniform on the whole
-sphere S^{n−1} for any fixed unit u_k (Haar measure is invariant under left
-multiplication, so T_k u_k ~ T_k Q u_k = T_k e₁ for an orthogonal Q with Qu_k = e₁, the
-first column of a Haar matrix), and it is independent of u_k; so u_k ← g/‖g‖ with
-g ~ N(0, I_n) is exact in distribution and O(n) (``haar=False``, the default). Note that
-T_k u_k is *not* restricted to 1⊥ although u_k ⊥ 1: that is why the O-SA (and J-SA) mean
-moves (Theorem 1's 2Σ). ``haar=True`` draws the paper's full n × n Haar matrix per column
-(QR of a Gaussian matrix with Q ← Q·diag(sign diag R), Stewart 1980; without the sign fix
-Q is not Haar), O(n³) per column, to reproduce the paper's timings.
-
-Exact invariants (any data): all three keep ‖(X_A − 1x̄ᵀ)v_k‖² = d_k² (‖T u_k‖ = 1), so
-the second moments about the original mean along v_k are d_k²/n; P keeps the mean
-exactly (1ᵀPu_k = 1ᵀu_k = 0); O's output depends on the data only through (x̄, D, V).
-SVD signs do not matter: a joint flip (u_k, v_k) → (−u_k, −v_k) gives
-T_k(−u_k)d_k(−v_k)ᵀ = T_k u_k d_k v_kᵀ for the same T_k. They are fixed anyway (largest
-|v_jk| positive) so that the output is a deterministic function of the data and the rng.
-
-Theory (rows iid N_p(μ, Σ), distinct eigenvalues): √n(x̄_A − μ) → N(0, Σ) for P and
-N(0, 2Σ) for J and O (Theorem 1); √n vec(S_A − Σ) → N(0, G_SA) for all three with
-G_SA = (R⊗R)(2I + 2K_pp − 2V_p)(R⊗R)ᵀ against G₀ = (R⊗R)(I + K_pp)(R⊗R)ᵀ for the
-original data (Theorem 2; S with divisor n, R = OΛ^{1/2}, V_p = diag vec I_p). Privacy is
-assessed only by distance-based record linkage (§3.2, ``linkage``); there is no privacy
-parameter and no DP guarantee, so the mechanism spends no budget and always lists defects.
-
-Mixed data: encode with the public-box design matrix (``mechanisms.design``), anonymise
-that continuous representation, decode (clip, nearest level, argmax of a one-hot block).
-Output row i is computed from input row i (``keeps_row_order``).
+The algorithm, the exactness of the sphere sampler, the exact invariants and the theory
+(Theorems 1–2): ``docs/proofs/spectral.md``.
 """
 
 from __future__ import annotations

@@ -49,6 +49,12 @@ class MixedRows:
     def __len__(self) -> int:
         return int(self.bins.shape[0])
 
+    def require_unit(self) -> np.ndarray:
+        """``unit``, for a step that needs the continuous values; ValueError without them."""
+        if self.unit is None:
+            raise ValueError("the rows have no continuous values (MixedRows.unit)")
+        return self.unit
+
 
 @dataclass(frozen=True)
 class Stage:

@@ -40,7 +40,7 @@ RON = ("tests/mechanisms/test_wiring_ron_gauss.py",)
 DPFM = ("tests/mechanisms/test_wiring_dpfm.py",)
 PCA = ("tests/mechanisms/test_wiring_private_pca.py",)
 PUB = ("tests/mechanisms/test_wiring_publishing.py",)
-GATES = ("tests/checks/test_gates.py",)
+GATES = ("tests/checks/test_gates.py", "tests/tasks/test_check_gates.py")
 
 MUTANTS = [
     # --- the five of issue 14 ---
@@ -53,21 +53,21 @@ MUTANTS = [
     ),
     Mutant(
         "ron_gauss: mean measured with n replaced by 2n",
-        "mechanisms/ron_gauss.py",
+        "mechanisms/ron_gauss/centring.py",
         'l1, l2 = mean_sensitivity(m, n, "l1"), mean_sensitivity(m, n, "l2")',
         'l1, l2 = mean_sensitivity(m, 2 * n, "l1"), mean_sensitivity(m, 2 * n, "l2")',
         RON,
     ),
     Mutant(
         "ron_gauss: second moment measured with n replaced by 2n",
-        "mechanisms/ron_gauss.py",
+        "mechanisms/ron_gauss/moments.py",
         "n_eff = 1 if classes else len(v)",
         "n_eff = 1 if classes else 2 * len(v)",
         RON,
     ),
     Mutant(
         "ron_gauss: class counts measured at half their sensitivity",
-        "mechanisms/ron_gauss.py",
+        "mechanisms/ron_gauss/centring.py",
         'l1=histogram_sensitivity("l1"),\n            l2=histogram_sensitivity("l2"),\n            name="class_counts",',
         'l1=histogram_sensitivity("l1") / 2,\n            l2=histogram_sensitivity("l2") / 2,\n'
         '            name="class_counts",',
@@ -75,7 +75,7 @@ MUTANTS = [
     ),
     Mutant(
         "ron_gauss: no projection into the unit ball when rows are re-centred",
-        "mechanisms/ron_gauss.py",
+        "mechanisms/ron_gauss/centring.py",
         'return _unit_rows(x - mu) if normalise == "record" else _into_ball(x - mu)',
         'return _unit_rows(x - mu) if normalise == "record" else x - mu',
         RON,
@@ -104,70 +104,70 @@ MUTANTS = [
     ),
     Mutant(
         "dpfm: thresholds with n replaced by 2n",
-        "mechanisms/dpfm.py",
+        "mechanisms/dpfm/thresholds.py",
         'l1=threshold_sensitivity(levels, n, "l1"),\n        l2=threshold_sensitivity(levels, n, "l2"),',
         'l1=threshold_sensitivity(levels, 2 * n, "l1"),\n        l2=threshold_sensitivity(levels, 2 * n, "l2"),',
         DPFM,
     ),
     Mutant(
         "dpfm: cumulative frequencies divided by 2n",
-        "mechanisms/dpfm.py",
+        "mechanisms/dpfm/thresholds.py",
         "[:-1] / n for j, L in enumerate(levels)]",
         "[:-1] / (2 * n) for j, L in enumerate(levels)]",
         DPFM,
     ),
     Mutant(
         "dpfm: factor scores measured at half their sensitivity",
-        "mechanisms/dpfm.py",
+        "mechanisms/dpfm/factors.py",
         'l1=scores_sensitivity(r, "l1", params.variant),\n        l2=scores_sensitivity(r, "l2", params.variant),',
         'l1=scores_sensitivity(r, "l1", params.variant) / 2,\n        l2=scores_sensitivity(r, "l2", params.variant) / 2,',
         DPFM,
     ),
     Mutant(
         "dpfm: rows divided by κ instead of κ√p* (‖x*‖ up to √p*)",
-        "mechanisms/dpfm.py",
+        "mechanisms/dpfm/links.py",
         "float(params.clip) * math.sqrt(encoded_width(schema)),",
         "float(params.clip),",
         DPFM,
     ),
     Mutant(
         "dpfm: coordinates not clipped to [−κ, κ]",
-        "mechanisms/dpfm.py",
+        "mechanisms/dpfm/links.py",
         "x = np.clip(x, -code.clip, code.clip)",
         "x = x",
         DPFM,
     ),
     Mutant(
         "dpfm: loadings' sensitivity halved",
-        "mechanisms/dpfm.py",
+        "mechanisms/dpfm/factors.py",
         'return 2 * math.sqrt(p_star) * r if norm == "l1" else 2 * math.sqrt(r)',
         'return math.sqrt(p_star) * r if norm == "l1" else math.sqrt(r)',
         DPFM,
     ),
     Mutant(
         "private_pca: mean measured with d/(2n)",
-        "mechanisms/private_pca.py",
+        "mechanisms/private_pca/subspace.py",
         "x.mean(axis=0), l1_sensitivity=d / n,",
         "x.mean(axis=0), l1_sensitivity=d / (2 * n),",
         PCA,
     ),
     Mutant(
         "private_pca: mean halved, its sensitivity not",
-        "mechanisms/private_pca.py",
+        "mechanisms/private_pca/subspace.py",
         "x.mean(axis=0), l1_sensitivity=d / n,",
         "x.mean(axis=0) / 2, l1_sensitivity=d / n,",
         PCA,
     ),
     Mutant(
         "private_pca: PSMM counts recorded with sensitivity 1",
-        "mechanisms/private_pca.py",
+        "mechanisms/private_pca/psmm.py",
         "return math.nextafter(2.0 / epsilon, math.inf), 2.0",
         "return math.nextafter(2.0 / epsilon, math.inf), 1.0",
         PCA,
     ),
     Mutant(
         "private_pca: covariance weights dropped (diagonal doubled)",
-        "mechanisms/private_pca.py",
+        "mechanisms/private_pca/subspace.py",
         "covariance(x)[iu] * w,",
         "covariance(x)[iu],",
         PCA,
@@ -216,7 +216,7 @@ MUTANTS = [
     ),
     Mutant(
         "gates: tvd_1way halved, its sensitivity not",
-        "tasks/checks/gates.py",
+        "checks/gates.py",
         'out[name] = ut.tvd_1way(real_bins, syn_bins, schema)["mean"]',
         'out[name] = ut.tvd_1way(real_bins, syn_bins, schema)["mean"] / 2',
         GATES,

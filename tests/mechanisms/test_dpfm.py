@@ -100,9 +100,11 @@ def test_stage_weights_reassign_the_threshold_budget_without_ordinal_columns():
     assert w == pytest.approx({"thresholds": 1 / 3, "loadings": 1 / 3, "scores": 1 / 3})
     no_ordinal = Schema((CONT[0], Nominal("b", ("n", "y"))))
     assert dpfm.stage_weights(no_ordinal, dpfm.DPFMParams()) == {"loadings": 0.5, "scores": 0.5}
-    plan = dpfm.budget_plan(no_ordinal, 3.0, (1 / 6, 4 / 6, 1 / 6))  # DPFM3 without ε₃
+    dpfm3 = dpfm.stage_weights(no_ordinal, dpfm.DPFMParams(), shares=(1 / 6, 4 / 6, 1 / 6))  # without ε₃
+    plan = plan_budget("pure", 3.0, 0.0, dpfm3)
     assert [s.stage for s in plan.stages] == ["loadings", "scores"]
     assert plan.stage("scores").epsilon == pytest.approx(2.4)
+    assert dpfm.stage_weights(SIM, dpfm.DPFMParams(), shares=dpfm.DPFM1) == w
 
 
 # ---------------------------------------------------------------- sensitivities
@@ -252,7 +254,7 @@ def test_corrected_thresholds_are_monotone_cdfs(rng):
     """Heavy noise (ε₃ = 0.05) still yields non-decreasing f̃ in [0, 1] with f̃₀ = 0 and
     f̃_L = 1; one joint record with Δ₁ = Σ(Lⱼ−1)/n and b = Δ₁/ε₃."""
     rows = _simulate(50, rng)
-    plan = dpfm.budget_plan(SIM, 0.15)
+    plan = plan_budget("pure", 0.15, 0.0, dpfm.stage_weights(SIM, dpfm.DPFMParams()))
     cdfs, (m,) = dpfm.measure_thresholds(rows, SIM, plan.stage("thresholds"), dpfm.DPFMParams(), rng=rng)
     assert [len(c) for c in cdfs] == [4, 4, 3]
     for c in cdfs:
@@ -335,16 +337,20 @@ def test_eps_infinity_keeps_the_label_association_and_finite_eps_loses_it(rng):
     (per-rep s.d. ≈ 0.04 at n = 200, so ±0.05 on a mean of 10 is > 3.5 s.e.)."""
     aucs = {math.inf: [], 5.0: []}
     agree = []
+    params = dpfm.DPFMParams(factors=5)
+    plan = plan_budget("pure", 5.0, 0.0, dpfm.stage_weights(SIM, params))
     for _ in range(10):
         rows = _simulate(200, rng)
         y = rows.bins[:, -1]
         for eps in aucs:
-            out, ms, info = dpfm.fit_transform(
-                rows, SIM, epsilon=eps, params=dpfm.DPFMParams(factors=5), rng=rng
-            )
-            aucs[eps].append(_auc(info["latent"][:, -1], y))
             if math.isinf(eps):
-                assert ms == ()
+                fit = dpfm.fit_without_noise(rows, SIM, params, rng=rng)
+            else:
+                fit = dpfm.SYNTHESIZER.fit(rows, SIM, plan, params, m=len(rows), rng=rng)
+            aucs[eps].append(_auc(dpfm.internals(fit).latent[:, -1], y))
+            if math.isinf(eps):
+                out = fit.rows
+                assert fit.measurements == ()
                 chance = np.mean(y) * np.mean(out.bins[:, -1]) + np.mean(1 - y) * np.mean(1 - out.bins[:, -1])
                 agree.append(np.mean(out.bins[:, -1] == y) - chance)
     assert np.mean(aucs[math.inf]) > 0.9 and np.mean(agree) > 0.25
@@ -363,7 +369,7 @@ def test_finite_eps_loadings_are_a_random_subspace(rng):
     v, _ = dpfm.top_eigenvectors(x, r)
     exact, _ = dpfm.private_loadings(v, None, rng=rng)
     assert np.sum((exact.T @ v) ** 2) / r == pytest.approx(1.0)
-    budget = dpfm.budget_plan(SIM, 5.0).stage("loadings")
+    budget = plan_budget("pure", 5.0, 0.0, dpfm.stage_weights(SIM, dpfm.DPFMParams())).stage("loadings")
     overlaps = [np.sum((dpfm.private_loadings(v, budget, rng=rng)[0].T @ v) ** 2) / r for _ in range(300)]
     assert np.mean(overlaps) == pytest.approx(r / p_star, abs=0.02)
 
@@ -477,15 +483,30 @@ def test_paper_variant_is_pure_only_and_records_its_defects(rng):
     assert facts["clip"] is None and "eq. (3)" in facts["factors_note"]
 
 
-def test_fit_transform_matches_the_paper_budget_split(rng):
-    """DPFM2 = (⅔, ⅙, ⅙)ε for (ε₁, ε₂, ε₃); the ledger's ε sum to ε."""
+def test_fit_in_one_call_with_the_paper_budget_split(rng):
+    """DPFM2 = (⅔, ⅙, ⅙)ε for (ε₁, ε₂, ε₃), passed as stage weights to ``plan_budget``;
+    ``SYNTHESIZER.fit`` in one call: the ledger's ε sum to ε; ``internals`` reads the
+    latent matrix, Ṽ and the exact (orthonormal) V."""
     rows = _small_rows(60, rng)
-    out, ms, info = dpfm.fit_transform(
-        rows, SMALL, epsilon=3.0, params=dpfm.DPFMParams(), rng=rng, weights=(4 / 6, 1 / 6, 1 / 6)
-    )
-    eps = {m.stage: m.epsilon for m in ms}
+    params = dpfm.DPFMParams()
+    plan = plan_budget("pure", 3.0, 0.0, dpfm.stage_weights(SMALL, params, shares=(4 / 6, 1 / 6, 1 / 6)))
+    fit = dpfm.SYNTHESIZER.fit(rows, SMALL, plan, params, m=60, rng=rng)
+    eps = {m.stage: m.epsilon for m in fit.measurements}
     assert eps == pytest.approx({"loadings": 2.0, "scores": 0.5, "thresholds": 0.5})
     assert math.fsum(eps.values()) <= 3.0
-    assert info["latent"].shape == (60, 6) and info["loadings"].shape == (6, 2) and len(out) == 60
-    v = info["exact_loadings"]
+    inner = dpfm.internals(fit)
+    assert inner.latent.shape == (60, 6) and inner.loadings.shape == (6, 2) and len(fit.rows) == 60
+    v = inner.exact_loadings
     np.testing.assert_allclose(v.T @ v, np.eye(2), atol=1e-12)
+
+
+def test_fit_without_noise_is_the_pipeline_without_noise(rng):
+    """The ε = ∞ ablation runs the pipeline's steps with no plan: no measurements, the
+    pipeline's facts, n rows, and exact loadings (Ṽ = V up to sign: overlap 1)."""
+    rows = _small_rows(60, rng)
+    fit = dpfm.fit_without_noise(rows, SMALL, dpfm.DPFMParams(), rng=rng)
+    assert fit.measurements == () and len(fit.rows) == 60
+    assert fit.facts["factors_used"] == 2 and fit.facts["encoded_width"] == 6
+    assert set(fit.facts["ordinal_cumulative_frequencies"]) == {"edu"}
+    inner = dpfm.internals(fit)
+    assert np.sum((inner.loadings.T @ inner.exact_loadings) ** 2) / 2 == pytest.approx(1.0)

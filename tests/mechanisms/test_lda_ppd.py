@@ -177,6 +177,37 @@ def _mixed_data(n, rng, numeric=3):
     return x, y, widths
 
 
+def _as_rows(x, y, widths) -> tuple[Schema, MixedRows]:
+    """A design matrix (widths: 1 a numeric coordinate in [0, 1], K a one-hot block) and
+    classes as a schema: ``Continuous`` [0, 1] and ``Nominal`` columns in that order and
+    the class column ``y`` last, so the features' design matrix is x itself."""
+    lay, cols, bins, unit = layout(widths), [], [], []
+    for k, (start, w) in enumerate(zip(lay.starts, lay.widths, strict=True)):
+        if w == 1:
+            cols.append(Continuous(f"x{k}", 0.0, 1.0))
+            bins.append(cols[-1].to_bins(x[:, start]))
+            unit.append(x[:, start])
+        else:
+            cols.append(Nominal(f"x{k}", tuple(f"c{i}" for i in range(w))))
+            bins.append(np.argmax(x[:, start : start + w], axis=1))
+            unit.append(np.full(len(x), np.nan))
+    cols.append(Nominal("y", ("no", "yes")))
+    bins.append(y)
+    unit.append(np.full(len(x), np.nan))
+    return Schema(tuple(cols)), MixedRows(np.column_stack(bins).astype(np.int32), np.column_stack(unit))
+
+
+def _fit(x, y, widths, *, epsilon, rng, m=None):
+    """``SYNTHESIZER.fit`` (corrected, target y) with the plan of ``plan_budget``: the
+    released model (``Fit.stages[1].state``) and the greedy rows with their classes."""
+    schema, rows = _as_rows(x, y, widths)
+    params = lda_ppd.LDAPPDParams(target="y")
+    plan = plan_budget("pure", epsilon, 0.0, lda_ppd.SYNTHESIZER.stage_weights(schema, params))
+    fit = lda_ppd.SYNTHESIZER.fit(rows, schema, plan, params, m=len(x) if m is None else m, rng=rng)
+    xs, ys = fit.stages[2].state
+    return fit.stages[1].state, xs, ys
+
+
 def test_noise_free_greedy_reproduces_the_moments(rng):
     """ε = 10⁹ (noise ~10⁻⁶ on the sums). Tolerances: class counts within 1 of mπ_c
     (the deficit rule: a picked class had deficit ≥ 0 — the deficits sum to 0 — so
@@ -187,8 +218,7 @@ def test_noise_free_greedy_reproduces_the_moments(rng):
     the pooled within-class variance may be lost, plus the same 1.5/√n."""
     n = 3000
     x, y, widths = _mixed_data(n, rng)
-    model = lda_ppd.fit(x, y, 2, widths, epsilon=1e9, rng=rng)
-    xs, ys = lda_ppd.synthesize(model, n)
+    model, xs, ys = _fit(x, y, widths, epsilon=1e9, rng=rng)
     counts = np.bincount(ys, minlength=2)
     assert np.all(np.abs(counts - n * model.shares) < 1)
     assert np.all((xs >= 0) & (xs <= 1))
@@ -211,8 +241,7 @@ def test_greedy_loses_within_class_variance_of_independent_numerics(rng):
     n = 2000
     y = rng.integers(0, 2, n)
     x = np.clip(rng.normal(0.3 + 0.3 * y[:, None], 0.15, size=(n, 4)), 0, 1)
-    model = lda_ppd.fit(x, y, 2, (1, 1, 1, 1), epsilon=1e9, rng=rng)
-    xs, ys = lda_ppd.synthesize(model, n)
+    _, xs, ys = _fit(x, y, (1, 1, 1, 1), epsilon=1e9, rng=rng)
     assert np.abs(xs[ys == 0].mean(axis=0) - x[y == 0].mean(axis=0)).max() <= 1.5 / math.sqrt(np.sum(y == 0))
     assert xs[ys == 0].var(axis=0)[-1] < 0.25 * x[y == 0].var(axis=0).min()
 
@@ -223,7 +252,7 @@ def test_greedy_time_is_linear_in_rows(rng):
     n, p = 2000, 30
     x = rng.random((n, p))
     y = rng.integers(0, 2, n)
-    model = lda_ppd.fit(x, y, 2, (1,) * p, epsilon=1.0, rng=rng)
+    model, _, _ = _fit(x, y, (1,) * p, epsilon=1.0, rng=rng, m=1)
     start = time.perf_counter()
     xs, _ = lda_ppd.synthesize(model, n)
     elapsed = time.perf_counter() - start

@@ -312,16 +312,38 @@ def test_paper_variant_records_the_too_small_sensitivity(rng):
     assert est.measurements[0].defect is None and est.measurements[0].sensitivity == 5.0
 
 
-def test_publish_on_a_matrix(rng):
-    widths = (1, 1, 3, 2)
-    x = np.zeros((100, 7))
-    x[:, :2] = rng.random((100, 2))
-    x[np.arange(100), 2 + rng.integers(0, 3, 100)] = 1
-    x[np.arange(100), 5 + rng.integers(0, 2, 100)] = 1
-    pub = pcappd.publish(x, widths, epsilon=1.0, k=2, rng=rng)
-    assert pub.rows.shape == x.shape and pub.axes.shape == (7, 2)
-    assert np.all(pub.rows[:, 2:5].sum(axis=1) == 1) and np.all(pub.rows[:, 5:].sum(axis=1) == 1)
-    assert np.all((pub.rows >= 0) & (pub.rows <= 1))
-    assert math.fsum(m.epsilon for m in pub.measurements) <= 1.0
-    with pytest.raises(ValueError, match="1 <= k <= p"):
-        pcappd.publish(x, widths, epsilon=1.0, k=8, rng=rng)
+def test_fit_in_one_call_on_a_box_schema(rng):
+    """A [0, 1] matrix with two numerics and one-hot blocks of 3 and 2 is a schema
+    (``Continuous`` [0, 1], ``Nominal``): ``SYNTHESIZER.fit`` in one call with the plan of
+    ``plan_budget``. The raw X̂ (``Fit.stages[2].state``) decodes to valid rows (step 7:
+    one category per block, numerics in [0, 1]); U_k (p, k); ε within the plan; k > p
+    refused before any noise."""
+    schema = Schema(
+        (
+            Continuous("u", 0.0, 1.0),
+            Continuous("v", 0.0, 1.0),
+            Nominal("a", ("x", "y", "z")),
+            Nominal("b", ("n", "y")),
+        )
+    )
+    unit = np.column_stack([rng.random((100, 2)), np.full((100, 2), np.nan)])
+    bins = np.column_stack(
+        [
+            schema.columns[0].to_bins(unit[:, 0]),
+            schema.columns[1].to_bins(unit[:, 1]),
+            rng.integers(0, 3, 100),
+            rng.integers(0, 2, 100),
+        ]
+    )
+    rows = MixedRows(bins.astype(np.int32), unit)
+    params = pcappd.PCAPPDParams(components=2)
+    plan = plan_budget("pure", 1.0, 0.0, pcappd.SYNTHESIZER.stage_weights(schema, params))
+    fit = pcappd.SYNTHESIZER.fit(rows, schema, plan, params, m=100, rng=rng)
+    _, _, axes, _ = fit.stages[1].state
+    raw, published = fit.stages[2].state, design(schema).encode(fit.rows)
+    assert raw.shape == published.shape == (100, 7) and axes.shape == (7, 2)
+    assert np.all(published[:, 2:5].sum(axis=1) == 1) and np.all(published[:, 5:].sum(axis=1) == 1)
+    assert np.all((published >= 0) & (published <= 1))
+    assert math.fsum(m.epsilon for m in fit.measurements) <= 1.0
+    with pytest.raises(ValueError, match=r"params\.components \(8\) must be at most the design width \(7\)"):
+        pcappd.SYNTHESIZER.fit(rows, schema, plan, pcappd.PCAPPDParams(components=8), m=100, rng=rng)

@@ -212,16 +212,34 @@ def _subspace_data(n, d, k, rng):
     return 0.5 + (rng.random((n, k)) - 0.5) @ u.T * (0.6 / np.abs(u).sum(axis=1).max()), u
 
 
+def _box(x: np.ndarray) -> tuple[Schema, MixedRows]:
+    """A matrix in [0, 1]^d as a schema of d ``Continuous`` [0, 1] columns: its design
+    matrix is x itself, and the output's ``unit`` is Y."""
+    cols = tuple(Continuous(f"x{k}", 0.0, 1.0) for k in range(x.shape[1]))
+    bins = np.column_stack([c.to_bins(x[:, k]) for k, c in enumerate(cols)])
+    return Schema(cols), MixedRows(bins, x.copy())
+
+
+def _fit(x, epsilon, rng, m=None, **kwargs):
+    """Alg 1 in one call: ``SYNTHESIZER.fit`` with the plan of ``plan_budget`` (⅓ each), m
+    rows (default n)."""
+    schema, rows = _box(x)
+    params = pp.PrivatePCAParams(**kwargs)
+    plan = plan_budget("pure", epsilon, 0.0, pp.SYNTHESIZER.stage_weights(schema, params))
+    return pp.SYNTHESIZER.fit(rows, schema, plan, params, m=len(x) if m is None else m, rng=rng)
+
+
 def test_noise_free_limit_recovers_the_subspace(rng):
     """ε = 1e9, d = 5, d' = 2, depth 16: every leaf gets its true count, so each synthetic
     point shares a leaf cell with a data point: per-coordinate W1 ≤ the cell diagonal
     2R·√2/2^8, and points lie on the data's affine subspace (distance < 1e-6)."""
     x, u = _subspace_data(3000, 5, 2, rng)
-    y, info = pp.synthesize(x, epsilon=1e9, dims=2, rng=rng, depth=16)
-    assert y.shape == x.shape and not info["adaptive"]
+    fit = _fit(x, 1e9, rng, dims=2, depth=16)
+    y, (projection, _) = fit.rows.unit, fit.stages[1].state
+    assert y.shape == x.shape and not projection.adaptive
     resid = (y - x.mean(axis=0)) - (y - x.mean(axis=0)) @ u @ u.T
     assert np.linalg.norm(resid, axis=1).mean() < 1e-6
-    diag = 2 * info["radius"] * math.sqrt(2) / 2**8
+    diag = 2 * fit.facts["radius"] * math.sqrt(2) / 2**8
     for c in range(5):
         assert wasserstein_distance(x[:, c], y[:, c]) <= diag
 
@@ -242,7 +260,8 @@ def test_adaptive_dims_finds_the_true_dimension(k, rng):
     √(Σλ) ~ d^{1.25}(εn)^{−1/2} ≈ 1e-5 is far below the next penalty ≈ (εn)^{−1/(k+1)},
     and the true λ_k ≫ both, so the §6 rule returns k (through the real stages 1–2)."""
     x, _ = _subspace_data(3000, 5, k, rng)
-    e1, e2, e3 = 1e9 / 3, 1e9 / 3, 1e9 / 3
+    plan = plan_budget("pure", 1e9, 0.0, dict(pp.STAGE_WEIGHTS))
+    e1, e2, e3 = (plan.stage(s).epsilon for s in ("covariance", "mean", "measure"))
     cov, mean = pp.private_covariance(x, e1, rng), pp.private_mean(x, e2, rng)
     proj = pp.private_projection(cov, mean, None, e3, 3000)
     assert proj.adaptive and proj.dims == k
@@ -311,7 +330,9 @@ def test_check_and_inputs_are_validated(rng):
     with pytest.raises(ValueError, match=r"params\.dims"):
         pp.SYNTHESIZER.check(SCHEMA, pp.PrivatePCAParams(dims=6))  # design width is 5
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
-        pp.synthesize(np.full((4, 2), 1.5), epsilon=1.0, dims=1, rng=rng)
+        pp.private_covariance(np.full((4, 2), 1.5), 1.0, rng)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        pp.private_mean(np.full((4, 2), 1.5), 1.0, rng)
 
 
 # ---------------------------------------------------------------- PSMM (Alg 5)
@@ -525,20 +546,21 @@ def test_four_stages_with_psmm(variant, rng):
         assert est.measurements[-1].defect and len(synth.defects(pp.PrivatePCAParams(variant="paper"))) == 2
 
 
-def test_synthesize_with_psmm_cells(rng):
-    """``synthesize(..., subroutine='psmm', psmm_cells=64)`` on [0, 1]^4 data, d' = 3, ε = 3,
-    n = 300: the paper's δ would need thousands of cells; the public target coarsens δ
-    to at most 64 cells. n rows in [0, 1]^4, one PSMM measurement; the default stays PMM.
-    ``psmm_delta_for_cells`` is nearly the finest: the next step has more cells."""
+def test_fit_with_psmm_cells(rng):
+    """``SYNTHESIZER.fit`` with ``subroutine='psmm', psmm_cells=64`` on [0, 1]^4 data,
+    d' = 3, ε = 3, n = 300: the paper's δ would need thousands of cells; the public target
+    coarsens δ to at most 64 cells. n rows in [0, 1]^4, one PSMM measurement; the default
+    stays PMM. ``psmm_delta_for_cells`` is nearly the finest: the next step has more cells."""
     x = _subspace_data(300, 4, 3, rng)[0]
     with pytest.raises(ValueError, match=r"params\.subroutine"):
-        pp.synthesize(x, epsilon=3.0, dims=3, rng=rng, subroutine="psmm")
-    y, info = pp.synthesize(x, epsilon=3.0, dims=3, rng=rng, subroutine="psmm", psmm_cells=64)
+        _fit(x, 3.0, rng, dims=3, subroutine="psmm")
+    fit = _fit(x, 3.0, rng, dims=3, subroutine="psmm", psmm_cells=64)
+    y, facts = fit.rows.unit, fit.facts
     assert y.shape == x.shape and np.all((y >= 0) & (y <= 1))
-    assert info["subroutine"] == "psmm" and info["depth"] is None and 8 <= info["grid_cells"] <= 64
-    assert [m.name for m in info["measurements"]] == ["covariance", "mean", "psmm_counts"]
-    _, pmm_info = pp.synthesize(x, epsilon=3.0, dims=3, rng=rng)
-    assert pmm_info["subroutine"] == "pmm" and pmm_info["depth"] == 9 and pmm_info["grid_cells"] is None
+    assert facts["subroutine"] == "psmm" and facts["depth"] is None and 8 <= facts["grid_cells"] <= 64
+    assert [m.name for m in fit.measurements] == ["covariance", "mean", "psmm_counts"]
+    pmm_facts = _fit(x, 3.0, rng, dims=3).facts
+    assert pmm_facts["subroutine"] == "pmm" and pmm_facts["depth"] == 9 and pmm_facts["grid_cells"] is None
     for radius, dims, cells in [(3.0, 3, 400), (6.7, 3, 64), (1.0, 2, 12), (2.0, 4, 16)]:
         delta = pp.psmm_delta_for_cells(radius, dims, cells)
         s = 0 if delta > radius else round((radius / delta) ** 2)

@@ -7,6 +7,7 @@ change is (φ(v) − φ(v'))/n and pairs of points in the domain suffice; the pe
 are also enumerated over whole data sets with all their class-changing neighbours.
 """
 
+import dataclasses
 import itertools
 import math
 import re
@@ -407,26 +408,62 @@ def test_psd_repair_gives_a_symmetric_psd_matrix(rng):
     assert zero == 0.0
 
 
+def _box(u: np.ndarray, y: np.ndarray | None, task: str) -> tuple[Schema, MixedRows, rg.RonGaussParams]:
+    """A numeric matrix u in [0, 1]^m as a schema: m ``Continuous`` [0, 1] columns (the
+    design is u itself, row bound √m), and the label y as a last column: regression, a
+    ``Continuous`` on [−1, 1] (the pipeline's label is 2·unit − 1 = y); classification, a
+    ``Nominal`` of 3 classes."""
+    cols = [Continuous(f"x{k}", 0.0, 1.0) for k in range(u.shape[1])]
+    bins = [c.to_bins(u[:, k]) for k, c in enumerate(cols)]
+    unit = [u[:, k] for k in range(u.shape[1])]
+    if task == "regression":
+        cols.append(Continuous("y", -1.0, 1.0))
+        bins.append(cols[-1].to_bins(y))
+        unit.append(cols[-1].to_unit(y))
+    elif task == "classification":
+        cols.append(Nominal("y", ("a", "b", "c")))
+        bins.append(y)
+        unit.append(np.full(len(y), np.nan))
+    label = None if task == "unsupervised" else "y"
+    params = rg.RonGaussParams(task=task, label=label)
+    return (
+        Schema(tuple(cols)),
+        MixedRows(np.column_stack(bins).astype(np.int32), np.column_stack(unit)),
+        params,
+    )
+
+
+def _fit(u, y, task, *, epsilon, m, rng, **kwargs):
+    """``SYNTHESIZER.fit`` on ``_box``'s schema with the plan of ``plan_budget``; returns
+    the fit and the model (``Fit.stages[1].state``)."""
+    schema, rows, params = _box(u, y, task)
+    params = dataclasses.replace(params, **kwargs)
+    plan = plan_budget("pure", epsilon, 0.0, rg.SYNTHESIZER.stage_weights(schema, params))
+    fit = rg.SYNTHESIZER.fit(rows, schema, plan, params, m=m, rng=rng)
+    return fit, fit.stages[1].state
+
+
 @pytest.mark.parametrize("task", ["unsupervised", "regression", "classification"])
 @pytest.mark.parametrize("normalise", ["public", "record"])
 def test_noise_free_limit_recovers_the_projected_second_moment(task, normalise, rng):
     """ε = 1e12: noise s.d. ≤ 1e-10, so μ is the data mean and Σ (per class: divided by the
-    class size) is the second moment of the projected centred rows."""
+    class size) is the second moment of the projected centred rows. The rows are a box
+    [0, 1]^m with row bound √m, so the bounded rows are u/√m (public) or u/‖u‖ (record)."""
     n, m, p = 500, 9, 4
-    x = rng.uniform(size=(n, m)) / math.sqrt(m)
+    x = rng.uniform(size=(n, m))
     y = {"unsupervised": None, "regression": rng.uniform(-1, 1, n), "classification": rng.integers(0, 3, n)}[
         task
     ]
-    model = rg.fit(x, y, task=task, epsilon=1e12, dims=p, normalise=normalise, n_classes=3, rng=rng)
+    _, model = _fit(x, y, task, epsilon=1e12, m=10, rng=rng, dims=p, normalise=normalise)
+    assert model.row_bound == math.sqrt(m)
     if task == "classification":
         for c in range(3):
-            xt = rg._recentred(rg._bounded(x[y == c], normalise, 1.0), model.mean[c], normalise) @ model.w
-            np.testing.assert_allclose(
-                model.mean[c], rg._bounded(x[y == c], normalise, 1.0).mean(0), atol=1e-9
-            )
+            xb = rg._bounded(x[y == c], normalise, model.row_bound)
+            xt = rg._recentred(xb, model.mean[c], normalise) @ model.w
+            np.testing.assert_allclose(model.mean[c], xb.mean(0), atol=1e-9)
             np.testing.assert_allclose(model.cov[c], xt.T @ xt / np.sum(y == c), atol=1e-9)
         return
-    xb = rg._bounded(x, normalise, 1.0)
+    xb = rg._bounded(x, normalise, model.row_bound)
     np.testing.assert_allclose(model.mean, xb.mean(0), atol=1e-9)
     v = rg.project(model, x)
     if task == "regression":
@@ -436,31 +473,35 @@ def test_noise_free_limit_recovers_the_projected_second_moment(task, normalise, 
 
 
 def test_full_rotation_maps_back_to_the_data_covariance(rng):
-    """dims = m (W orthogonal), ε = 1e12, rows inside the unit ball (no clipping): the
-    synthetic rows x̂ = μ + Wx̃ have the data's mean and covariance. Sampling error with
-    k draws: s.d. of a covariance entry ≤ σ_iσ_j√2/√k; 5 s.d."""
+    """dims = m (W orthogonal), ε = 1e12, the box [−2, 2]^m (design u = (x + 2)/4, row
+    bound √m, so every centred row lies in the unit ball: no clipping): the synthetic rows
+    x̂ = B(μ + Wx̃) (``Sample.rows``) have the design's mean and covariance. Sampling error
+    with k draws: s.d. of a covariance entry ≤ σ_iσ_j√2/√k; 5 s.d."""
     n, m, k = 4000, 5, 40_000
     mix = rng.normal(size=(m, m)) * 0.08
     x = rng.normal(size=(n, m)) @ mix.T + 0.1
-    model = rg.fit(x, task="unsupervised", epsilon=1e12, dims=m, rng=rng)
-    z, _ = rg.sample_projected(model, k, rng)
-    xs = rg.reconstruct(model, z, None)
-    cov = np.cov(x.T, bias=True)
+    u = (x + 2.0) / 4.0
+    assert u.min() > 0 and u.max() < 1
+    fit, _ = _fit(u, None, "unsupervised", epsilon=1e12, m=k, rng=rng, dims=m)
+    xs = fit.stages[2].state.rows
+    cov = np.cov(u.T, bias=True)
     sd = np.sqrt(np.outer(np.diag(cov), np.diag(cov)))
     np.testing.assert_array_less(np.abs(np.cov(xs.T) - cov), 5 * math.sqrt(2) * sd / math.sqrt(k))
-    np.testing.assert_allclose(xs.mean(0), x.mean(0), atol=5 * np.sqrt(np.diag(cov).max() / k))
+    np.testing.assert_allclose(xs.mean(0), u.mean(0), atol=5 * np.sqrt(np.diag(cov).max() / k))
 
 
 def test_classification_samples_keep_class_proportions(rng):
     """The class sizes are the largest-remainder shares of the private proportions; at
-    ε = 1e6 those are the data's, and the projected class means are Wᵀμ_c."""
+    ε = 1e6 those are the data's, and the projected class means are Wᵀμ_c. The sample
+    stage keeps the rows in R^p (``Sample.projected``) with their labels."""
     n, m = 600, 6
     y = np.repeat([0, 1, 2], [300, 200, 100])
-    x = rng.uniform(size=(n, m)) / math.sqrt(m) + 0.2 * np.eye(m)[y] / math.sqrt(m)
-    model = rg.fit(x, y, task="classification", epsilon=1e6, dims=3, n_classes=3, rng=rng)
-    z, labels = rg.sample_projected(model, 60, rng)
-    np.testing.assert_array_equal(np.bincount(labels), [30, 20, 10])
-    assert z.shape == (60, 3)
+    x = (rng.uniform(size=(n, m)) + 0.2 * np.eye(m)[y]) / 1.2
+    fit, model = _fit(x, y, "classification", epsilon=1e6, m=60, rng=rng, dims=3)
+    sample = fit.stages[2].state
+    np.testing.assert_array_equal(np.bincount(sample.labels), [30, 20, 10])
+    np.testing.assert_array_equal(fit.rows.bins[:, -1], sample.labels)
+    assert sample.projected.shape == (60, 3)
     test_side = rg.project(model, x)
     for c in range(3):
         np.testing.assert_allclose(test_side[y == c].mean(0), model.mean[c] @ model.w, atol=1e-4)

@@ -110,7 +110,7 @@ def test_streaming_passes_measure_within_the_same_sensitivities(tmp_path):
     from mechanisms.rowkeys import RowKeys
     from spec import load_spec
     from tasks.streaming import chunk_job, stream_encode, stream_estimate
-    from tests.flows.helpers import adult_rows, write_spec
+    from tests.helpers import adult_rows, write_spec
 
     data = adult_rows(3_000, seed=4)
     spec = load_spec(write_spec(tmp_path, data, engine={"name": "local", "chunk_rows": 1_000}))

@@ -1,0 +1,204 @@
+"""``dpfm`` end to end: the four pipeline stages (``SYNTHESIZER``; ``SYNTHESIZER.fit``
+runs Algorithm 3 in one call), the sensitivities from public facts, the ε = ∞ ablation
+(``fit_without_noise``, not a release) and ``internals`` for diagnostics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mechanisms.accounting import BudgetPlan
+from mechanisms.dpfm.budget import _budget, _paper_notion, stage_weights
+from mechanisms.dpfm.factors import (
+    choose_factors,
+    loadings_sensitivity,
+    private_loadings,
+    private_scores,
+    reconstruct,
+    scores_sensitivity,
+    top_eigenvectors,
+)
+from mechanisms.dpfm.links import Code, decode_latent, encode_rows, make_code
+from mechanisms.dpfm.params import DPFMParams, _check, _kinds, defects, encoded_width
+from mechanisms.dpfm.thresholds import measure_thresholds, threshold_sensitivity
+from mechanisms.primitives import Measurement
+from mechanisms.schema import Ordinal, Schema
+from mechanisms.synthesizer import Fit, MixedRows, Sensitivity, Stage, Synthesizer
+
+__all__ = ["SYNTHESIZER", "Encoded", "Internals", "fit_without_noise", "internals", "sensitivities"]
+
+
+def sensitivities(schema: Schema, params: DPFMParams, n: int, facts=None) -> dict[str, Sensitivity]:
+    """Every statistic dpfm measures (corrected), from public facts: the ordinal
+    cumulative frequencies when the schema has ordinal columns (``threshold_sensitivity``,
+    attained), the top-r eigenvectors (``loadings_sensitivity``, p* = ``encoded_width``)
+    and the factor scores (``scores_sensitivity``). r is the public ``params.factors``."""
+    levels = [schema.columns[j].n_bins for j in _kinds(schema, Ordinal)]
+    r, p_star = params.factors, encoded_width(schema)
+    if r is None:
+        raise ValueError("params.factors (None) must be an integer: the sensitivities need the public r")
+    out = {
+        "top_eigenvectors": Sensitivity(
+            "loadings", loadings_sensitivity(p_star, r, "l1"), loadings_sensitivity(p_star, r, "l2")
+        ),
+        "factor_scores": Sensitivity("scores", scores_sensitivity(r, "l1"), scores_sensitivity(r, "l2")),
+    }
+    if levels:
+        out["ordinal_cumulative_frequencies"] = Sensitivity(
+            "thresholds",
+            threshold_sensitivity(levels, n, "l1"),
+            threshold_sensitivity(levels, n, "l2"),
+            tight=True,
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """Confidential encoded rows X* (the encode stage's state) and their link code."""
+
+    x: np.ndarray = field(repr=False)
+    code: Code
+
+
+def _encode(
+    rows: MixedRows, schema: Schema, plan: BudgetPlan | None, params: DPFMParams, rng
+) -> tuple[Encoded, tuple[Measurement, ...]]:
+    """Thresholds first (corrected: the encoding uses them), then the link code and X*."""
+    _check(schema, params)
+    budget = _budget(plan, "thresholds") if _kinds(schema, Ordinal) else None  # no ordinal: no stage
+    thresholds, measured = measure_thresholds(rows, schema, budget, params, rng=rng)
+    code, records = make_code(rows, schema, thresholds, params)
+    return Encoded(encode_rows(rows, schema, code, rng=rng), code), (*records, *measured)
+
+
+def _estimate(
+    encoded: Encoded, plan: BudgetPlan | None, params: DPFMParams, rng
+) -> tuple[np.ndarray, np.ndarray, str, tuple[Measurement, ...]]:
+    """r, then Ṽ from the noisy top-r eigenvectors; also the exact V (confidential)."""
+    x = encoded.x
+    v_all, nu = top_eigenvectors(x, x.shape[1])
+    r, note, records = choose_factors(nu, x.shape[0], params, "loadings")
+    v_tilde, m = private_loadings(v_all[:, :r], _budget(plan, "loadings"), rng=rng)
+    return v_tilde, v_all[:, :r], note, (*records, *(() if m is None else (m,)))
+
+
+def _sample(
+    encoded: Encoded, v_tilde: np.ndarray, plan: BudgetPlan | None, params: DPFMParams, rng
+) -> tuple[np.ndarray, tuple[Measurement, ...]]:
+    w, m = private_scores(encoded.x, v_tilde, _budget(plan, "scores"), params, rng=rng)
+    return reconstruct(w, v_tilde, encoded.code), (() if m is None else (m,))
+
+
+def _public_cdfs(schema: Schema, code: Code) -> dict[str, list[float]]:
+    names = [schema.columns[j].name for j in _kinds(schema, Ordinal)]
+    return {name: [float(v) for v in cdf] for name, cdf in zip(names, code.decode_cdfs, strict=True)}
+
+
+def fit_without_noise(
+    rows: MixedRows, schema: Schema, params: DPFMParams, *, rng: np.random.Generator
+) -> Fit:
+    """The ε = ∞ ablation of Algorithm 3: **not private and not a release** (no noise
+    anywhere: exact ordinal frequencies, exact top-r eigenvectors, exact factor scores).
+    For benchmarks and tests that measure what the factor model loses by itself; the
+    flow never calls it and it takes no ε.
+
+    The same steps as ``SYNTHESIZER.fit`` without a plan: the result has the same stages
+    (their states as the pipeline's, with ``None`` for the plan), the same facts, no
+    measurements, and n rows, row i from input row i; ``internals`` reads it.
+    """
+    encoded, _ = _encode(rows, schema, None, params, rng)
+    v_tilde, _, note, _ = _estimate(encoded, None, params, rng)
+    latent, _ = _sample(encoded, v_tilde, None, params, rng)
+    stages = (
+        Stage((encoded, None), (), _encode_facts(schema, encoded)),
+        Stage((encoded, v_tilde, None), (), {"factors_used": v_tilde.shape[1], "factors_note": note}),
+        Stage((latent, encoded.code)),
+    )
+    facts = {k: v for st in stages for k, v in st.facts.items()}
+    return Fit(decode_latent(latent, schema, encoded.code, params), (), facts, stages)
+
+
+@dataclass(frozen=True)
+class Internals:
+    """What a dpfm fit holds beyond its rows, for diagnostics (confidential: never
+    released). ``latent``: the synthetic latent X̃* (n, p*); ``loadings``: the released Ṽ
+    (p*, r); ``exact_loadings``: the exact top-r eigenvectors V of X*ᵀX* (for the subspace
+    overlap ‖ṼᵀV‖²_F / r, say)."""
+
+    latent: np.ndarray = field(repr=False)
+    loadings: np.ndarray = field(repr=False)
+    exact_loadings: np.ndarray = field(repr=False)
+
+
+def internals(fit: Fit) -> Internals:
+    """The ``Internals`` of a dpfm ``Fit`` (``SYNTHESIZER.fit`` or ``fit_without_noise``),
+    read from its stages' states; V is recomputed from the encoded rows X* (the same
+    eigendecomposition the estimate step ran)."""
+    encoded, v_tilde, _ = fit.stages[1].state
+    latent, _ = fit.stages[2].state
+    exact, _ = top_eigenvectors(encoded.x, v_tilde.shape[1])
+    return Internals(latent, v_tilde, exact)
+
+
+# ---------------------------------------------------------------- the four pipeline stages
+
+
+def _encode_facts(schema: Schema, encoded: Encoded) -> dict:
+    return {
+        "encoded_width": encoded.x.shape[1],
+        "clip": encoded.code.clip,
+        "ordinal_cumulative_frequencies": _public_cdfs(schema, encoded.code),
+    }
+
+
+def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: DPFMParams, rng) -> Stage:
+    _paper_notion(params, plan.notion)
+    encoded, measurements = _encode(rows, schema, plan, params, rng)
+    return Stage((encoded, plan), measurements, _encode_facts(schema, encoded))
+
+
+def _estimate_stage(state: tuple[Encoded, BudgetPlan], plan: BudgetPlan, params: DPFMParams, rng) -> Stage:
+    encoded, _ = state
+    v_tilde, _, note, measurements = _estimate(encoded, plan, params, rng)
+    facts = {"factors_used": v_tilde.shape[1], "factors_note": note}
+    return Stage((encoded, v_tilde, plan), measurements, facts)
+
+
+def _sample_stage(state: tuple[Encoded, np.ndarray, BudgetPlan], params: DPFMParams, m: int, rng) -> Stage:
+    encoded, v_tilde, plan = state
+    n = encoded.x.shape[0]
+    if m != n:
+        raise ValueError(
+            f"dpfm releases exactly one row per fitted input row (asked for {m}, fitted {n}); "
+            "remove synthetic_rows from the spec"
+        )
+    latent, measurements = _sample(encoded, v_tilde, plan, params, rng)
+    return Stage((latent, encoded.code), measurements)
+
+
+def _decode_stage(state: tuple[np.ndarray, Code], schema: Schema, params: DPFMParams, rng) -> MixedRows:
+    latent, code = state
+    return decode_latent(latent, schema, code, params)
+
+
+SYNTHESIZER = Synthesizer(
+    name="dpfm",
+    summary=(
+        "latent factor model (Zhang-Xu-Tang-Qu): private ordinal thresholds, noisy top-r "
+        "eigenvectors and noisy factor scores; one output row per input row"
+    ),
+    notions=("pure", "zcdp"),
+    params_type=DPFMParams,
+    stage_weights=stage_weights,
+    defects=defects,
+    keeps_row_order=True,
+    spends={"encode": ("thresholds",), "estimate": ("loadings",), "sample": ("scores",)},
+    encode=_encode_stage,
+    estimate=_estimate_stage,
+    sample=_sample_stage,
+    decode=_decode_stage,
+    sensitivities=sensitivities,
+    check=_check,
+)

@@ -1,0 +1,197 @@
+"""``ron_gauss`` end to end: the four pipeline stages (``SYNTHESIZER``; ``SYNTHESIZER.fit``
+runs them in one call), the sensitivities from public facts and the sample stage's state
+(``Sample``: the synthetic rows in R^p as the paper releases them, for benchmarks)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mechanisms.accounting import BudgetPlan
+from mechanisms.design import Design, design
+from mechanisms.marginals import histogram_sensitivity
+from mechanisms.ron_gauss.centring import Centred, centre, mean_sensitivity
+from mechanisms.ron_gauss.model import RonGaussModel, build_model, reconstruct, sample_projected
+from mechanisms.ron_gauss.moments import _projection, covariance_sensitivity, default_dims, measure_covariance
+from mechanisms.ron_gauss.params import _LABEL_BOUND, RonGaussParams, defects, stage_weights
+from mechanisms.schema import Continuous, Schema
+from mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Synthesizer
+
+__all__ = ["SYNTHESIZER", "Sample", "check", "sensitivities"]
+
+
+# --- the four pipeline stages -------------------------------------------------------
+
+
+def _layout(schema: Schema, params: RonGaussParams) -> tuple[Design, int | None]:
+    """The design of the feature columns and the label's position (None: unsupervised)."""
+    if params.label is None:
+        return design(schema), None
+    j = schema.names.index(params.label)
+    return design(Schema(schema.columns[:j] + schema.columns[j + 1 :])), j
+
+
+def check(schema: Schema, params: RonGaussParams) -> None:
+    """The label fits the task and the schema; ``dims`` fits the design width."""
+    if params.task == "unsupervised" and params.label is not None:
+        raise ValueError(f"params.label ({params.label!r}) must be None for task 'unsupervised'")
+    if params.task != "unsupervised":
+        wanted = ("continuous",) if params.task == "regression" else ("nominal", "ordinal")
+        if params.label not in schema.names:
+            raise ValueError(f"params.label ({params.label!r}) must name a schema column: {schema.names}")
+        if schema[params.label].kind not in wanted:
+            raise ValueError(
+                f"params.label ({params.label!r}) must be a {' or '.join(wanted)} column for task "
+                f"{params.task!r}, not {schema[params.label].kind}"
+            )
+        if len(schema) < 2:
+            raise ValueError(f"params.label ({params.label!r}) must leave at least one feature column")
+    width = _layout(schema, params)[0].width
+    if params.dims is not None and params.dims > width:
+        raise ValueError(f"params.dims ({params.dims}) must be at most the design width ({width})")
+
+
+def sensitivities(schema: Schema, params: RonGaussParams, n: int, facts=None) -> dict[str, Sensitivity]:
+    """Every statistic ron_gauss measures (corrected), from public facts: the design
+    width m of the features, the projected dimension p (``params.dims`` or Meckes' rule)
+    and n. Unsupervised / regression: ``mean`` (``mean_sensitivity``), then the second
+    moment (``covariance_sensitivity``, with the label bound for regression).
+    Classification: ``class_counts`` (histogram, 2 / √2), ``class_sums`` and the per-class
+    second-moment sums (n = 1 in both, the sums are not divided). Tight: the counts, and
+    the per-class second moment (a record moving class, released class means μ_c that
+    centre it at x̃ = ±e₁ in both classes give Δ₂ = √2; at x̃ = s/√p, s ∈ {±1}^p, Δ₁ = p + 1)."""
+    m = _layout(schema, params)[0].width
+    p = params.dims or default_dims(m)
+    label = _LABEL_BOUND if params.task == "regression" else None
+    n_eff = 1 if params.task == "classification" else n
+
+    def second(norm: str) -> float:
+        return covariance_sensitivity(p, n_eff, variant="corrected", norm=norm, label_bound=label)
+
+    tight = params.task == "classification"
+    out = {"second_moment": Sensitivity("covariance", second("l1"), second("l2"), tight=tight)}
+    if params.task == "classification":
+        out["class_counts"] = Sensitivity(
+            "class_counts", histogram_sensitivity("l1"), histogram_sensitivity("l2"), tight=True
+        )
+        out["class_sums"] = Sensitivity("mean", mean_sensitivity(m, 1, "l1"), mean_sensitivity(m, 1, "l2"))
+    else:
+        out["mean"] = Sensitivity("mean", mean_sensitivity(m, n, "l1"), mean_sensitivity(m, n, "l2"))
+    return out
+
+
+def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: RonGaussParams, rng) -> Stage:
+    features, j = _layout(schema, params)
+    keep = [k for k in range(len(schema)) if k != j]
+    x = features.encode(MixedRows(rows.bins[:, keep], None if rows.unit is None else rows.unit[:, keep]))
+    target = None
+    if params.task == "regression":
+        target = _LABEL_BOUND * (2.0 * rows.require_unit()[:, j] - 1.0)
+    elif params.task == "classification":
+        target = rows.bins[:, j].astype(int)
+    centred = centre(
+        x,
+        target,
+        task=params.task,
+        variant=params.variant,
+        normalise=params.normalise_mode,
+        row_bound=features.max_norm,
+        n_classes=None if j is None else schema.columns[j].n_bins,
+        budgets={s.stage: s for s in plan.stages},
+        rng=rng,
+    )
+    facts = {
+        "dims": params.dims or default_dims(features.width),
+        "dims_note": "given in the spec"
+        if params.dims
+        else "Meckes' rule floor(2 ln m / ln ln m), m = design width",
+        "projection": params.projection_kind,
+        "normalise": params.normalise_mode,
+    }
+    return Stage((centred, features.max_norm), centred.measurements, facts)
+
+
+def _estimate_stage(state: tuple[Centred, float], plan: BudgetPlan, params: RonGaussParams, rng) -> Stage:
+    centred, bound = state
+    m = centred.rows.shape[1]
+    w = _projection(params.projection_kind, m, params.dims or default_dims(m), rng)
+    cov = measure_covariance(
+        centred,
+        w,
+        plan.stage("covariance"),
+        task=params.task,
+        variant=params.variant,
+        label_bound=_LABEL_BOUND,
+        rng=rng,
+    )
+    model = build_model(
+        centred,
+        w,
+        cov,
+        task=params.task,
+        variant=params.variant,
+        normalise=params.normalise_mode,
+        row_bound=bound,
+    )
+    facts: dict[str, Any] = {"clipped_eigenvalue_mass": model.clipped_mass}
+    if model.proportions is not None:
+        facts["class_proportions"] = [float(q) for q in model.proportions]
+    return Stage(model, (cov,), facts)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The sample stage's state (``Fit.stages[2].state``): ``rows`` x̂ (m, design width)
+    in design coordinates (``reconstruct``), what ``decode`` maps to the schema;
+    ``labels`` (regression: y, not clipped; classification: class indices; else None);
+    ``projected``: the same rows in the model's R^p (``sample_projected``), as the paper
+    releases them. Post-processing of the model; the reproductions score ``projected``."""
+
+    rows: np.ndarray = field(repr=False)
+    labels: np.ndarray | None = field(repr=False)
+    projected: np.ndarray = field(repr=False)
+
+
+def _sample_stage(model: RonGaussModel, params: RonGaussParams, m: int, rng) -> Stage:
+    z, labels = sample_projected(model, m, rng)
+    return Stage(Sample(reconstruct(model, z, labels), labels, z))
+
+
+def _decode_stage(state: Sample, schema: Schema, params: RonGaussParams, rng) -> MixedRows:
+    x, labels = state.rows, state.labels
+    features, j = _layout(schema, params)
+    rows = features.decode(x)
+    if j is None:
+        return rows
+    if labels is None:
+        raise ValueError(f"params.label ({params.label!r}) needs the sampled labels")
+    column = schema.columns[j]
+    if isinstance(column, Continuous):
+        unit = np.clip((labels / _LABEL_BOUND + 1.0) / 2.0, 0.0, 1.0)
+        bins = column.to_bins(column.from_unit(unit))
+    else:
+        unit, bins = np.full(len(labels), np.nan), labels
+    return MixedRows(np.insert(rows.bins, j, bins, axis=1), np.insert(rows.require_unit(), j, unit, axis=1))
+
+
+SYNTHESIZER = Synthesizer(
+    name="ron_gauss",
+    summary=(
+        "RON-Gauss: private mean, random orthonormal projection, private second moment "
+        "(Gaussian, label-augmented, or one Gaussian per class) -> fresh rows mapped back"
+    ),
+    notions=("pure", "zcdp"),
+    params_type=RonGaussParams,
+    stage_weights=lambda schema, params: stage_weights(params.task, params.variant),
+    defects=defects,
+    keeps_row_order=False,
+    spends={"encode": ("class_counts", "mean"), "estimate": ("covariance",)},
+    encode=_encode_stage,
+    estimate=_estimate_stage,
+    sample=_sample_stage,
+    decode=_decode_stage,
+    sensitivities=sensitivities,
+    check=check,
+)
