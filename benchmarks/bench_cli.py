@@ -1,4 +1,8 @@
-"""Out-of-process measurements: the real ``dprelease`` CLI (Prefect flow, GX, CSV writing)."""
+"""Out-of-process measurements: the real ``dprelease`` CLI (Prefect flow, GX, CSV writing).
+
+Item 2 (``scale``: one million rows through the CLI release, and the mechanism in-process on
+the same rows) and item 3 (``demo``: ``make demo`` wall time); the CLI-running helpers are
+shared with item 14 (``bench_stream``)."""
 
 from __future__ import annotations
 
@@ -21,11 +25,14 @@ import numpy as np
 import pandas as pd
 import psutil
 import yaml
-from bench_common import VENV_BIN, median
+from bench_inprocess import mechanism_file
+from common import REPO, VENV_BIN, median, timed
 
 from flows.cli import DEMO_SPEC
 
 POLL_S = 0.1
+SCALE_ROWS = 1_000_000
+SCALE_SEED = 0
 PREFECT_ENV = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
@@ -245,6 +252,25 @@ def scale_cli(spec_big: Path, root: Path) -> dict[str, Any]:
     }
 
 
+def scale(repeats: int) -> dict[str, Any]:
+    """Item 2's figures: write the big CSV, time the mechanism in-process on it (as item 1,
+    ``repeats`` seeds), then run the CLI on it and on the Adult demo data."""
+    with tempfile.TemporaryDirectory(prefix="dprelease-bench-scale-") as tmp:
+        root = Path(tmp)
+        (root / "data").mkdir()
+        spec, make_s = timed(lambda: write_big_adult(root / "data", SCALE_ROWS, SCALE_SEED))
+        print(f"  wrote {SCALE_ROWS:,} rows in {make_s:.1f} s; timing the mechanism in-process", flush=True)
+        inprocess = mechanism_file(spec, repeats, load_repeats=3)
+        print("  running the CLI on 1M rows, then on the Adult demo data", flush=True)
+        cli = scale_cli(spec, root)
+        # Reproducible paths: the temporary root becomes $TMP, the venv a relative path.
+        for run in (cli["big"], cli["adult"]):
+            run["command"] = (
+                run["command"].replace(str(root), "$TMP").replace(str(REPO) + "/", "").replace(str(REPO), ".")
+            )
+    return {"rows": SCALE_ROWS, "seed": SCALE_SEED, "make_csv_s": make_s, "inprocess": inprocess, "cli": cli}
+
+
 # --------------------------------------------------------------------------------- item 3: demo
 
 
@@ -268,3 +294,11 @@ def demo_runs(warm_repeats: int) -> dict[str, Any]:
         "warm_peak_rss_tree_mb": max(r.peak_rss_tree_mb for r in warm),
         "command": runs[0].command,
     }
+
+
+def demo() -> dict[str, Any]:
+    """Item 3's figures: one first-ever run and two later runs, the command with $TMP."""
+    result = demo_runs(warm_repeats=2)
+    cmd = result["command"].split(" --out ")[0].replace(str(REPO) + "/", "")
+    result["command"] = f"{cmd} --out $TMP/out"
+    return result

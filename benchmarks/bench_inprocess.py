@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from bench_common import Adult, median, timed
+from common import MEAN_RANGE, Adult, median, summary, timed
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.metrics import roc_auc_score
 
@@ -17,6 +17,7 @@ from mechanisms import factor_gauss
 from mechanisms.accounting import plan_budget
 from mechanisms.factor_gauss import FactorGaussParams
 from mechanisms.schema import Continuous, Schema
+from mechanisms.synthesizer import MixedRows
 from spec import ReleaseSpec, load_spec
 
 EPSILON = 1.0
@@ -31,8 +32,10 @@ def release_once(
     """fit + decode with one generator; returns (synthetic table, fit s, decode s)."""
     plan = plan_budget("zcdp", epsilon, DELTA, spec.stage_weights())
     rng = np.random.default_rng(seed)
-    fitted, fit_s = timed(lambda: factor_gauss.fit(bins, schema, plan, params, m=len(bins), rng=rng))
-    table, decode_s = timed(lambda: bins_to_table(fitted.bins, schema, rng=rng))
+    fitted, fit_s = timed(
+        lambda: factor_gauss.SYNTHESIZER.fit(MixedRows(bins), schema, plan, params, m=len(bins), rng=rng)
+    )
+    table, decode_s = timed(lambda: bins_to_table(fitted.rows.bins, schema, rng=rng))
     return table, fit_s, decode_s
 
 
@@ -126,24 +129,14 @@ def auc(train: pd.DataFrame, test: pd.DataFrame, schema: Schema) -> float:
     return float(roc_auc_score(y_test, model.predict_proba(x_test)[:, 1]))
 
 
-def _summary(per_seed: list[float]) -> dict[str, Any]:
-    xs = np.asarray(per_seed, dtype=float)
-    return {
-        "mean": float(np.mean(xs)),
-        "min": float(np.min(xs)),
-        "max": float(np.max(xs)),
-        "per_seed": per_seed,
-    }
-
-
 def _tvd_block(tvds: np.ndarray, names: list[str]) -> dict[str, Any]:
     """``tvds``: (seeds, columns). The mean over columns per seed, and the worst column
     (largest TVD averaged over seeds)."""
     worst = int(np.argmax(tvds.mean(axis=0)))
     return {
-        "mean_tvd": _summary([float(x) for x in tvds.mean(axis=1)]),
+        "mean_tvd": summary([float(x) for x in tvds.mean(axis=1)], MEAN_RANGE),
         "worst_column": names[worst],
-        "worst_column_tvd": _summary([float(x) for x in tvds[:, worst]]),
+        "worst_column_tvd": summary([float(x) for x in tvds[:, worst]], MEAN_RANGE),
         "per_column_mean": dict(zip(names, (float(x) for x in tvds.mean(axis=0)), strict=True)),
     }
 
@@ -169,7 +162,7 @@ UTILITY_CONFIGS = (
 
 
 def _paired(a: list[float], b: list[float]) -> dict[str, Any]:
-    return _summary([x - y for x, y in zip(a, b, strict=True)])
+    return summary([x - y for x, y in zip(a, b, strict=True)], MEAN_RANGE)
 
 
 def utility(adult: Adult, seeds: int) -> dict[str, Any]:
@@ -191,7 +184,7 @@ def utility(adult: Adult, seeds: int) -> dict[str, Any]:
             "epsilon": cfg.epsilon,
             "params": cfg.overrides,
             **_tvd_block(np.vstack(tvds), schema.names),
-            "auc": _summary(aucs),
+            "auc": summary(aucs, MEAN_RANGE),
         }
     # Same seeds give the same noisy measurements (the correction is post-processing), so
     # the with-minus-without differences are paired per seed.

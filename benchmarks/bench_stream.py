@@ -7,11 +7,13 @@ warm PREFECT_HOME (a first, discarded run creates Prefect's database), the demo'
 checks and gates, ``engine.chunk_rows`` 250,000 and δ = 0.1/n. Wall time and peak RSS of
 the whole process tree (CLI, Prefect's temporary server, Dask workers) sampled every
 0.1 s; phases from Prefect's log. ``--quick`` skips the 10M-row release.
+
+``run(quick)`` returns the JSON-serialisable figures; ``render/stream.py`` writes the section.
+``.venv/bin/python benchmarks/bench_stream.py [--quick]`` runs it and prints the section.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 import time
@@ -24,14 +26,12 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import yaml
 from bench_cli import release_run
-from bench_common import standalone
+from common import load_avg
 
 from flows.cli import DEMO_SPEC
 
 SIZES = (100_000, 1_000_000, 10_000_000)
 CHUNK_ROWS = 250_000
-LIMITS = {"rows": 10_000_000, "wall_s": 300.0, "rss_gb": 3.0}
-COMMAND = ".venv/bin/python benchmarks/run.py --only stream"
 
 
 def write_resampled_adult(folder: Path, rows: int, seed: int) -> Path:
@@ -68,7 +68,7 @@ def _fit(ns: list[int], walls: list[float]) -> dict[str, float]:
 
 def run(quick: bool = False) -> dict[str, Any]:
     t0 = time.perf_counter()
-    load_start = round(os.getloadavg()[0], 2)
+    load_start = load_avg()
     sizes = SIZES[:-1] if quick else SIZES
     with tempfile.TemporaryDirectory(prefix="dprelease-bench-stream-") as tmp:
         root = Path(tmp)
@@ -97,64 +97,12 @@ def run(quick: bool = False) -> dict[str, Any]:
         "dask": dask_run,
         "dask_over_local_1m": dask_run["wall_s"] / at_1m["wall_s"],
         "fit": _fit([r["rows"] for r in local_runs], [r["wall_s"] for r in local_runs]),
-        "load_avg_1m": {"start": load_start, "end": round(os.getloadavg()[0], 2)},
+        "load_avg_1m": {"start": load_start, "end": load_avg()},
         "wall_s": time.perf_counter() - t0,
     }
 
 
-def _phase_cells(r: dict[str, Any]) -> str:
-    ph = r["phases"]
-    keys = ("scan_input", "encode", "estimate_private_moments", "decode", "check_utility", "check_linkage")
-    return " | ".join(f"{ph[f'task {k}']:.1f}" if f"task {k}" in ph else "–" for k in keys)
-
-
-def render(figures: dict[str, Any]) -> list[str]:
-    """Markdown lines of the BENCHMARKS.md section (without the '## title' line)."""
-    f = figures
-    la = f["load_avg_1m"]
-    lines = [
-        f"`{COMMAND}` ({'quick: no 10M run' if f['quick'] else 'full'}; load average {la['start']} at "
-        f"start, {la['end']} at end; took {f['wall_s']:.0f} s). Each row is one "
-        "`dprelease release SPEC --insecure-seed 1 --verbose` of Adult resampled with replacement "
-        f"(15 columns, the demo's schema, checks and gates; δ = 0.1/n; `engine.chunk_rows` "
-        f"{f['chunk_rows']:,}), after a discarded warm-up run in the same PREFECT_HOME. Peak RSS: the "
-        "whole process tree (CLI, Prefect's temporary server, Dask workers), sampled every 0.1 s. "
-        "Phase times (s) from Prefect's log: pass 1 (validate_input), the marginals' noise (encode), "
-        "pass 2 (estimate_private_moments), sampling and writing (decode), the checks on 50,000-row "
-        "samples.",
-        "",
-        "| engine | rows | input CSV | wall | peak RSS tree | peak RSS CLI | pass 1 | encode | pass 2 | "
-        "decode+write | utility | linkage |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in [*f["runs"], f["dask"]]:
-        lines.append(
-            f"| {r['engine']} | {r['rows']:,} | {r['input_csv_mb']:.0f} MB | {r['wall_s']:.1f} s | "
-            f"{r['peak_rss_tree_mb'] / 1024:.2f} GB | {r['peak_rss_main_mb'] / 1024:.2f} GB | "
-            f"{_phase_cells(r)} |"
-        )
-    fit = f["fit"]
-    lines += [
-        "",
-        f"- Slope of wall time against n (least squares over the {len(f['runs'])} local runs): "
-        f"**{fit['s_per_million_rows']:.1f} s per million rows**, intercept {fit['intercept_s']:.1f} s "
-        "(Prefect's start, GX's import, the checks on fixed-size samples).",
-        f"- Dask LocalCluster (2 worker processes, 1 thread each) over the local engine at 1M rows: "
-        f"**{f['dask_over_local_1m']:.2f}×** the wall time. Its overhead: starting the cluster, a third "
-        "pass that counts each byte range's rows (a CSV does not say where its rows start), GX imported "
-        "in each worker, and two processes sharing the same 2 cores as the driver.",
-    ]
-    big = next((r for r in f["runs"] if r["rows"] == LIMITS["rows"]), None)
-    if big is not None:
-        ok_t = big["wall_s"] < LIMITS["wall_s"]
-        ok_m = big["peak_rss_tree_mb"] / 1024 < LIMITS["rss_gb"]
-        lines.append(
-            f"- Target (10M rows under {LIMITS['wall_s']:.0f} s, peak RSS under {LIMITS['rss_gb']:g} GB): "
-            f"{big['wall_s']:.0f} s ({'met' if ok_t else 'NOT met'}), "
-            f"{big['peak_rss_tree_mb'] / 1024:.2f} GB ({'met' if ok_m else 'NOT met'})."
-        )
-    return lines
-
-
 if __name__ == "__main__":
-    sys.exit(standalone(run, render, sys.argv))
+    from render import standalone
+
+    sys.exit(standalone("stream", run))

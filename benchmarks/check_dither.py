@@ -12,8 +12,8 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-from bench_common import load_adult
 from bench_inprocess import auc, release_once
+from common import load_adult
 
 import mechanisms.factor_gauss as fg
 from engines.tables import table_to_bins

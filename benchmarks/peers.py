@@ -8,13 +8,14 @@ torch), so it lives in its own venv, created once with::
 (installing torch first takes the CPU wheel; a plain ``pip install smartnoise-synth``
 pulls gigabytes of CUDA). Then, from the repository root::
 
-    .venv/bin/python benchmarks/run.py --only peers      # or: .venv/bin/python benchmarks/peers.py
+    .venv/bin/python benchmarks/run.py --only peers
 
-with ``--peer-python PATH`` if the peer venv is elsewhere. Both store the figures under
-``results.json["peers"]`` and rewrite BENCHMARKS.md; the other items keep their figures.
+with ``--peer-python PATH`` if the peer venv is elsewhere. It stores the figures under
+``results.json["peers"]`` and rewrites BENCHMARKS.md (``render/peers.py`` writes the section);
+the other items keep their figures.
 
-What runs, in this (the project's) venv: the fixed 80/20 split of ``bench_common``, the
-training rows as public-bin indices (``table_to_bins``); ``factor_gauss.fit`` in-process;
+What runs, in this (the project's) venv: the fixed 80/20 split of ``common``, the
+training rows as public-bin indices (``table_to_bins``); ``factor_gauss.SYNTHESIZER.fit`` in-process;
 ``benchmarks/peer_smartnoise.py`` under the peer venv's python for MST and AIM (same bins
 as a CSV, the public domain as JSON; it returns synthetic bins and its own timings; AIM
 is killed after ``--aim-timeout`` seconds). Every method's bins are then decoded with the
@@ -28,7 +29,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from bench_common import REPO, Adult, timed
+from common import MEAN_RANGE, REPO, Adult, summary, timed
 from threadpoolctl import threadpool_limits
 
 from checks.reports import flat_metrics, linkage_report, utility_report
@@ -44,6 +44,7 @@ from engines.tables import bins_to_table, table_to_bins
 from mechanisms import factor_gauss
 from mechanisms.accounting import plan_budget
 from mechanisms.factor_gauss import FactorGaussParams
+from mechanisms.synthesizer import MixedRows
 
 EPSILON = 1.0
 DELTA = 1e-6
@@ -75,11 +76,6 @@ LABELS = {
     "aim": "smartnoise-synth AIM",
     "resample": "reference: iid resample of the real 80 % (no privacy)",
 }
-
-
-def _summary(xs: list[float]) -> dict[str, Any]:
-    a = np.asarray(xs, dtype=float)
-    return {"mean": float(a.mean()), "min": float(a.min()), "max": float(a.max()), "per_seed": xs}
 
 
 def score(adult: Adult, syn_bins: np.ndarray, seed: int) -> dict[str, float | None]:
@@ -124,9 +120,17 @@ def run_factor_gauss(adult: Adult, train_bins: np.ndarray, seed: int) -> tuple[n
     plan = plan_budget("zcdp", EPSILON, DELTA, factor_gauss.STAGE_WEIGHTS)
     rng = np.random.default_rng(seed)
     fitted, fit_s = timed(
-        lambda: factor_gauss.fit(train_bins, adult.schema, plan, params, m=len(train_bins), rng=rng)
+        lambda: factor_gauss.SYNTHESIZER.fit(
+            MixedRows(train_bins), adult.schema, plan, params, m=len(train_bins), rng=rng
+        )
     )
-    return fitted.bins, {"status": "ok", "fit_s": fit_s, "sample_s": 0.0, "total_s": fit_s, "rho": plan.rho}
+    return fitted.rows.bins, {
+        "status": "ok",
+        "fit_s": fit_s,
+        "sample_s": 0.0,
+        "total_s": fit_s,
+        "rho": plan.rho,
+    }
 
 
 def _aim_progress(log: str) -> dict[str, Any]:
@@ -200,9 +204,10 @@ def _method(runs: list[dict[str, Any]]) -> dict[str, Any]:
     ok = [r for r in runs if r["status"] == "ok"]
     block: dict[str, Any] = {"runs": runs, "seeds": [r["seed"] for r in runs], "completed": len(ok)}
     if ok:
-        block["total_s"] = _summary([r["total_s"] for r in ok]) if ok[0]["total_s"] is not None else None
+        timed_runs = ok[0]["total_s"] is not None  # the resample reference has no time
+        block["total_s"] = summary([r["total_s"] for r in ok], MEAN_RANGE) if timed_runs else None
         block["metrics"] = {
-            k: _summary([r["metrics"][k] for r in ok])
+            k: summary([r["metrics"][k] for r in ok], MEAN_RANGE)
             if all(r["metrics"][k] is not None for r in ok)
             else None
             for k in METRICS
@@ -265,14 +270,3 @@ def peers(adult: Adult, peer_python: Path, seeds: int, aim_timeout_s: float) -> 
         "peer_env": peer_env,
         "methods": {k: {"label": LABELS[k], **_method(v)} for k, v in methods.items()},
     }
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``benchmarks/peers.py [--peer-python PATH] [...]`` is ``run.py --only peers [...]``."""
-    from run import main as run_main
-
-    return run_main(["--only", "peers", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

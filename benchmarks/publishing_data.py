@@ -25,11 +25,12 @@ from functools import cache
 
 import numpy as np
 import pandas as pd
-from bench_common import load_adult
+from common import load_adult
 
 from engines.tables import table_to_bins, table_to_rows
 from mechanisms.design import Design, design
 from mechanisms.schema import Continuous, Nominal, Schema
+from mechanisms.synthesizer import MixedRows
 
 DROPPED = ("fnlwgt", "education", "occupation", "native-country")
 NUMERIC = ("age", "education_num", "capital_gain", "capital_loss", "hours-per-week")
@@ -55,12 +56,17 @@ class PaperAdult:
     def design(self, label: bool) -> Design:
         return design(self.with_label if label else self.features)
 
+    def rows(self, label: bool, index: np.ndarray | None = None) -> MixedRows:
+        """The public numeric view of the (selected) rows (what ``Synthesizer.fit`` takes);
+        with the label's column last when ``label``."""
+        schema = self.with_label if label else self.features
+        sub = self.table[schema.names] if index is None else self.table.iloc[index][schema.names]
+        return table_to_rows(sub, table_to_bins(sub, schema), schema)
+
     def matrix(self, label: bool, index: np.ndarray | None = None) -> np.ndarray:
         """The [0, 1] design matrix of the (selected) rows; with the label's two coordinates
         last when ``label``."""
-        schema = self.with_label if label else self.features
-        sub = self.table[schema.names] if index is None else self.table.iloc[index][schema.names]
-        return design(schema).encode(table_to_rows(sub, table_to_bins(sub, schema), schema))
+        return self.design(label).encode(self.rows(label, index))
 
     def target(self, index: np.ndarray | None = None) -> np.ndarray:
         """income > 50K as 0/1."""

@@ -1,7 +1,8 @@
 """Reproduction of RON-Gauss (Chanyaswad, Liu, Mittal; PoPETs 2019), Tables 3–5 at ε = 1.
 
-``.venv/bin/python benchmarks/repro_ron_gauss.py [--quick]`` prints the markdown section;
-``run(quick)`` returns the figures (JSON-serialisable), ``render(figures)`` the markdown lines.
+``run(quick)`` returns the figures (JSON-serialisable); ``render/ron_gauss.py`` writes the
+section. ``.venv/bin/python benchmarks/repro_ron_gauss.py [--quick]`` runs it and prints the
+section.
 
 The paper's three tasks, on data sets available offline with the same shape of problem:
 
@@ -13,8 +14,13 @@ The paper's three tasks, on data sets available offline with the same shape of p
 * regression (paper: Twitter, Alg 4, KRR RMSE): Adult, label age rescaled to [−1, 1] by its
   public bounds [17, 90], design matrix of the other 14 columns; KernelRidge (RBF, defaults).
 
-Both learners see rows in R^p: synthetic rows as sampled, real test rows through the model's
-``project`` map. Each trial draws a fresh projection, noise, sample and subsample.
+The tasks' data and learners are in ``ron_gauss_tasks``. RON-Gauss runs as a release does:
+``SYNTHESIZER.fit`` in one call on a schema (the digits: 64 continuous columns with public
+bounds [0, 1]; Adult: its schema with the label held out), the plan from ``plan_budget``;
+its design of the features is the task's matrix, with the same public row bound. Both
+learners see rows in R^p: synthetic rows as sampled (the sample stage's ``projected``), real
+test rows through the model's ``project`` map. Each trial draws a fresh projection, noise,
+sample (one generator per release) and subsample.
 
 Configs (``configs``): corrected (ε-DP; Haar W, public normalisation), corrected with the
 paper's record normalisation, the paper's literal variant (not DP), and a no-noise ablation;
@@ -27,56 +33,44 @@ from __future__ import annotations
 import math
 import sys
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from bench_common import load_adult, machine, now_utc
-from scipy import stats
-from sklearn.cluster import KMeans
-from sklearn.datasets import load_digits
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.kernel_ridge import KernelRidge
-from sklearn.metrics import pairwise_distances, silhouette_score
-from sklearn.svm import SVC
+from common import machine, now_utc, run_command, stream_rng, summary
+from ron_gauss_tasks import (
+    K_RANGE,
+    KMEANS_INIT,
+    Supervised,
+    Table,
+    adult_tasks,
+    digits_matrix,
+    digits_table,
+    kmeans_silhouette,
+    krr_metrics,
+    svm_metrics,
+)
+from sklearn.metrics import silhouette_score
 from threadpoolctl import threadpool_limits
 
-from engines.tables import table_to_bins, table_to_rows
 from mechanisms import ron_gauss
+from mechanisms.accounting import plan_budget
 from mechanisms.design import design
 from mechanisms.ron_gauss import RonGaussModel
-from mechanisms.schema import Continuous, Schema
 
-COMMAND = ".venv/bin/python benchmarks/run.py --only ron_gauss"
 EPSILON = 1.0
-WEIGHTS = (0.3, 0.7)  # ε_μ = 0.3ε, ε_Σ = 0.7ε (paper §5.2)
+WEIGHTS = (0.3, 0.7)  # ε_μ = 0.3ε, ε_Σ = 0.7ε (paper §5.2): stage weights for plan_budget
 NO_NOISE_EPSILON = 1e9  # the ε = ∞ ablation (the module's Laplace needs a finite ε): noise ≈ 1e-9·Δ
-DIGITS_ROW_BOUND = 8.0  # public bound on ‖x‖₂ of a row of [0, 1]^64
+DIGITS_ROW_BOUND = 8.0  # public bound on ‖x‖₂ of a row of [0, 1]^64 (the design's √64)
 P_GRID = (2, 4, 8, 16, 32)
 QUICK_GRID = (4, 16)  # plus Meckes' p
-K_RANGE = range(2, 9)
-KMEANS_INIT = 3  # k-means++ seedings per k
 SVM_ROWS = 3_000
 KRR_ROWS = 2_000
 TRIALS = {False: 10, True: 2}
 TASKS = ("clustering", "classification", "regression")
-REG_LABEL = "age"
-CLS_LABEL = "income"
 TASK_CODE = {t: i for i, t in enumerate(TASKS)}
-
-# The paper's ε = 1 rows (Tables 3–5): real data, RON-Gauss mean ± 95 % CI, random guess.
-PAPER = {
-    "clustering": {"data": "GFE 27,936 × 301", "real": 0.286, "ron": (0.274, 0.015)},
-    "classification": {"data": "Realdisp 216,752 × 117", "real": 89.61, "ron": (87.16, 0.27)},
-    "regression": {
-        "data": "Twitter 573,820 × 77",
-        "real": 0.21e-2,
-        "ron": (0.21e-2, 0.01e-2),
-        "guess": 57.20e-2,
-    },
-}
+SUMMARY = ("mean", "ci95", "n", "values")  # per field over trials: mean ± the 95 % t-interval's half-width
 
 
 @dataclass(frozen=True)
@@ -90,19 +84,7 @@ class Config:
     epsilon: float
 
 
-@dataclass(frozen=True)
-class Supervised:
-    """A supervised task on Adult: design matrices and labels of the fixed 80/20 split."""
-
-    x_train: np.ndarray
-    y_train: np.ndarray
-    x_test: np.ndarray
-    y_test: np.ndarray
-    label: str
-    row_bound: float
-
-
-# ---------------------------------------------------------------- data
+# ---------------------------------------------------------------- the public default p
 
 
 def meckes_p(m: int) -> int:
@@ -110,151 +92,48 @@ def meckes_p(m: int) -> int:
     return math.floor(2 * math.log(m) / math.log(math.log(m)))
 
 
-def digits_matrix() -> np.ndarray:
-    """load_digits pixels (0..16) scaled by the public maximum 16 into [0, 1]^64."""
-    return load_digits().data / 16.0
-
-
-def _sub_schema(schema: Schema, drop: str) -> Schema:
-    return Schema(tuple(c for c in schema.columns if c.name != drop))
-
-
-def _encode(table: Any, schema: Schema) -> np.ndarray:
-    """The public-box design matrix (``mechanisms.design``) of ``table``'s ``schema`` columns."""
-    sub = table[schema.names]
-    return design(schema).encode(table_to_rows(sub, table_to_bins(sub, schema), schema))
-
-
-def adult_tasks() -> dict[str, Supervised]:
-    """Adult's classification (income, 0/1) and regression (age on [−1, 1]) tasks."""
-    adult = load_adult()
-    train, test = adult.split()
-    cls_schema = _sub_schema(adult.schema, CLS_LABEL)
-    positive = adult.schema[CLS_LABEL].categories[1]
-    reg_schema = _sub_schema(adult.schema, REG_LABEL)
-    age = adult.schema[REG_LABEL]
-    assert isinstance(age, Continuous)
-
-    def rescale(a: Any) -> np.ndarray:
-        return 2.0 * (a.to_numpy(dtype=float) - age.lower) / (age.upper - age.lower) - 1.0
-
-    return {
-        "classification": Supervised(
-            _encode(train, cls_schema),
-            (train[CLS_LABEL] == positive).to_numpy(dtype=int),
-            _encode(test, cls_schema),
-            (test[CLS_LABEL] == positive).to_numpy(dtype=int),
-            f"{CLS_LABEL} {positive}",
-            design(cls_schema).max_norm,
-        ),
-        "regression": Supervised(
-            _encode(train, reg_schema),
-            rescale(train[REG_LABEL]),
-            _encode(test, reg_schema),
-            rescale(test[REG_LABEL]),
-            f"{REG_LABEL} (2·(age − {age.lower:g})/{age.upper - age.lower:g} − 1)",
-            design(reg_schema).max_norm,
-        ),
-    }
-
-
-# ---------------------------------------------------------------- statistics
-
-
-def summary(values: Sequence[float]) -> dict[str, Any]:
-    """Mean and the half-width of the two-sided 95 % t-interval (0 for one value)."""
-    v = np.asarray(values, dtype=float)
-    n = len(v)
-    half = float(stats.t.ppf(0.975, n - 1) * v.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
-    return {"mean": float(v.mean()), "ci95": half, "n": n, "values": [float(a) for a in v]}
+# ---------------------------------------------------------------- random streams
 
 
 def rng_for(seed: int, task: str, p: int, stream: int) -> np.random.Generator:
-    """A named stream: trial seed, task, p, and a per-use code."""
-    return np.random.default_rng([seed, TASK_CODE[task], p, stream])
+    """A named stream: ``default_rng([seed, task code, p, stream])`` (trial seed, task, p, and
+    a per-use code)."""
+    return stream_rng(seed, TASK_CODE, task, p, stream)
 
 
 # ---------------------------------------------------------------- the mechanism
 
 
-def fit_model(
-    x: np.ndarray,
-    y: np.ndarray | None,
-    task: str,
-    p: int,
-    cfg: Config,
-    row_bound: float,
-    rng: np.random.Generator,
-) -> RonGaussModel:
-    """RON-Gauss fitted with ``cfg`` (Alg 3 unsupervised, 5 classification, 4 regression);
-    ``row_bound`` is the public bound on ‖x‖₂ that ``normalise="public"`` divides by."""
-    mode = {"clustering": "unsupervised", "classification": "classification", "regression": "regression"}
-    return ron_gauss.fit(
-        x,
-        y,
-        task=mode[task],
-        epsilon=cfg.epsilon,
-        dims=p,
+MODE = {"clustering": "unsupervised", "classification": "classification", "regression": "regression"}
+
+
+def release(
+    table: Table, task: str, p: int, cfg: Config, m: int, rng: np.random.Generator
+) -> tuple[RonGaussModel, np.ndarray, np.ndarray | None]:
+    """RON-Gauss with ``cfg`` (Alg 3 unsupervised, 5 classification, 4 regression) as a
+    release runs it: ``SYNTHESIZER.fit`` on the table's schema in one call, with the plan of
+    ``plan_budget`` for the stage weights ε_μ : ε_Σ = WEIGHTS, m synthetic rows. Returns the
+    model (``Fit.stages[1].state``), the m rows in R^p as the paper releases them and their
+    labels (``Fit.stages[2].state``: ``projected``, ``labels``; None unsupervised)."""
+    params = ron_gauss.RonGaussParams(
         variant=cfg.variant,
-        normalise=cfg.normalise,
+        task=MODE[task],
+        label=table.label,
+        dims=p,
         projection=cfg.projection,
-        rng=rng,
-        row_bound=row_bound,
-        n_classes=2 if task == "classification" else None,
-        weights=WEIGHTS,
+        normalise=cfg.normalise,
     )
-
-
-def sample(model: RonGaussModel, m: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
-    """m synthetic rows in R^p and their labels (None for the unsupervised model)."""
-    return ron_gauss.sample_projected(model, m, rng)
+    plan = plan_budget(
+        "pure", cfg.epsilon, 0.0, ron_gauss.stage_weights(params.task, params.variant, WEIGHTS)
+    )
+    fit = ron_gauss.SYNTHESIZER.fit(table.rows, table.schema, plan, params, m=m, rng=rng)
+    sample = fit.stages[2].state
+    return fit.stages[1].state, sample.projected, sample.labels
 
 
 def project(model: RonGaussModel, x: np.ndarray) -> np.ndarray:
-    """Real rows mapped into the model's R^p."""
+    """Real rows (design matrix) mapped into the model's R^p."""
     return ron_gauss.project(model, x)
-
-
-# ---------------------------------------------------------------- learners and metrics
-
-
-def kmeans_silhouette(x: np.ndarray, seed: int) -> tuple[float, int, KMeans | None]:
-    """(best silhouette, its k, the fitted K-means) over k ∈ K_RANGE, as the paper's
-    silhouette analysis picks k. Distances are computed once for all k. A sample K-means
-    cannot split (all rows equal: a covariance clipped to 0) scores 0 with k = 1."""
-    dist = pairwise_distances(x)
-    best: tuple[float, int, KMeans | None] = (0.0, 1, None)
-    if np.ptp(x, axis=0).max(initial=0.0) == 0.0:
-        return best
-    for k in K_RANGE:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            km = KMeans(n_clusters=k, n_init=KMEANS_INIT, random_state=seed).fit(x)
-        if len(np.unique(km.labels_)) < 2:
-            continue
-        s = float(silhouette_score(dist, km.labels_, metric="precomputed"))
-        if best[2] is None or s > best[0]:
-            best = (s, k, km)
-    return best
-
-
-def svm_metrics(x: np.ndarray, y: np.ndarray, x_test: np.ndarray, y_test: np.ndarray) -> dict[str, float]:
-    """Test accuracy (%) of SVC (RBF, defaults) and the share of positive predictions (%);
-    a constant predictor when the training sample holds one class."""
-    pred = np.full(len(y_test), y[0]) if len(np.unique(y)) < 2 else SVC().fit(x, y).predict(x_test)
-    return {"score": float(100.0 * np.mean(pred == y_test)), "positive_rate": float(100.0 * np.mean(pred))}
-
-
-def krr_metrics(x: np.ndarray, y: np.ndarray, x_test: np.ndarray, y_test: np.ndarray) -> dict[str, float]:
-    """Test RMSE of KernelRidge (RBF, defaults), the correlation of its predictions with the
-    labels (0 for constant predictions) and the mean prediction."""
-    pred = KernelRidge(kernel="rbf").fit(x, y).predict(x_test)
-    corr = float(np.corrcoef(pred, y_test)[0, 1]) if np.std(pred) > 0 else 0.0
-    return {
-        "score": float(np.sqrt(np.mean((pred - y_test) ** 2))),
-        "corr": corr,
-        "pred_mean": float(np.mean(pred)),
-    }
 
 
 def _rows(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -265,16 +144,15 @@ def _rows(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def clustering_trial(
-    x: np.ndarray, p: int, configs: Sequence[Config], seed: int
+    x: np.ndarray, table: Table, p: int, configs: Sequence[Config], seed: int
 ) -> dict[str, dict[str, float]]:
     """For each config: silhouette and k of the synthetic rows (the paper's metric) and the
     silhouette of the real rows (through ``project``) under the synthetic K-means; 'real':
-    the real rows in the no-noise model's R^p; 'null': an isotropic N(0, I_p) sample."""
+    the real rows in the no-noise model's R^p; 'null': an isotropic N(0, I_p) sample.
+    ``table``: x as the mechanism takes it."""
     out: dict[str, dict[str, float]] = {}
     for j, cfg in enumerate(configs):
-        rng = rng_for(seed, "clustering", p, 10 + j)
-        model = fit_model(x, None, "clustering", p, cfg, DIGITS_ROW_BOUND, rng)
-        syn, _ = sample(model, len(x), rng_for(seed, "clustering", p, 20 + j))
+        model, syn, _ = release(table, "clustering", p, cfg, len(x), rng_for(seed, "clustering", p, 10 + j))
         s, k, km = kmeans_silhouette(syn, seed)
         real = project(model, x)
         labels = np.zeros(len(real)) if km is None else km.predict(real)
@@ -309,9 +187,7 @@ def supervised_trial(
     n = len(data.x_train)
     out: dict[str, dict[str, float]] = {}
     for j, cfg in enumerate(configs):
-        rng = rng_for(seed, task, p, 10 + j)
-        model = fit_model(data.x_train, data.y_train, task, p, cfg, data.row_bound, rng)
-        syn_x, syn_y = sample(model, n, rng_for(seed, task, p, 20 + j))
+        model, syn_x, syn_y = release(data.train, task, p, cfg, n, rng_for(seed, task, p, 10 + j))
         assert syn_y is not None
         idx = _rows(len(syn_x), size, rng_for(seed, task, p, 30 + j))
         test = project(model, data.x_test)
@@ -345,16 +221,9 @@ def class_spread(data: Supervised, p: int, seed: int = 0) -> dict[str, list[floa
     out: dict[str, list[float]] = {}
     for j, norm in enumerate(("public", "record")):
         cfg = Config("spread", "corrected", "haar", norm, NO_NOISE_EPSILON)
-        model = fit_model(
-            data.x_train,
-            data.y_train,
-            "classification",
-            p,
-            cfg,
-            data.row_bound,
-            rng_for(seed, "classification", p, 40 + j),
-        )
-        syn, labels = sample(model, len(data.x_train), rng_for(seed, "classification", p, 50 + j))
+        rng = rng_for(seed, "classification", p, 40 + j)
+        model, syn, labels = release(data.train, "classification", p, cfg, len(data.x_train), rng)
+        assert labels is not None
         real = project(model, data.x_train)
         for c in (0, 1):
             mu = model.mean[c] @ model.w
@@ -403,7 +272,7 @@ def _aggregate(per_trial: list[dict[str, dict[str, float]]]) -> dict[str, dict[s
     """Per method and field, the summary over trials (k: the list of chosen k)."""
     out: dict[str, dict[str, Any]] = {}
     for method, fields in per_trial[0].items():
-        out[method] = {f: summary([t[method][f] for t in per_trial]) for f in fields if f != "k"}
+        out[method] = {f: summary([t[method][f] for t in per_trial], SUMMARY) for f in fields if f != "k"}
         if "k" in fields:
             out[method]["k"] = [int(t[method]["k"]) for t in per_trial]
     return out
@@ -466,13 +335,21 @@ def run(quick: bool = False) -> dict[str, Any]:
     grid = QUICK_GRID if quick else P_GRID
     info = machine()
     digits, sup = digits_matrix(), adult_tasks()
+    table = digits_table(digits)
+    # The mechanism's design of the digits' schema is the digits matrix, with the same public row
+    # bound; Adult's matrices are the same design of the same schema (``ron_gauss_tasks``).
+    assert design(table.schema).max_norm == DIGITS_ROW_BOUND
     cfgs = configs()
     tasks: dict[str, Any] = {}
     # One thread for BLAS/OpenMP: the cores are shared, and oversubscribed K-means / SVC
     # threads were several times slower than one thread each.
     with threadpool_limits(1):
         tasks["clustering"] = run_task(
-            "clustering", lambda p, s: clustering_trial(digits, p, cfgs, s), digits.shape[1], grid, seeds
+            "clustering",
+            lambda p, s: clustering_trial(digits, table, p, cfgs, s),
+            digits.shape[1],
+            grid,
+            seeds,
         )
         tasks["clustering"]["unprojected"] = _aggregate(
             [{"real_full": unprojected_clustering(digits, s)} for s in seeds]
@@ -491,7 +368,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     return {
         "date": now_utc(),
         "machine": info,
-        "command": COMMAND + (" --quick" if quick else ""),
+        "command": run_command("ron_gauss", quick),
         "quick": quick,
         "seeds": seeds,
         "epsilon": EPSILON,
@@ -511,227 +388,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     }
 
 
-# ---------------------------------------------------------------- render
-
-SCALE = {"clustering": 1.0, "classification": 1.0, "regression": 100.0}
-FMT = {"clustering": ".3f", "classification": ".2f", "regression": ".2f"}
-UNIT = {"clustering": "silhouette ↑", "classification": "accuracy % ↑", "regression": "RMSE ×1e-2 ↓"}
-METHODS = ("real", "corrected", "corrected_record", "paper", "no_noise", "null")
-LABEL = {
-    "real_full": "Real data, all m coordinates (no projection)",
-    "real": "Real data in R^p (the no-noise model's map)",
-    "corrected": "RON-Gauss corrected, public normalisation (ε-DP)",
-    "corrected_record": "RON-Gauss corrected, record normalisation (ε-DP)",
-    "paper": "RON-Gauss paper variant (uniform QR, record norm., paper Δ; not DP)",
-    "no_noise": "RON-Gauss without noise (corrected options, ε = 1e9)",
-    "null": "Isotropic N(0, I_p) sample (no data)",
-}
-SHORT = {
-    "real": "real in R^p",
-    "corrected": "corrected",
-    "corrected_record": "corrected, record",
-    "paper": "paper",
-    "no_noise": "no noise",
-    "null": "N(0, I)",
-}
-
-
-def _num(task: str, x: float) -> str:
-    return f"{x * SCALE[task]:{FMT[task]}}"
-
-
-def _cell(task: str, s: dict[str, Any], with_p: bool = False) -> str:
-    txt = f"{_num(task, s['mean'])} ± {_num(task, s['ci95'])}"
-    return f"{txt} (p = {s['p']})" if with_p else txt
-
-
-def _paper_cell(task: str, method: str) -> str:
-    ref = PAPER[task]
-    if method == "real_full":
-        return _num(task, ref["real"])
-    if method == "paper":
-        return f"{_num(task, ref['ron'][0])} ± {_num(task, ref['ron'][1])}"
-    return ""
-
-
-def _diagnostic(task: str, r: dict[str, Any]) -> str:
-    """The secondary figures of one method at one p."""
-    if task == "clustering":
-        ks = "/".join(str(k) for k in sorted(set(r["k"])))
-        extra = r.get("real_rows_by_synthetic_kmeans")
-        txt = f"k = {ks}" + (f"; real rows {extra['mean']:.3f}" if extra else "")
-        collapsed = round(sum(r["collapsed"]["values"])) if "collapsed" in r else 0
-        return txt + (f"; {collapsed}/{len(r['k'])} samples collapsed (Σ clipped to 0)" if collapsed else "")
-    if task == "classification":
-        return f"{r['positive_rate']['mean']:.1f} % predicted >50K"
-    return f"r = {r['corr']['mean']:.2f}; mean ŷ = {r['pred_mean']['mean']:.2f}"
-
-
-def _task_table(task: str, f: dict[str, Any]) -> list[str]:
-    t, base = f["tasks"][task], f["baselines"].get(task, {})
-    grid = ", ".join(str(p) for p in f["p_grid"])
-    lines = [
-        f"| {UNIT[task]} | paper ({PAPER[task]['data']}) | ours, p = {t['meckes_p']} (Meckes, public) "
-        f"| ours, best p ∈ {{{grid}}} (tuned on the real test data; not private) "
-        f"| diagnostics at p = {t['meckes_p']} |",
-        "|---|---:|---:|---:|---|",
-    ]
-    if "unprojected" in t:
-        u = t["unprojected"]
-        lines.append(
-            f"| {LABEL['real_full']} | {_paper_cell(task, 'real_full')} | {_cell(task, u['score'])} "
-            f"| {_cell(task, u['score'])} | {_diagnostic(task, u)} |"
-        )
-    at_meckes = t["by_p"][str(t["meckes_p"])]
-    for method in METHODS:
-        if method in t["meckes"]:
-            lines.append(
-                f"| {LABEL[method]} | {_paper_cell(task, method)} | {_cell(task, t['meckes'][method])} "
-                f"| {_cell(task, t['tuned'][method], True)} | {_diagnostic(task, at_meckes[method])} |"
-            )
-    if task == "classification":
-        lines.append(f"| Majority class (no data) | | {_num(task, base['majority_accuracy'])} | | |")
-    if task == "regression":
-        lines += [
-            f"| Constant: the training mean {base['constant']:.3f} | "
-            f"| {_num(task, base['constant_rmse'])} | | |",
-            f"| Random guess U[−1, 1] (expected) | {_num(task, PAPER[task]['guess'])} "
-            f"| {_num(task, base['random_guess_rmse'])} | | |",
-        ]
-    return [*lines, ""]
-
-
-def _by_p_table(task: str, f: dict[str, Any]) -> list[str]:
-    t = f["tasks"][task]
-    methods = [m for m in METHODS if m in t["meckes"]]
-    lines = [
-        "| p | " + " | ".join(SHORT[m] for m in methods) + " |",
-        "|---:|" + "---:|" * len(methods),
-    ]
-    for p in t["p_values"]:
-        row = t["by_p"][str(p)]
-        mark = " (Meckes)" if p == t["meckes_p"] else ""
-        lines.append(f"| {p}{mark} | " + " | ".join(_cell(task, row[m]["score"]) for m in methods) + " |")
-    return [*lines, ""]
-
-
-def _collapses(f: dict[str, Any]) -> list[str]:
-    """A note on clustering samples that collapsed to one point (scored 0), if any."""
-    t = f["tasks"]["clustering"]
-    found = [
-        f"{SHORT[m]} at p = {p}: {round(sum(r['collapsed']['values']))}/{len(r['collapsed']['values'])}"
-        for p in t["p_values"]
-        for m, r in t["by_p"][str(p)].items()
-        if "collapsed" in r and sum(r["collapsed"]["values"])
-    ]
-    if not found:
-        return []
-    return [
-        "Samples that collapsed to one point (every eigenvalue of Σ^DP clipped to 0; scored 0, "
-        "k = 1): " + ", ".join(found) + ".",
-        "",
-    ]
-
-
-def _header(f: dict[str, Any]) -> list[str]:
-    m, seeds, d, tw = f["machine"], f["seeds"], f["data"], f["tasks"]
-    wall = ", ".join(f"{k} {tw[k]['wall_s']:.0f} s" for k in TASKS)
-    return [
-        f"- Reproduce: `{COMMAND}`" + (" (these figures: `--quick`, p grid reduced)" if f["quick"] else ""),
-        f"- Measured: {f['date']}, commit {m['commit']}, took {f['elapsed_s']:.0f} s ({wall}); "
-        f"nproc {m['nproc']}, {m['cpu']}, load average (1 min) at start {m['load_avg_1m']}; "
-        "BLAS/OpenMP limited to one thread",
-        f"- Trials: {len(seeds)} per (task, p, config), seeds {seeds[0]}–{seeds[-1]} (the paper: 100); "
-        "mean ± half-width of the 95 % t-interval. Each trial draws a new projection, noise, sample "
-        "and subsample (`numpy.random.default_rng([seed, task, p, use])`).",
-        f"- ε = {f['epsilon']:g}, split ε_μ : ε_Σ = {f['weights'][0]:g} : {f['weights'][1]:g} (as the paper; "
-        "the corrected classifier first gives 10 % to noisy class counts); pure DP, Laplace. "
-        f"n′ = n synthetic rows (the paper leaves n′ open).",
-        "",
-        "Data (the paper's sets are not available offline; these have the same shape of problem):",
-        "",
-        f"- Clustering ↔ GFE: sklearn `load_digits`, {d['clustering']['rows']:,} × {d['clustering']['cols']} "
-        "(pixels / 16, all rows, public row bound ‖x‖ ≤ 8): the only bundled high-dimensional set. "
-        f"Alg 3; K-means (k-means++, {f['kmeans_n_init']} init) with "
-        f"k ∈ {{{f['k_range'][0]}..{f['k_range'][1]}}} "
-        "chosen by silhouette on the synthetic rows; the score is that silhouette (the paper's metric).",
-        f"- Classification ↔ Realdisp (binary): Adult, label {d['classification']['label']} "
-        f"(training share {d['classification']['label_mean_train']:.3f}); the design matrix of the other "
-        f"14 columns: {d['classification']['cols']} coordinates in [0, 1] by public bounds (log1p where "
-        "the spec says log; education level/(L−1); nominal one-hot), row bound √14; "
-        f"{d['classification']['train_rows']:,} training / {d['classification']['test_rows']:,} test rows. "
-        f"Alg 5; SVC (RBF, defaults) trained on {f['svm_rows']:,} rows drawn from the n synthetic rows; "
-        "accuracy on the real test rows mapped by `project`.",
-        f"- Regression ↔ Twitter (label in [−1, 1]): Adult, label {d['regression']['label']}; "
-        f"{d['regression']['cols']} coordinates. Alg 4; KernelRidge (RBF, defaults) on {f['krr_rows']:,} "
-        "rows; RMSE on the real test rows. Age rather than hours-per-week because it is the "
-        "better-predicted of the two (marital status, relationship), so a learner has something to "
-        "beat the constant with.",
-        "",
-    ]
-
-
-def render(figures: dict[str, Any]) -> list[str]:
-    """Markdown lines of the BENCHMARKS.md section (without the '## title' line)."""
-    lines = _header(figures)
-    for task, title in (
-        ("clustering", "Clustering (paper Table 3)"),
-        ("classification", "Classification (paper Table 4)"),
-        ("regression", "Regression (paper Table 5)"),
-    ):
-        lines += [f"**{title}**", "", *_task_table(task, figures)]
-        lines += [f"<details><summary>{title}: every p</summary>", "", *_by_p_table(task, figures)]
-        lines += ["</details>", ""]
-        if task == "clustering":
-            lines += _collapses(figures)
-    return lines + differences(figures)
-
-
-def differences(f: dict[str, Any]) -> list[str]:
-    """The bullet list: what differs from the paper."""
-    reg, sp = f["baselines"]["regression"], f["class_spread_p16"]
-    return [
-        "What differs from the paper:",
-        "",
-        "- Data: digits / Adult instead of GFE / Realdisp / Twitter (not available offline); n is "
-        "16× (clustering), 8× (classification) and 22× (regression) smaller, and the noise is ∝ 1/n.",
-        f"- Trials: {len(f['seeds'])}, not 100. Learners are trained on subsamples ({f['svm_rows']:,} rows "
-        f"for SVC, {f['krr_rows']:,} for KRR) for time; the paper does not say what it trained on or "
-        "which kernel and hyper-parameters it used (we use scikit-learn defaults).",
-        "- p: the paper reports each method's best p, tuned on the real data (its footnote 3 admits "
-        "this is not private); we show that column beside the public Meckes default ⌊2 ln m / ln ln m⌋.",
-        "- Variants: the paper's covariance noise (Lemmas 4/5, 2√p/(nε_Σ)) is too small to be ε-DP "
-        "and its Alg 5 uses the true class sizes; 'paper' reproduces that (not DP), 'corrected' uses "
-        "the proven sensitivity on the upper triangle, noisy class counts and a Haar projection. "
-        "Both symmetrise Σ and clip negative eigenvalues (the paper samples from Σ^DP as is).",
-        "- Normalisation: the paper puts every record on the unit sphere (record); 'public' divides "
-        "by the public row bound instead (invertible, the module's default). Both are shown.",
-        "- The test-time map of real rows into R^p is not in the paper; we use the module's `project` "
-        "(Alg 3/4: bound, centre by μ^DP, bound, Wᵀ; Alg 5: bound, Wᵀ).",
-        "- Real-data rows: with all m coordinates (the paper's 'original data without any "
-        "modification', presumably) and in R^p through the no-noise model's map.",
-        f"- Regression: Alg 4 samples y from N(0, Σ_a), a second moment about 0, so synthetic labels "
-        f"have mean 0 while the real training mean is {reg['constant']:.3f}: the learners inherit that "
-        "bias (digest §5.6). The paper's Twitter target sits near 0 (its random-guess RMSE ≈ √(1/3)), "
-        f"where this bias is invisible and 0.21e-2 is near-trivial; age is not (constant-predictor RMSE "
-        f"{_num('regression', reg['constant_rmse'])}e-2).",
-        "- Alg 5 with record normalisation: the synthetic class clouds are wider than the real rows "
-        "under the test-time map, because Alg 1 re-normalises each centred row to norm 1 and a test "
-        "row's class (hence its centre) is unknown. RMS distance from Wᵀμ_c at p = 16 without noise, "
-        "synthetic vs real, class ≤50K / >50K: "
-        + "; ".join(
-            f"{norm} {sp[f'{norm}_class0'][0]:.3f} vs {sp[f'{norm}_class0'][1]:.3f} / "
-            f"{sp[f'{norm}_class1'][0]:.3f} vs {sp[f'{norm}_class1'][1]:.3f}"
-            for norm in ("record", "public")
-        )
-        + ".",
-        "- Clustering: the silhouette is computed on the synthetic rows as clustered, so any sample "
-        "that K-means splits cleanly scores well; the N(0, I_p) row shows what a sample with no data "
-        "in it scores, and 'real rows' (diagnostics) the silhouette of the real rows under the "
-        "synthetic K-means.",
-        "",
-    ]
-
-
 if __name__ == "__main__":
-    print("\n".join(render(run(quick="--quick" in sys.argv))))
+    from render import standalone
+
+    sys.exit(standalone("ron_gauss", run))

@@ -12,7 +12,10 @@ SQL budget ledger's cost per release, SQLite against a throw-away PostgreSQL,
 ``benchmarks/bench_ledger.py``), 14 ``stream`` (100k / 1M / 10M-row streaming releases
 through the CLI, and Dask against local at 1M, ``benchmarks/bench_stream.py``).
 Results are merged into ``benchmarks/results.json`` (items not
-rerun keep their last figures) and BENCHMARKS.md is rewritten from it.
+rerun keep their last figures) and BENCHMARKS.md is rewritten from it by ``render``
+(``benchmarks/render/``, one module per item). ``benchmarks/README.md`` lists every item's
+command, duration and needs. This driver imports the experiments and the renderer; nothing
+imports it.
 """
 
 from __future__ import annotations
@@ -21,69 +24,47 @@ import argparse
 import importlib
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench_common import REPO, load_adult, machine, now_utc, timed
-from bench_report import BENCH_MODULES, ITEMS, REPRODUCTIONS, markdown, section
+from common import REPO, RESULTS, load_adult, machine, now_utc, run_command
 from peers import DEFAULT_AIM_TIMEOUT_S, DEFAULT_PEER_PYTHON, DEFAULT_SEEDS
+from render import ITEMS, markdown, section
 
-RESULTS = REPO / "benchmarks" / "results.json"
 MARKDOWN = REPO / "BENCHMARKS.md"
-SCALE_ROWS = 1_000_000
-SCALE_SEED = 0
+REPRODUCTIONS = ("dpfm", "ron_gauss", "private_pca", "pcappd", "lda_ppd", "spectral")
+"""Items 6–11: ``benchmarks/repro_<item>.py``, ``run(quick)``."""
+BENCH_MODULES = ("sampler", "ledger", "stream")
+"""Items 12–14: ``benchmarks/bench_<item>.py``, ``run(quick)``."""
 
 
-def _mechanism(repeats: int, seeds: int) -> dict[str, Any]:
-    from bench_inprocess import mechanism_adult
+def experiment(item: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Run one item's experiment (its module imported only now) and return its figures."""
+    if item == "mechanism":
+        from bench_inprocess import mechanism_adult
 
-    return mechanism_adult(load_adult(), repeats)
+        return mechanism_adult(load_adult(), args.repeats)
+    if item == "scale":
+        from bench_cli import scale
 
+        return scale(args.repeats)
+    if item == "demo":
+        from bench_cli import demo
 
-def _scale(repeats: int, seeds: int) -> dict[str, Any]:
-    from bench_cli import scale_cli, write_big_adult
-    from bench_inprocess import mechanism_file
+        return demo()
+    if item == "utility":
+        from bench_inprocess import utility
 
-    with tempfile.TemporaryDirectory(prefix="dprelease-bench-scale-") as tmp:
-        root = Path(tmp)
-        (root / "data").mkdir()
-        spec, make_s = timed(lambda: write_big_adult(root / "data", SCALE_ROWS, SCALE_SEED))
-        print(f"  wrote {SCALE_ROWS:,} rows in {make_s:.1f} s; timing the mechanism in-process", flush=True)
-        inprocess = mechanism_file(spec, repeats, load_repeats=3)
-        print("  running the CLI on 1M rows, then on the Adult demo data", flush=True)
-        cli = scale_cli(spec, root)
-        # Reproducible paths: the temporary root becomes $TMP, the venv a relative path.
-        for run in (cli["big"], cli["adult"]):
-            run["command"] = (
-                run["command"].replace(str(root), "$TMP").replace(str(REPO) + "/", "").replace(str(REPO), ".")
-            )
-    return {"rows": SCALE_ROWS, "seed": SCALE_SEED, "make_csv_s": make_s, "inprocess": inprocess, "cli": cli}
+        return utility(load_adult(), args.seeds)
+    if item == "peers":
+        from peers import peers
 
-
-def _demo(repeats: int, seeds: int) -> dict[str, Any]:
-    from bench_cli import demo_runs
-
-    result = demo_runs(warm_repeats=2)
-    cmd = result["command"].split(" --out ")[0].replace(str(REPO) + "/", "")
-    result["command"] = f"{cmd} --out $TMP/out"
-    return result
+        return peers(load_adult(), args.peer_python, args.peer_seeds, args.aim_timeout)
+    prefix = "repro" if item in REPRODUCTIONS else "bench"
+    return importlib.import_module(f"{prefix}_{item}").run(quick=args.quick)
 
 
-def _utility(repeats: int, seeds: int) -> dict[str, Any]:
-    from bench_inprocess import utility
-
-    return utility(load_adult(), seeds)
-
-
-def _peers(args: argparse.Namespace) -> dict[str, Any]:
-    from peers import peers
-
-    return peers(load_adult(), args.peer_python, args.peer_seeds, args.aim_timeout)
-
-
-RUNNERS = {"mechanism": _mechanism, "scale": _scale, "demo": _demo, "utility": _utility}
 ON_REQUEST = ("peers",)  # run only when named with --only (item 5 needs the peer venv)
 
 
@@ -131,15 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {item} ...", flush=True)
         t0 = time.perf_counter()
         info = machine()
-        if item == "peers":
-            figures = _peers(args)
-        elif item in REPRODUCTIONS:
-            figures = importlib.import_module(f"repro_{item}").run(quick=args.quick)
-        elif item in BENCH_MODULES:
-            figures = importlib.import_module(f"bench_{item}").run(quick=args.quick)
-        else:
-            figures = RUNNERS[item](args.repeats, args.seeds)
-        command = ".venv/bin/python benchmarks/run.py --only " + item
+        figures = experiment(item, args)
+        command = run_command(item)
         if item == "peers" and args.peer_seeds != DEFAULT_SEEDS:
             command += f" --peer-seeds {args.peer_seeds}"
         if item == "peers" and args.aim_timeout != DEFAULT_AIM_TIMEOUT_S:
