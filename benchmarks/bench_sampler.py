@@ -72,7 +72,7 @@ def _per_call(fn: Callable[[], Any], min_s: float, min_calls: int) -> dict[str, 
 
 
 def _coarse(kind: str, k: int, size: int, min_s: float, min_calls: int) -> dict[str, Any]:
-    dp = p._opendp()
+    dp = p.opendp()
     domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=size)
     if kind == "laplace":
         meas = dp.m.make_laplace(domain, dp.l1_distance(T=float), SCALE, k=k)
@@ -118,7 +118,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     t_start = time.perf_counter()
     load_start = load_avg()
     t0 = time.perf_counter()
-    p._opendp()
+    p.opendp()
     import_s = time.perf_counter() - t0
     min_s, min_calls = MIN_S[quick], MIN_CALLS[quick]
     cells = []

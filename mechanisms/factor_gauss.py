@@ -36,12 +36,7 @@ from mechanisms.latent import (
     latent_correlation,
     to_latent,
 )
-from mechanisms.marginals import (
-    histogram_sensitivity,
-    measure_counts,
-    measure_histograms,
-    private_distribution,
-)
+from mechanisms.marginals import histogram, histogram_sensitivity, private_distribution
 from mechanisms.primitives import Measurement, measure_stage
 from mechanisms.rowkeys import RowKeys, row_uniforms
 from mechanisms.schema import Schema
@@ -61,6 +56,7 @@ __all__ = [
     "factor_correlation",
     "latent_model",
     "latent_rows",
+    "measure_marginals",
     "measure_moment_sum",
     "measure_moments",
     "model_facts",
@@ -172,6 +168,31 @@ def moment_sum(
     return z.T @ z
 
 
+def measure_marginals(
+    counts: list[np.ndarray], names: list[str], budget: StageBudget, *, rng: np.random.Generator
+) -> list[Measurement]:
+    """Stage 1's noise: one noisy histogram per column, from its exact counts.
+
+    Sensitivity: Δ₁ = 2, Δ₂ = √2 per histogram (replace-one moves one count between two
+    bins; ``marginals.histogram_sensitivity``).
+    Noise: the stage split evenly over the p columns (``StageBudget.split``): Gaussian
+    σ = √2/√(2ρ/p) under zCDP, Laplace b = 2p/ε under pure DP.
+    Privacy: Σⱼ ρⱼ ≤ ρ₁ (zCDP composition) or Σⱼ εⱼ ≤ ε₁ (basic composition).
+    Reference: ours (no paper); ``docs/proofs/factor_gauss.md``.
+    """
+    return [
+        measure_stage(
+            np.asarray(counts[j], dtype=float),
+            share,
+            l2_sensitivity=histogram_sensitivity("l2"),
+            l1_sensitivity=histogram_sensitivity("l1"),
+            rng=rng,
+            name=f"histogram[{names[j]}]",
+        )
+        for j, share in enumerate(budget.split(len(names)))
+    ]
+
+
 def encode(
     bins: np.ndarray,
     schema: Schema,
@@ -182,13 +203,11 @@ def encode(
 ) -> Encoded:
     """Stage 1 (private histograms → CDFs, nominal order) and stage 2 (bounded scores).
 
-    Sensitivity: per histogram Δ₁ = 2, Δ₂ = √2 (``marginals.histogram_sensitivity``).
-    Noise: ``marginals.measure_histograms``: the stage's ρ or ε split evenly over the p
-    columns, Gaussian σ = √2/√(2ρ/p) or Laplace b = 2p/ε.
-    Privacy: ρ₁-zCDP or ε₁-DP (stage ``marginals``); stage 2 is post-processing.
+    Sensitivity, Noise, Privacy: ``measure_marginals``; stage 2 is post-processing.
     Reference: ours (no paper); ``docs/proofs/factor_gauss.md``.
     """
-    marginals = measure_histograms(bins, schema.names, schema.n_bins, budget, rng=rng)
+    counts = [histogram(bins[:, j], k) for j, k in enumerate(schema.n_bins)]
+    marginals = measure_marginals(counts, schema.names, budget, rng=rng)
     code = code_from_marginals(marginals, bins.shape[0], schema)
     n, p = bins.shape
     z = latent_rows(bins, code, params, row_uniforms(RowKeys.draw(rng).dither, 0, n, p))
@@ -325,12 +344,10 @@ def encode_counts(
 ) -> Stage:
     """Stage 1 from the fitted rows' summed one-way histograms (noise drawn once, here).
 
-    Sensitivity: per histogram Δ₁ = 2, Δ₂ = √2 (``marginals.histogram_sensitivity``).
-    Noise: ``marginals.measure_counts``, the stage split evenly over the p columns.
-    Privacy: ρ₁-zCDP or ε₁-DP (stage ``marginals``), as ``encode``.
+    Sensitivity, Noise, Privacy: ``measure_marginals``, as ``encode``.
     Reference: ours (no paper); ``docs/proofs/factor_gauss.md``.
     """
-    marginals = measure_counts(counts, schema.names, plan.stage("marginals"), rng=rng)
+    marginals = measure_marginals(counts, schema.names, plan.stage("marginals"), rng=rng)
     return Stage(code_from_marginals(marginals, n, schema), tuple(marginals))
 
 

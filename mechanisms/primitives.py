@@ -4,33 +4,34 @@
 its norm, noise scale, ρ or ε). The ledger and the audit bundle serialise these records;
 they never recompute a scale.
 
-Where the noise comes from is a property of the ``rng`` a mechanism receives:
-
-* a ``VettedRNG`` (``noise_rngs(None, k)``, the default for a release): every DP noise
-  draw here goes through OpenDP's samplers (``VETTED_SAMPLER_NOTE``), which add exact
-  discrete Laplace / Gaussian noise on the finest float lattice in rational arithmetic
-  and round only the final sum, so the float attacks of Mironov (2012) do not apply. The
-  generator itself (seeded from OS entropy) still serves the non-noise draws
-  (synthetic sampling, permutations), which are post-processing.
-* a plain ``np.random.Generator`` (``--insecure-seed``, every seeded test): numpy's
-  textbook ``normal`` / ``laplace`` / ``geometric`` samplers (``NUMPY_SAMPLER_NOTE``),
-  reproducible from the seed, with the guarantee holding for idealised real arithmetic.
-
-``sampler_note(rng)`` is the sentence the bundle prints for the one in use.
+Where the noise comes from is a property of the ``rng`` a mechanism receives
+(``mechanisms.randomness``): a ``VettedRNG`` draws through OpenDP's vetted samplers, a
+plain generator through numpy's (seeded runs only). Every DP noise draw passes through
+``_perturb``. The randomness module's public names are re-exported here.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
-from importlib.metadata import version
 from typing import Literal
 
 import numpy as np
 
 from mechanisms.accounting import StageBudget
 from mechanisms.errors import BudgetError
+from mechanisms.randomness import (
+    NUMPY_SAMPLER_NOTE,
+    VETTED_SAMPLER_NOTE,
+    Streams,
+    VettedRNG,
+    is_vetted,
+    noise_rngs,
+    opendp,
+    release_streams,
+    sampler_note,
+    vetted_float_noise,
+)
 
 __all__ = [
     "NUMPY_SAMPLER_NOTE",
@@ -51,130 +52,6 @@ __all__ = [
     "sampler_note",
     "unprotected",
 ]
-
-NUMPY_SAMPLER_NOTE = (
-    "noise drawn with numpy's floating-point normal/laplace samplers (integer counts: a "
-    "difference of numpy geometric draws) from a seeded generator; the guarantee is for "
-    "idealised real arithmetic (see Mironov 2012 on floating-point leakage)"
-)
-
-VETTED_SAMPLER_NOTE = (
-    "noise drawn with OpenDP {version}'s vetted samplers (make_laplace / make_gaussian, "
-    "feature 'contrib'): each value, exact on the float lattice 2^-1074, gets exact discrete "
-    "Laplace or discrete Gaussian noise on that lattice (integer counts: exact discrete "
-    "Laplace) added in rational arithmetic from OpenSSL's CSPRNG, and only the sum is rounded "
-    "to the nearest double (post-processing); OpenDP's privacy map at each recorded scale "
-    "and sensitivity was checked to be within the ledger's epsilon or rho. The sensitivities "
-    "are derived for real arithmetic; float rounding in computing the statistics themselves "
-    "is not covered"
-)
-
-
-class VettedRNG(np.random.Generator):
-    """A numpy ``Generator`` whose DP noise, drawn by the primitives in this module, comes
-    from OpenDP's vetted samplers (OS-entropy CSPRNG, exact arithmetic) instead of numpy's.
-
-    Every other use (``standard_normal``, ``permutation``, ``random`` …, i.e. the
-    post-processing a mechanism does) is numpy's, on the wrapped bit generator. Calling
-    ``rng.normal`` / ``rng.laplace`` directly is numpy's textbook sampler: DP noise must go
-    through ``gaussian_mechanism``, ``laplace_mechanism`` or ``discrete_laplace_noise``.
-    Copies, pickles and ``spawn`` children stay ``VettedRNG`` (numpy's would not).
-    """
-
-    def __reduce__(self):
-        return (type(self), (self.bit_generator,))
-
-
-def noise_rngs(insecure_seed: int | None, k: int) -> list[np.random.Generator]:
-    """``k`` independent generators for a release's stages.
-
-    ``insecure_seed=None``: ``VettedRNG``s on PCG64 streams spawned from a fresh OS-entropy
-    ``SeedSequence`` (the DP noise itself comes from OpenDP, which ignores the stream).
-    A seed: plain ``np.random.default_rng`` generators from ``SeedSequence(seed).spawn(k)``,
-    numpy's samplers, reproducible bit for bit (and not fit for publication).
-    """
-    if insecure_seed is None:
-        return [VettedRNG(np.random.PCG64(s)) for s in np.random.SeedSequence().spawn(k)]
-    return [np.random.default_rng(s) for s in np.random.SeedSequence(insecure_seed).spawn(k)]
-
-
-@dataclass(frozen=True)
-class Streams:
-    """The named random streams of one release (independent generators): the four
-    synthesis steps, the holdout split, the gates' noise and the advisory checks."""
-
-    encode: np.random.Generator
-    estimate: np.random.Generator
-    sample: np.random.Generator
-    decode: np.random.Generator
-    holdout: np.random.Generator
-    gates: np.random.Generator
-    checks: np.random.Generator
-
-
-def release_streams(insecure_seed: int | None) -> Streams:
-    """A release's named streams: ``noise_rngs`` in a fixed order (so a seeded release
-    draws the same numbers as before the streams had names)."""
-    order = ("encode", "estimate", "sample", "decode", "holdout", "checks", "gates")
-    return Streams(**dict(zip(order, noise_rngs(insecure_seed, len(order)), strict=True)))
-
-
-def _is_vetted(rng: np.random.Generator) -> bool:
-    return isinstance(rng, VettedRNG)
-
-
-def sampler_note(rng: np.random.Generator) -> str:
-    """The bundle's sentence for the noise source ``rng`` selects."""
-    if _is_vetted(rng):
-        return VETTED_SAMPLER_NOTE.format(version=version("opendp"))
-    return NUMPY_SAMPLER_NOTE
-
-
-@functools.cache
-def _opendp():
-    """OpenDP's prelude with the 'contrib' feature on (its noise constructors require it;
-    nothing else is enabled). Imported on first vetted draw: seeded runs never load it."""
-    import opendp.prelude as dp
-
-    dp.enable_features("contrib")
-    return dp
-
-
-_MAX_ULPS = 64
-
-
-def _vetted_float_noise(
-    value: np.ndarray, kind: Literal["laplace", "gaussian"], scale: float, sensitivity: float, budget: float
-) -> tuple[np.ndarray, float]:
-    """``value`` + OpenDP noise of ``scale``, and the scale used: the smallest double ≥
-    ``scale`` whose OpenDP privacy map at ``sensitivity`` is ≤ ``budget`` (ε for Laplace
-    on L1, ρ for Gaussian on L2). OpenDP's map rounds up, so this is ``scale`` or an ulp
-    or two above it, never below.
-
-    Sensitivity: ``sensitivity``, the calling mechanism's Δ₁ or Δ₂.
-    Noise: OpenDP's ``make_laplace`` / ``make_gaussian`` at the returned scale: exact
-    discrete Laplace / Gaussian on the lattice 2^-1074, only the sum rounded.
-    Privacy: OpenDP's own map at that scale and sensitivity is ≤ ``budget``.
-    Reference: Canonne–Kamath–Steinke 2020; Mironov 2012 (why not float samplers).
-    """
-    if not np.all(np.isfinite(value)):
-        # OpenDP maps a non-finite float to 0 or the largest double before adding noise.
-        raise ValueError("a value to be measured must be finite")
-    dp = _opendp()
-    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False), size=int(value.size))
-    if kind == "laplace":
-        metric, make = dp.l1_distance(T=float), dp.m.make_laplace
-    else:
-        metric, make = dp.l2_distance(T=float), dp.m.make_gaussian
-    for _ in range(_MAX_ULPS):
-        meas = make(domain, metric, scale)
-        if meas.map(float(sensitivity)) <= budget:
-            break
-        scale = math.nextafter(scale, math.inf)
-    else:  # pragma: no cover - OpenDP's map is within an ulp or two of ours
-        raise BudgetError(f"OpenDP's {kind} map exceeds {budget} at every scale tried")
-    noisy = meas(value.ravel().tolist()) if value.size else []
-    return np.asarray(noisy, dtype=float).reshape(value.shape), scale
 
 
 @dataclass(frozen=True)
@@ -293,9 +170,9 @@ def discrete_laplace_noise(scale: float, size: int | tuple[int, ...], rng: np.ra
     Privacy: added to that query it is (Δ/σ)-DP (exact integer addition: no float issue).
     Reference: Canonne–Kamath–Steinke 2020 (the discrete Laplace and its sampler).
     """
-    if _is_vetted(rng):
+    if is_vetted(rng):
         n = int(np.prod(size))
-        dp = _opendp()
+        dp = opendp()
         domain = dp.vector_domain(dp.atom_domain(T="i64"), size=n)
         meas = dp.m.make_laplace(domain, dp.l1_distance(T="i64"), float(scale))
         return np.asarray(meas([0] * n) if n else [], dtype=np.int64).reshape(size)
@@ -353,8 +230,8 @@ def _perturb(
     """
     if kind == "discrete_laplace":
         return value + discrete_laplace_noise(scale, value.shape, rng), scale
-    if _is_vetted(rng):
-        return _vetted_float_noise(value, kind, scale, sensitivity, budget)
+    if is_vetted(rng):
+        return vetted_float_noise(value, kind, scale, sensitivity, budget)
     draw = rng.normal if kind == "gaussian" else rng.laplace
     return value + draw(0.0, scale, size=value.shape), scale
 

@@ -45,8 +45,8 @@ GATES = ("tests/checks/test_gates.py", "tests/tasks/test_check_gates.py")
 MUTANTS = [
     # --- the five of issue 14 ---
     Mutant(
-        "marginals: histograms measured with half their sensitivity",
-        "mechanisms/marginals.py",
+        "factor_gauss: histograms measured with half their sensitivity",
+        "mechanisms/factor_gauss.py",
         'l2_sensitivity=histogram_sensitivity("l2"),\n            l1_sensitivity=histogram_sensitivity("l1"),',
         'l2_sensitivity=histogram_sensitivity("l2") / 2,\n            l1_sensitivity=histogram_sensitivity("l1") / 2,',
         FG,

@@ -15,6 +15,7 @@ from mechanisms.primitives import laplace_mechanism
 from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 from mechanisms.synthesizer import MixedRows
 from tests.mechanisms.audit_tools import audit
+from tests.mechanisms.small import SMALL, run, small_rows
 
 CONT = [Continuous(f"x{k}", -4.0, 4.0) for k in range(3)]
 SIM = Schema(
@@ -377,56 +378,13 @@ def test_finite_eps_loadings_are_a_random_subspace(rng):
 # ---------------------------------------------------------------- the four stages
 
 
-SMALL = Schema(
-    (
-        Continuous("age", 17.0, 90.0, integer=True),
-        Continuous("income", 0.0, 1e5, transform="log"),
-        Ordinal("edu", ("lo", "mid", "hi", "top")),
-        Nominal("job", ("a", "b", "c")),
-        Nominal("flag", ("no", "yes")),
-    )
-)
-
-
-def _small_rows(n: int, rng: np.random.Generator) -> MixedRows:
-    age = rng.integers(17, 91, n).astype(float)
-    income = rng.uniform(0, 1e5, n)
-    bins = np.column_stack(
-        [
-            SMALL.columns[0].to_bins(age),
-            SMALL.columns[1].to_bins(income),
-            rng.integers(0, 4, n),
-            rng.integers(0, 3, n),
-            rng.integers(0, 2, n),
-        ]
-    ).astype(np.int32)
-    unit = np.full(bins.shape, np.nan)
-    unit[:, 0], unit[:, 1] = SMALL.columns[0].to_unit(age), SMALL.columns[1].to_unit(income)
-    return MixedRows(bins, unit)
-
-
-def _run(rows, plan, params, rng, m=None):
-    s = dpfm.SYNTHESIZER
-    enc = s.encode(rows, SMALL, plan, params, rng)
-    est = s.estimate(enc.state, plan, params, rng)
-    smp = s.sample(est.state, params, len(rows) if m is None else m, rng)
-    return (
-        s.decode(smp.state, SMALL, params, rng),
-        (*enc.measurements, *est.measurements, *smp.measurements),
-        {
-            **enc.facts,
-            **est.facts,
-        },
-    )
-
-
 @pytest.mark.parametrize("notion", ["pure", "zcdp"])
 def test_four_stages_release_one_valid_row_per_input_row(notion, rng):
-    rows = _small_rows(120, rng)
+    rows = small_rows(120, rng)
     params = dpfm.DPFMParams(factors=3)
     weights = dpfm.SYNTHESIZER.stage_weights(SMALL, params)
     plan = plan_budget(notion, 2.0, 1e-6 if notion == "zcdp" else 0.0, weights)
-    out, ms, facts = _run(rows, plan, params, rng)
+    out, ms, facts = run(dpfm.SYNTHESIZER, rows, plan, params, rng)
     assert out.bins.shape == rows.bins.shape
     assert np.all(out.bins >= 0) and np.all(out.bins < np.array(SMALL.n_bins))
     cont = out.unit[:, :2]
@@ -451,21 +409,21 @@ def test_four_stages_release_one_valid_row_per_input_row(notion, rng):
 
 
 def test_sample_refuses_a_different_row_count(rng):
-    rows = _small_rows(40, rng)
+    rows = small_rows(40, rng)
     params = dpfm.DPFMParams()
     plan = plan_budget("pure", 1.0, 0.0, dpfm.SYNTHESIZER.stage_weights(SMALL, params))
     with pytest.raises(ValueError, match=r"exactly one row per fitted input row.*remove synthetic_rows"):
-        _run(rows, plan, params, rng, m=41)
+        run(dpfm.SYNTHESIZER, rows, plan, params, rng, m=41)
     assert dpfm.SYNTHESIZER.keeps_row_order
 
 
 def test_paper_variant_is_pure_only_and_records_its_defects(rng):
-    rows = _small_rows(80, rng)
+    rows = small_rows(80, rng)
     params = dpfm.DPFMParams(variant="paper", factors=None)
     weights = dpfm.SYNTHESIZER.stage_weights(SMALL, params)
     with pytest.raises(ValueError, match=r"set privacy\.accountant: pure"):
-        _run(rows, plan_budget("zcdp", 1.0, 1e-6, weights), params, rng)
-    out, ms, facts = _run(rows, plan_budget("pure", 1.0, 0.0, weights), params, rng)
+        run(dpfm.SYNTHESIZER, rows, plan_budget("zcdp", 1.0, 1e-6, weights), params, rng)
+    out, ms, facts = run(dpfm.SYNTHESIZER, rows, plan_budget("pure", 1.0, 0.0, weights), params, rng)
     assert len(out) == 80
     names = {m.name: m for m in ms}
     assert set(names) == {
@@ -487,7 +445,7 @@ def test_fit_in_one_call_with_the_paper_budget_split(rng):
     """DPFM2 = (⅔, ⅙, ⅙)ε for (ε₁, ε₂, ε₃), passed as stage weights to ``plan_budget``;
     ``SYNTHESIZER.fit`` in one call: the ledger's ε sum to ε; ``internals`` reads the
     latent matrix, Ṽ and the exact (orthonormal) V."""
-    rows = _small_rows(60, rng)
+    rows = small_rows(60, rng)
     params = dpfm.DPFMParams()
     plan = plan_budget("pure", 3.0, 0.0, dpfm.stage_weights(SMALL, params, shares=(4 / 6, 1 / 6, 1 / 6)))
     fit = dpfm.SYNTHESIZER.fit(rows, SMALL, plan, params, m=60, rng=rng)
@@ -503,7 +461,7 @@ def test_fit_in_one_call_with_the_paper_budget_split(rng):
 def test_fit_without_noise_is_the_pipeline_without_noise(rng):
     """The ε = ∞ ablation runs the pipeline's steps with no plan: no measurements, the
     pipeline's facts, n rows, and exact loadings (Ṽ = V up to sign: overlap 1)."""
-    rows = _small_rows(60, rng)
+    rows = small_rows(60, rng)
     fit = dpfm.fit_without_noise(rows, SMALL, dpfm.DPFMParams(), rng=rng)
     assert fit.measurements == () and len(fit.rows) == 60
     assert fit.facts["factors_used"] == 2 and fit.facts["encoded_width"] == 6

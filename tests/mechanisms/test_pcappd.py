@@ -21,6 +21,7 @@ from mechanisms.publishing import (
 from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 from mechanisms.synthesizer import MixedRows
 from tests.mechanisms.audit_tools import audit
+from tests.mechanisms.small import SMALL, run, small_rows
 
 
 def _records(widths: tuple[int, ...], grid: tuple[float, ...]) -> np.ndarray:
@@ -210,56 +211,15 @@ def test_rows_sensitivity_is_valid_and_attained(k, rng):
 # ---------------------------------------------------------------- pipeline
 
 
-SMALL = Schema(
-    (
-        Continuous("age", 17.0, 90.0),
-        Continuous("income", 0.0, 1e5, transform="log"),
-        Ordinal("edu", ("lo", "mid", "hi", "top")),
-        Nominal("job", ("a", "b", "c")),
-        Nominal("flag", ("no", "yes")),
-    )
-)
-
-
-def _small_rows(n: int, rng: np.random.Generator) -> MixedRows:
-    age, income = rng.uniform(17, 90, n), rng.uniform(0, 1e5, n)
-    cols = SMALL.columns
-    bins = np.column_stack(
-        [
-            cols[0].to_bins(age),
-            cols[1].to_bins(income),
-            rng.integers(0, 4, n),
-            rng.integers(0, 3, n),
-            rng.integers(0, 2, n),
-        ]
-    ).astype(np.int32)
-    unit = np.full(bins.shape, np.nan)
-    unit[:, 0], unit[:, 1] = cols[0].to_unit(age), cols[1].to_unit(income)
-    return MixedRows(bins, unit)
-
-
-def _run(rows, plan, params, rng, m=None):
-    s = pcappd.SYNTHESIZER
-    enc = s.encode(rows, SMALL, plan, params, rng)
-    est = s.estimate(enc.state, plan, params, rng)
-    smp = s.sample(est.state, params, len(rows) if m is None else m, rng)
-    out = s.decode(smp.state, SMALL, params, rng)
-    return (
-        out,
-        (*enc.measurements, *est.measurements, *smp.measurements),
-        {**enc.facts, **est.facts, **smp.facts},
-    )
-
-
 def _plan(params, eps=2.0):
     return plan_budget("pure", eps, 0.0, pcappd.SYNTHESIZER.stage_weights(SMALL, params))
 
 
 def test_four_stages_release_one_valid_row_per_input_row(rng):
-    rows = _small_rows(150, rng)
+    rows = small_rows(150, rng)
     params = pcappd.PCAPPDParams(components=2)
     plan = _plan(params)
-    out, ms, facts = _run(rows, plan, params, rng)
+    out, ms, facts = run(pcappd.SYNTHESIZER, rows, plan, params, rng)
     assert out.bins.shape == rows.bins.shape
     assert np.all(out.bins >= 0) and np.all(out.bins < np.array(SMALL.n_bins))
     assert np.all((out.unit[:, :2] >= 0) & (out.unit[:, :2] <= 1)) and np.isnan(out.unit[:, 2:]).all()
@@ -279,28 +239,28 @@ def test_four_stages_release_one_valid_row_per_input_row(rng):
 def test_noise_free_limit_with_all_components_reproduces_the_rows(rng):
     """k = p: U_k is a basis, so X̂ = X + (noise)U_kᵀ; at ε = 10¹² the noise is ~10⁻¹⁰
     and decoding returns every bin and the continuous values."""
-    rows = _small_rows(200, rng)
+    rows = small_rows(200, rng)
     params = pcappd.PCAPPDParams(components=design(SMALL).width)
-    out, _, _ = _run(rows, _plan(params, 1e12), params, rng)
+    out, _, _ = run(pcappd.SYNTHESIZER, rows, _plan(params, 1e12), params, rng)
     np.testing.assert_array_equal(out.bins, rows.bins)
     np.testing.assert_allclose(out.unit[:, :2], rows.unit[:, :2], atol=1e-6)
 
 
 def test_sample_refuses_a_different_row_count_and_zcdp(rng):
-    rows = _small_rows(40, rng)
+    rows = small_rows(40, rng)
     params = pcappd.PCAPPDParams()
     with pytest.raises(ValueError, match=r"exactly one row per fitted input row.*remove synthetic_rows"):
-        _run(rows, _plan(params), params, rng, m=41)
+        run(pcappd.SYNTHESIZER, rows, _plan(params), params, rng, m=41)
     zplan = plan_budget("zcdp", 1.0, 1e-6, pcappd.SYNTHESIZER.stage_weights(SMALL, params))
     with pytest.raises(ValueError, match=r"privacy\.accountant: pure"):
-        _run(rows, zplan, params, rng)
+        run(pcappd.SYNTHESIZER, rows, zplan, params, rng)
 
 
 def test_paper_variant_records_the_too_small_sensitivity(rng):
     """SMALL has p₁ = 3, p₂ = 2: the paper's s = 25 < 25.375, and √(kp) for the rows."""
-    rows = _small_rows(60, rng)
+    rows = small_rows(60, rng)
     params = pcappd.PCAPPDParams(variant="paper", components=2)
-    _, ms, _ = _run(rows, _plan(params), params, rng)
+    _, ms, _ = run(pcappd.SYNTHESIZER, rows, _plan(params), params, rng)
     assert ms[0].sensitivity == 25.0 and "below the exact maximum 25.375" in ms[0].defect
     assert ms[1].sensitivity == pytest.approx(math.sqrt(2 * 8)) and ms[1].defect is None
     numeric = Schema((Continuous("a", 0.0, 1.0), Ordinal("b", ("x", "y", "z"))))

@@ -9,8 +9,8 @@ from scipy import stats
 from mechanisms import spectral as sa
 from mechanisms.accounting import plan_budget
 from mechanisms.design import design
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
-from mechanisms.synthesizer import MixedRows
+from mechanisms.schema import Continuous, Schema
+from tests.mechanisms.small import SMALL, small_rows
 
 ALL = [sa.SpectralParams("P"), sa.SpectralParams("J"), sa.SpectralParams("O"), sa.SpectralParams("O", True)]
 IDS = ["P", "J", "O-sphere", "O-haar"]
@@ -292,33 +292,6 @@ def test_monte_carlo_agrees_with_theorems_1_and_2(rng):
 
 # ---------------------------------------------------------------- the four pipeline stages
 
-SMALL = Schema(
-    (
-        Continuous("age", 17.0, 90.0, integer=True),
-        Continuous("income", 0.0, 1e5, transform="log"),
-        Ordinal("edu", ("lo", "mid", "hi", "top")),
-        Nominal("job", ("a", "b", "c")),
-        Nominal("flag", ("no", "yes")),
-    )
-)
-
-
-def _small_rows(n: int, rng: np.random.Generator) -> MixedRows:
-    age = rng.integers(17, 91, n).astype(float)
-    income = rng.uniform(0, 1e5, n)
-    bins = np.column_stack(
-        [
-            SMALL.columns[0].to_bins(age),
-            SMALL.columns[1].to_bins(income),
-            rng.integers(0, 4, n),
-            rng.integers(0, 3, n),
-            rng.integers(0, 2, n),
-        ]
-    ).astype(np.int32)
-    unit = np.full(bins.shape, np.nan)
-    unit[:, 0], unit[:, 1] = SMALL.columns[0].to_unit(age), SMALL.columns[1].to_unit(income)
-    return MixedRows(bins, unit)
-
 
 def _stages(rows, params, rng, m=None):
     s = sa.SYNTHESIZER
@@ -334,7 +307,7 @@ def _stages(rows, params, rng, m=None):
 def test_four_stages_release_one_valid_row_per_input_row(params, rng):
     """Design width 8; the two one-hot blocks each lose a centred dimension, so rank 6.
     The output lies in x̄ + span(V), so every one-hot block of every row still sums to 1."""
-    rows = _small_rows(60, rng)
+    rows = small_rows(60, rng)
     out, latent, stages = _stages(rows, params, rng)
     assert all(st.measurements == () for st in stages)
     facts = {k: v for st in stages for k, v in st.facts.items()}
@@ -353,4 +326,4 @@ def test_four_stages_release_one_valid_row_per_input_row(params, rng):
 
 def test_sample_refuses_a_different_row_count(rng):
     with pytest.raises(ValueError, match=r"exactly one row per input row.*remove synthetic_rows"):
-        _stages(_small_rows(30, rng), sa.SpectralParams(), rng, m=31)
+        _stages(small_rows(30, rng), sa.SpectralParams(), rng, m=31)

@@ -24,7 +24,7 @@ ALPHA = 1e-4
 
 
 def _opendp_map(kind: str, scale: float, sensitivity: float) -> float:
-    dp = p._opendp()
+    dp = p.opendp()
     domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
     if kind == "laplace":
         return dp.m.make_laplace(domain, dp.l1_distance(T=float), scale).map(sensitivity)

@@ -1,7 +1,6 @@
 """A release's account of its measurements (``mechanisms.accounting.account``, the
 ``privacy.ledger`` of release.json) and measurements that are not differentially
-private: refused without ``allow_non_dp``, recorded and marking the release with it. (The
-code is in ``mechanisms``; it sits here because tests/mechanisms is maintained apart.)"""
+private: refused without ``allow_non_dp``, recorded and marking the release with it."""
 
 import dataclasses
 

@@ -1,6 +1,5 @@
 """Row-keyed randomness (``mechanisms.rowkeys``, what lets the streaming engines draw per
-row): the same rows get the same draws whatever the chunking. (The code is in
-``mechanisms``; it sits here because tests/mechanisms is maintained apart.)"""
+row): the same rows get the same draws whatever the chunking."""
 
 import math
 
