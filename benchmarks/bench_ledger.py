@@ -335,11 +335,15 @@ def _demo_context() -> dict[str, Any] | None:
         out = {"warm_median_s": entry["figures"]["warm_median_s"], "date": entry["date"], "commit": commit}
     except (OSError, KeyError, ValueError):
         return None
-    # Did that commit have the SQL ledger at all? (None: unknown)
-    probe = subprocess.run(
-        ["git", "cat-file", "-e", f"{commit.split('+')[0]}:tasks/ledger_db.py"], cwd=REPO, capture_output=True
-    )
-    out["had_sql_ledger"] = {0: True, 128: False}.get(probe.returncode)
+    # Did that commit have the SQL ledger at all? (None: unknown) It lived in tasks/ledger_db.py
+    # before the restructuring of issue 15, in ledger/store.py since.
+    codes = [
+        subprocess.run(
+            ["git", "cat-file", "-e", f"{commit.split('+')[0]}:{path}"], cwd=REPO, capture_output=True
+        ).returncode
+        for path in ("ledger/store.py", "tasks/ledger_db.py")
+    ]
+    out["had_sql_ledger"] = True if 0 in codes else (False if set(codes) == {128} else None)
     return out
 
 

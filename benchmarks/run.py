@@ -132,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
             "figures": figures,
         }
         print("\n".join(section(item, results[item])), flush=True)
+        if not args.no_write:  # saved after each item: a later item (13) cites an earlier one (3)
+            RESULTS.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     elapsed = time.perf_counter() - started
     results["_last_run"] = {"date": now_utc(), "items": items, "quick": args.quick, "elapsed_s": elapsed}
     if not args.no_write:
