@@ -76,9 +76,15 @@ def _marginals(real: np.ndarray, syn: np.ndarray, schema: Schema) -> str:
 
 
 def _heatmaps(utility: dict, schema: Schema) -> str:
+    """The two association matrices; an undefined entry (null: a column with one value)
+    is drawn grey with a cross, never as 0."""
+    cmap = plt.get_cmap("RdBu_r").with_extremes(bad="#d0d0d0")
     fig, axes = plt.subplots(1, 2, figsize=(15, 6.5))
     for ax, key in zip(axes, ("real", "synthetic"), strict=True):
-        im = ax.imshow(np.array(utility["corr_diff"][key]), vmin=-1, vmax=1, cmap="RdBu_r")
+        a = np.array(utility["corr_diff"][key], dtype=float)  # null → NaN
+        im = ax.imshow(np.ma.masked_invalid(a), vmin=-1, vmax=1, cmap=cmap)
+        rows, cols = np.nonzero(~np.isfinite(a))
+        ax.scatter(cols, rows, marker="x", color="#555555", s=12, linewidths=0.8)
         ax.set_xticks(range(len(schema)), schema.names, rotation=90, fontsize=7)
         ax.set_yticks(range(len(schema)), schema.names, fontsize=7)
         ax.set_title(f"{key} association", fontsize=11)
@@ -111,26 +117,49 @@ def _table(rows: list[dict], columns: list[str]) -> str:
             if c == "passed":
                 cells.append(f'<td class="{"pass" if v else "fail"}">{"pass" if v else "FAIL"}</td>')
             else:
-                text = "" if v is None else f"{v:.6g}" if isinstance(v, float) else str(v)
+                text = "" if v is None else _number(v) if isinstance(v, float) else str(v)
                 cells.append(f"<td>{html.escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
 
 
+def _number(v: float) -> str:
+    return f"{v:.6g}" if math.isfinite(v) else "undefined"
+
+
+def _defined(value: float | None, reason: str | None) -> float | str:
+    """A metric's value, or "undefined: <reason>" when the check could not define it."""
+    return f"undefined: {reason}" if value is None else value
+
+
 def _summary(utility: dict, linkage: dict) -> list[dict]:
+    corr = utility["corr_diff"]
     rows = [
         {"metric": "mean 1-way TVD (public bins)", "value": utility["tvd_1way"]["mean"]},
         {
             "metric": f"mean 2-way TVD ({utility['tvd_2way']['pairs']} pairs)",
             "value": utility["tvd_2way"]["mean"],
         },
-        {"metric": "mean |association difference|", "value": utility["corr_diff"]["mean"]},
-        {"metric": "pMSE (0 best, 0.25 separable)", "value": utility["pmse"]["pmse"]},
+        {
+            "metric": f"mean |association difference| ({corr['pairs'] - corr['undefined_pairs']} of "
+            f"{corr['pairs']} pairs defined)",
+            "value": _defined(corr["mean"], corr["undefined"] or "no column pairs"),
+        },
+        {
+            "metric": "pMSE (0 best, 0.25 separable)",
+            "value": _defined(utility["pmse"]["pmse"], utility["pmse"]["undefined"]),
+        },
     ]
     if t := utility.get("tstr"):
         rows += [
-            {"metric": f"TSTR {t['metric']} for {t['target']}", "value": t["tstr"]},
-            {"metric": f"TRTR {t['metric']} (real → real)", "value": t["trtr"]},
+            {
+                "metric": f"TSTR {t['metric']} for {t['target']}",
+                "value": _defined(t["tstr"], t["undefined"].get("tstr")),
+            },
+            {
+                "metric": f"TRTR {t['metric']} (real → real)",
+                "value": _defined(t["trtr"], t["undefined"].get("trtr")),
+            },
         ]
     rows += [
         {"metric": "exact-match rate", "value": linkage["exact_match_rate"]},
@@ -207,7 +236,13 @@ def render_report(
         "<h2>Marginals on the public bins</h2>",
         _section(_marginals, real_bins, syn_bins, schema),
         "<h2>Association matrices</h2>",
-        _section(lambda: f"<p class='note'>{html.escape(utility['corr_diff']['method'])}.</p>"),
+        _section(
+            lambda: (
+                f"<p class='note'>{html.escape(utility['corr_diff']['method'])}. Grey cells marked × "
+                "are undefined: a column that takes one value in the compared rows has no association "
+                "(0/0).</p>"
+            )
+        ),
         _section(_heatmaps, utility, schema),
         "<h2>Distance to the closest record</h2>",
         _section(

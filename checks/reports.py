@@ -31,6 +31,35 @@ def _sample(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
     return np.sort(rng.choice(n, size=k, replace=False)) if n > k else np.arange(n)
 
 
+def _nulls(matrix: np.ndarray) -> list[list[float | None]]:
+    """A matrix for JSON: an undefined (NaN) entry becomes null."""
+    return [[float(v) if np.isfinite(v) else None for v in row] for row in matrix]
+
+
+def _association_difference(a_real: np.ndarray, a_syn: np.ndarray) -> dict:
+    """mean |a_real − a_syn| over the column pairs i < j whose association is defined on
+    both sides; a pair with a one-valued column on either side is undefined (0/0, see
+    ``utility.association_matrix``), counted in ``undefined_pairs`` and left out. No
+    defined pair (e.g. every synthetic column one value, or one column): the mean is None."""
+    upper = np.triu_indices(a_real.shape[0], 1)
+    diff = np.abs(a_real - a_syn)[upper]
+    defined = np.isfinite(diff)
+    undefined = int((~defined).sum())
+    return {
+        "mean": float(diff[defined].mean()) if defined.any() else None,
+        "pairs": int(diff.size),
+        "undefined_pairs": undefined,
+        "method": "Spearman's rho between continuous/ordinal columns; Cramér's V (public "
+        "bins) for pairs with a nominal column",
+        "undefined": "an association with a column that takes one value in the compared rows is 0/0: "
+        "null in the matrices and left out of the mean"
+        if undefined
+        else None,
+        "real": _nulls(a_real),
+        "synthetic": _nulls(a_syn),
+    }
+
+
 def utility_report(
     real: pd.DataFrame,
     real_bins: np.ndarray,
@@ -48,17 +77,10 @@ def utility_report(
     s_spear = _sample(len(synthetic), LIMITS["spearman_rows"], rng)
     a_real = ut.association_matrix(real_bins[r_spear], real.iloc[r_spear], schema)
     a_syn = ut.association_matrix(syn_bins[s_spear], synthetic.iloc[s_spear], schema)
-    off = ~np.eye(len(schema), dtype=bool)
     report = {
         "tvd_1way": ut.tvd_1way(real_bins, syn_bins, schema),
         "tvd_2way": ut.tvd_2way(real_bins, syn_bins, schema, rng),
-        "corr_diff": {
-            "mean": float(np.abs(a_real - a_syn)[off].mean()) if len(schema) > 1 else 0.0,
-            "method": "Spearman's rho between continuous/ordinal columns; Cramér's V (public "
-            "bins) for pairs with a nominal column",
-            "real": a_real.tolist(),
-            "synthetic": a_syn.tolist(),
-        },
+        "corr_diff": _association_difference(a_real, a_syn),
         "wasserstein_scaled": ut.wasserstein_scaled(real, synthetic, schema),
         "limits": LIMITS,
     }

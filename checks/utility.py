@@ -10,12 +10,11 @@ Tables arrive as public-bin indices (``engines.tables.table_to_bins``) and as va
 from __future__ import annotations
 
 import itertools
-import warnings
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import ConstantInputWarning, spearmanr, wasserstein_distance
+from scipy.stats import rankdata, wasserstein_distance
 from scipy.stats.contingency import association
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 from sklearn.metrics import r2_score, roc_auc_score
@@ -29,6 +28,7 @@ __all__ = [
     "association_matrix",
     "model_frame",
     "pmse",
+    "rank_correlation",
     "total_variation",
     "tstr",
     "tvd_1way",
@@ -86,36 +86,57 @@ def tvd_2way(real: np.ndarray, syn: np.ndarray, schema: Schema, rng: np.random.G
 
 
 def _cramers_v(bins: np.ndarray, i: int, j: int, ki: int, kj: int) -> float:
+    """Cramér's V = √(χ²/(n·(min(r, c) − 1))) of the crosstab without empty rows and
+    columns. A column with one observed bin leaves min(r, c) = 1: 0/0, NaN (undefined)."""
     table = _joint(bins, i, j, ki, kj).reshape(ki, kj)
     table = table[table.sum(1) > 0][:, table.sum(0) > 0]
     if min(table.shape) < 2:
-        return 0.0
+        return float("nan")
     return float(association(table, method="cramer"))
+
+
+def rank_correlation(x: np.ndarray) -> np.ndarray:
+    """Spearman's ρ of every pair of columns of ``x`` (n, q): Pearson's r of the average
+    ranks, r = Σ(a − ā)(b − b̄)/√(Σ(a − ā)²·Σ(b − b̄)²). A column with one value has
+    Σ(a − ā)² = 0, so ρ with it (its own included) is 0/0: NaN, never 0; the other pairs
+    are measured as usual (scipy's ``spearmanr`` returns one NaN for the whole matrix).
+
+    >>> rank_correlation(np.array([[1.0, 5.0, 2.0], [2.0, 5.0, 4.0], [3.0, 5.0, 3.0]]))
+    array([[1. , nan, 0.5],
+           [nan, nan, nan],
+           [0.5, nan, 1. ]])
+    """
+    q = x.shape[1]
+    varies = np.array([len(np.unique(x[:, j])) > 1 for j in range(q)], dtype=bool)
+    out = np.full((q, q), np.nan)
+    ranks = rankdata(x[:, varies], axis=0)
+    centred = ranks - ranks.mean(axis=0)
+    unit = centred / np.linalg.norm(centred, axis=0)
+    rho = np.clip(unit.T @ unit, -1.0, 1.0)
+    np.fill_diagonal(rho, 1.0)
+    out[np.ix_(varies, varies)] = rho
+    return out
 
 
 def association_matrix(bins: np.ndarray, values: pd.DataFrame, schema: Schema) -> np.ndarray:
     """Pairwise association: Spearman's ρ between two non-nominal columns (continuous
-    values, ordinal level codes); Cramér's V on the public-bin crosstab when either
-    column is nominal (continuous columns enter it binned). Diagonal 1."""
+    values, ordinal level codes; ``rank_correlation``); Cramér's V on the public-bin
+    crosstab when either column is nominal (continuous columns enter it binned). Diagonal
+    1. An association with a column that takes one value in these rows (on its values for
+    ρ, on its public bins for V) is 0/0 and stays NaN: undefined, not 0."""
     p = len(schema)
-    out = np.eye(p)
+    out = np.full((p, p), np.nan)
     numeric = [j for j, c in enumerate(schema.columns) if not isinstance(c, Nominal)]
-    if len(numeric) >= 2:
+    if numeric:
         cols = [
             values[c.name].to_numpy(float) if isinstance(c, Continuous) else bins[:, j].astype(float)
             for j, c in ((j, schema.columns[j]) for j in numeric)
         ]
-        # a constant column (e.g. all zeros) has no ρ: scipy or numpy warn, NaN becomes 0 below
-        with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-            warnings.simplefilter("ignore", ConstantInputWarning)
-            stat = spearmanr(np.column_stack(cols)).statistic  # a scalar for two columns
-        rho = np.array([[1.0, stat], [stat, 1.0]]) if np.ndim(stat) == 0 else stat
-        rho = np.nan_to_num(rho)  # a constant column has no rank correlation
-        for a, i in enumerate(numeric):
-            for b, j in enumerate(numeric):
-                if i != j:
-                    out[i, j] = rho[a, b]
+        out[np.ix_(numeric, numeric)] = rank_correlation(np.column_stack(cols))
     k = schema.n_bins
+    for j, c in enumerate(schema.columns):
+        if isinstance(c, Nominal) and len(np.unique(bins[:, j])) > 1:
+            out[j, j] = 1.0
     for i, j in itertools.combinations(range(p), 2):
         if isinstance(schema.columns[i], Nominal) or isinstance(schema.columns[j], Nominal):
             out[i, j] = out[j, i] = _cramers_v(bins, i, j, k[i], k[j])
@@ -138,19 +159,25 @@ def model_frame(df: pd.DataFrame, schema: Schema, drop: str | None = None) -> pd
     return pd.DataFrame(out)
 
 
-def _score(model, x_test: pd.DataFrame, y_test: np.ndarray, nominal: bool) -> float | None:
+def _score(model, x_test: pd.DataFrame, y_test: np.ndarray, nominal: bool) -> tuple[float | None, str | None]:
     """R², or ROC-AUC (binary: the later declared category is positive; more classes:
-    one-vs-rest macro average). None when the AUC is undefined (one class)."""
+    one-vs-rest macro average); or None and why it is undefined: R² = 1 − SS_res/SS_tot
+    needs a test target that varies (SS_tot > 0); an AUC needs two classes in the test
+    rows, each known to the model."""
     if not nominal:
-        return float(r2_score(y_test, model.predict(x_test)))
+        if len(np.unique(y_test)) < 2:
+            return None, "R² is undefined: the real test target takes one value (its variance is 0)"
+        return float(r2_score(y_test, model.predict(x_test))), None
     classes = list(model.classes_)
     present = set(np.unique(y_test))
-    if len(present) < 2 or not present <= set(classes):
-        return None
+    if len(present) < 2:
+        return None, "ROC-AUC is undefined: the real test rows hold one class"
+    if not present <= set(classes):
+        return None, "ROC-AUC is undefined: the real test rows hold a class the training rows lack"
     proba = model.predict_proba(x_test)
     if len(classes) == 2:
-        return float(roc_auc_score(y_test == classes[1], proba[:, 1]))
-    return float(roc_auc_score(y_test, proba, multi_class="ovr", labels=classes))
+        return float(roc_auc_score(y_test == classes[1], proba[:, 1])), None
+    return float(roc_auc_score(y_test, proba, multi_class="ovr", labels=classes)), None
 
 
 def tstr(
@@ -164,7 +191,9 @@ def tstr(
 ) -> dict:
     """Train on synthetic, test on real (TSTR), beside train-real-test-real (TRTR), with
     HistGradientBoosting. Nominal target → ROC-AUC (binary: the last declared category
-    is positive; more classes: one-vs-rest macro average); continuous → R²."""
+    is positive; more classes: one-vs-rest macro average); continuous → R². A score that
+    is undefined (training rows with one class, a test target without spread) is None,
+    with the reason in ``undefined``; so is the ratio TSTR/TRTR without both scores."""
     col = schema[target]
     nominal = not isinstance(col, Continuous)
 
@@ -177,14 +206,18 @@ def tstr(
     model_type = HistGradientBoostingClassifier if nominal else HistGradientBoostingRegressor
     x_test, y_test = xy(real_test)
     scores: dict[str, float | None] = {}
-    for name, train in (("tstr", synthetic), ("trtr", real_train)):
+    undefined: dict[str, str] = {}
+    for name, side, train in (("tstr", "synthetic", synthetic), ("trtr", "real", real_train)):
         x, y = xy(train)
         if nominal and len(np.unique(y)) < 2:
             scores[name] = None
+            undefined[name] = f"the {side} training rows hold one class of {target}: no classifier to fit"
             continue
         with _one_thread():
             model = model_type(categorical_features="from_dtype", random_state=seed).fit(x, y)
-            scores[name] = _score(model, x_test, y_test, nominal)
+            scores[name], reason = _score(model, x_test, y_test, nominal)
+        if reason is not None:
+            undefined[name] = reason
     ratio = scores["tstr"] / scores["trtr"] if scores["tstr"] is not None and scores["trtr"] else None
     return {
         "target": target,
@@ -193,22 +226,31 @@ def tstr(
         "trtr": scores["trtr"],
         "ratio": ratio,
         "test_rows": len(real_test),
+        "undefined": undefined,
     }
 
 
 def pmse(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema, *, seed: int) -> dict:
     """Propensity mean squared error (Woo et al. 2009): a classifier tells real (0) from
-    synthetic (1); with c = n_syn/(n_real + n_syn) and 5-fold cross-validated scores p̂,
-    pMSE = mean((p̂ − c)²). 0 is indistinguishable; c(1−c) (0.25 for equal sizes) is
-    perfectly separable."""
+    synthetic (1); with c = n_syn/(n_real + n_syn) and k-fold cross-validated scores p̂
+    (k = min(5, n_real, n_syn)), pMSE = mean((p̂ − c)²). 0 is indistinguishable; c(1−c)
+    (0.25 for equal sizes) is perfectly separable. Cross-validation needs k ≥ 2 (a row
+    of each side in every fold): with fewer rows pMSE is None, the reason in
+    ``undefined``."""
+    c = len(synthetic) / (len(real) + len(synthetic))
+    folds = min(5, len(real), len(synthetic))
+    if folds < 2:
+        reason = (
+            "cross-validated propensity scores need at least 2 rows on each side; got "
+            f"{len(real)} real and {len(synthetic)} synthetic"
+        )
+        return {"pmse": None, "worst": c * (1 - c), "folds": folds, "undefined": reason}
     x = pd.concat([model_frame(real, schema), model_frame(synthetic, schema)], ignore_index=True)
     y = np.r_[np.zeros(len(real)), np.ones(len(synthetic))]
-    c = len(synthetic) / len(y)
     model = HistGradientBoostingClassifier(categorical_features="from_dtype", random_state=seed)
-    folds = min(5, len(real), len(synthetic))
     with _one_thread():
         p = cross_val_predict(model, x, y, cv=folds, method="predict_proba")[:, 1]
-    return {"pmse": float(np.mean((p - c) ** 2)), "worst": c * (1 - c), "folds": folds}
+    return {"pmse": float(np.mean((p - c) ** 2)), "worst": c * (1 - c), "folds": folds, "undefined": None}
 
 
 def wasserstein_scaled(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema) -> dict:

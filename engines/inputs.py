@@ -11,7 +11,7 @@ import pandas as pd
 from engines.tables import DataError, clip_to_bounds, map_unknown, read_table
 from mechanisms.errors import DPReleaseError
 from mechanisms.registry import MECHANISMS
-from spec import ReleaseSpec
+from spec import ReleaseSpec, forecast
 
 __all__ = [
     "InputValidationError",
@@ -94,12 +94,14 @@ def fitted_rows(spec: ReleaseSpec, n: int) -> int:
     return n - int(spec.checks.holdout_fraction * n)
 
 
-def check_rows(spec: ReleaseSpec, n: int, fitted: int | None = None) -> None:
+def check_rows(spec: ReleaseSpec, n: int, fitted: int | None = None) -> list[str]:
     """Refuse, before any noise is drawn, a table of n rows that is too small for the
     mechanism (``Synthesizer.min_rows`` on the fitted rows), for the post-release checks,
-    or for ``privacy.delta`` (δ ≥ 1/n). n is public under replace-one, so the message may
-    quote it. ``fitted``: the streaming engines' fitted count (their holdout coin is per
-    row); default n − ⌊holdout_fraction·n⌋."""
+    for ``privacy.delta`` (δ ≥ 1/n), or for the budget: noise whose s.d. per count reaches
+    the fitted rows (``spec.forecast``, from public facts). n is public under replace-one,
+    so the message may quote it. ``fitted``: the streaming engines' fitted count (their
+    holdout coin is per row); default n − ⌊holdout_fraction·n⌋. Returns the forecast's
+    warnings (columns the noise will blur badly, and the ε that would not)."""
     if n < 1:
         raise InputValidationError("the input has no data rows; nothing was spent")
     synth = MECHANISMS[spec.mechanism.name]
@@ -138,9 +140,13 @@ def check_rows(spec: ReleaseSpec, n: int, fitted: int | None = None) -> None:
             "with δ ≥ 1/n a mechanism may publish a whole record in the clear and still be "
             f"(ε, δ)-DP. Set privacy.delta ≤ 1/(10 n) = {1 / (10 * n):.3g} or smaller"
         )
+    ahead = forecast(spec, fitted) if fitted >= 1 else None
+    if ahead is not None and ahead.refuse is not None:
+        problems.append(ahead.refuse)
     if problems:
         raise InputValidationError(
             f"this release cannot run on the input's {n} rows:\n  "
             + "\n  ".join(problems)
             + "\nNothing was spent."
         )
+    return [] if ahead is None else ahead.warnings

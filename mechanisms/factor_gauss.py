@@ -37,10 +37,10 @@ from mechanisms.latent import (
     to_latent,
 )
 from mechanisms.marginals import histogram, histogram_sensitivity, private_distribution
-from mechanisms.primitives import Measurement, measure_stage
+from mechanisms.primitives import Measurement, measure_stage, stage_noise
 from mechanisms.rowkeys import RowKeys, row_uniforms
 from mechanisms.schema import Schema
-from mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Streaming, Synthesizer
+from mechanisms.synthesizer import HistogramNoise, MixedRows, Sensitivity, Stage, Streaming, Synthesizer
 
 __all__ = [
     "STAGE_WEIGHTS",
@@ -56,6 +56,7 @@ __all__ = [
     "factor_correlation",
     "latent_model",
     "latent_rows",
+    "marginal_noise",
     "measure_marginals",
     "measure_moment_sum",
     "measure_moments",
@@ -190,6 +191,27 @@ def measure_marginals(
             name=f"histogram[{names[j]}]",
         )
         for j, share in enumerate(budget.split(len(names)))
+    ]
+
+
+def marginal_noise(schema: Schema, params: FactorGaussParams, plan: BudgetPlan) -> list[HistogramNoise]:
+    """Stage 1's noise per histogram, from public facts, as ``measure_marginals`` draws it:
+    the stage split evenly over the p columns (``StageBudget.split``), each count at
+    Δ₂ = √2 / Δ₁ = 2 (``histogram_sensitivity``) calibrated by ``primitives.stage_noise``:
+    σ = √2/√(2ρ₁/p) (zCDP) or b = 2p/ε₁ (pure). Independent of n and of the data."""
+    shares = plan.stage("marginals").split(len(schema))
+    return [
+        HistogramNoise(
+            "marginals",
+            c.name,
+            c.n_bins,
+            *stage_noise(
+                share,
+                l2_sensitivity=histogram_sensitivity("l2"),
+                l1_sensitivity=histogram_sensitivity("l1"),
+            ),
+        )
+        for c, share in zip(schema.columns, shares, strict=True)
     ]
 
 
@@ -401,4 +423,5 @@ SYNTHESIZER = Synthesizer(
     decode=_decode_stage,
     sensitivities=sensitivities,
     streaming=Streaming(encode_counts, chunk_moment_sum, estimate_moment_sum, _model_stage, _draw),
+    histograms=marginal_noise,
 )

@@ -50,6 +50,7 @@ __all__ = [
     "noise_rngs",
     "release_streams",
     "sampler_note",
+    "stage_noise",
     "unprotected",
 ]
 
@@ -294,6 +295,23 @@ def measure_stage(
         name=name,
         stage=budget.stage,
     )
+
+
+def stage_noise(
+    budget: StageBudget, *, l2_sensitivity: float, l1_sensitivity: float
+) -> tuple[Literal["gaussian", "laplace"], float]:
+    """The noise ``measure_stage`` draws for this share, before any data is read: Gaussian
+    σ = ``gaussian_sigma``(Δ₂, ρ) under zCDP, Laplace b = ``laplace_scale``(Δ₁, ε) under
+    pure DP (a ``VettedRNG`` may raise either by an ulp). For forecasts only: it draws
+    nothing and spends nothing.
+
+    >>> from mechanisms.accounting import StageBudget
+    >>> stage_noise(StageBudget("s", 1.0, 0.5, None), l2_sensitivity=1.0, l1_sensitivity=1.0)
+    ('gaussian', 1.0000000000000002)
+    """
+    if budget.rho is not None:
+        return "gaussian", gaussian_sigma(l2_sensitivity, budget.rho)
+    return "laplace", laplace_scale(l1_sensitivity, budget.share)
 
 
 def unprotected(value: np.ndarray, *, name: str, stage: str, defect: str) -> Measurement:

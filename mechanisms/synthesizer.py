@@ -24,9 +24,10 @@ columns, the position in [0, 1] of the value on the public working scale
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -34,7 +35,7 @@ from mechanisms.accounting import BudgetPlan
 from mechanisms.primitives import Measurement
 from mechanisms.schema import Schema
 
-__all__ = ["Fit", "MixedRows", "Sensitivity", "Stage", "Streaming", "Synthesizer"]
+__all__ = ["Fit", "HistogramNoise", "MixedRows", "Sensitivity", "Stage", "Streaming", "Synthesizer"]
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,30 @@ class Sensitivity:
 
 
 @dataclass(frozen=True)
+class HistogramNoise:
+    """The noise on one count histogram over a column's public bins that a step publishes
+    (e.g. factor_gauss's marginals), from public facts only: its plan ``stage``, the
+    ``column``, its number of ``bins`` and the noise on each count, Gaussian of s.d.
+    ``scale`` or Laplace of scale ``scale`` (``primitives.stage_noise``)."""
+
+    stage: str
+    column: str
+    bins: int
+    mechanism: Literal["gaussian", "laplace"]
+    scale: float
+
+    @property
+    def sd(self) -> float:
+        """Standard deviation per count: σ (Gaussian), √2·b (Laplace)."""
+        return self.scale if self.mechanism == "gaussian" else math.sqrt(2.0) * self.scale
+
+    @property
+    def mean_abs(self) -> float:
+        """E|noise| per count: σ·√(2/π) (Gaussian), b (Laplace)."""
+        return self.scale * math.sqrt(2.0 / math.pi) if self.mechanism == "gaussian" else self.scale
+
+
+@dataclass(frozen=True)
 class Synthesizer:
     """A mechanism the spec can name.
 
@@ -135,6 +160,9 @@ class Synthesizer:
     table before any noise is drawn (``tasks.validate.check_rows``). The default, 2:
     one row has no spread to model (its centred covariance is zero). ``streaming``: the
     steps from sums over chunks, for a synthesizer whose statistics allow it.
+    ``histograms(schema, params, plan)``: the noise on each count histogram over public
+    bins the steps publish (``HistogramNoise``), from public facts only, computed by the
+    calibration the steps use; empty for a synthesizer that publishes none (the default).
     """
 
     name: str
@@ -153,6 +181,7 @@ class Synthesizer:
     check: Callable[[Schema, Any], None] = lambda schema, params: None
     min_rows: Callable[[Schema, Any], int] = lambda schema, params: 2
     streaming: Streaming | None = None
+    histograms: Callable[[Schema, Any, BudgetPlan], list[HistogramNoise]] = lambda schema, params, plan: []
 
     def fit(
         self,

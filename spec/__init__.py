@@ -5,6 +5,7 @@ Nothing here reads data. It sits between the mathematics (``mechanisms``) and ev
 that runs a release, so every layer above can import it and it imports none of them.
 """
 
+from spec.forecast import Forecast, forecast
 from spec.release import ContinuousSpec, EngineSpec, ReleaseSpec, SpecError, load_spec
 
-__all__ = ["ContinuousSpec", "EngineSpec", "ReleaseSpec", "SpecError", "load_spec"]
+__all__ = ["ContinuousSpec", "EngineSpec", "Forecast", "ReleaseSpec", "SpecError", "forecast", "load_spec"]

@@ -40,8 +40,9 @@ REL = 1e-9  # floating-point slack on a bound: the change is computed, not exact
 
 
 class Probe:
-    """A stand-in for ``primitives._perturb``: records each exact statistic; returns it
-    (+ ``jitter(shape)``) or, with ``replay``, the outputs of an earlier probe in order."""
+    """A stand-in for ``primitives._perturb``: records each exact statistic and the noise
+    (kind, scale) it was handed; returns the statistic (+ ``jitter(shape)``) or, with
+    ``replay``, the outputs of an earlier probe in order."""
 
     def __init__(
         self,
@@ -50,11 +51,13 @@ class Probe:
     ) -> None:
         self.exact: list[np.ndarray] = []
         self.outputs: list[np.ndarray] = []
+        self.noise: list[tuple[str, float]] = []
         self.replay, self.jitter = replay, jitter
 
     def __call__(self, value, kind, scale, sensitivity, budget, rng) -> tuple[np.ndarray, float]:
         i = len(self.exact)
         self.exact.append(np.array(value, dtype=float, copy=True))
+        self.noise.append((kind, scale))
         if self.replay is not None:
             if i >= len(self.replay) or self.replay[i].shape != np.shape(value):
                 raise AssertionError(f"draw {i}: the neighbour measured a different statistic than D")

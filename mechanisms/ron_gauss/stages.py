@@ -12,14 +12,15 @@ import numpy as np
 from mechanisms.accounting import BudgetPlan
 from mechanisms.design import Design, design
 from mechanisms.marginals import histogram_sensitivity
+from mechanisms.primitives import stage_noise
 from mechanisms.ron_gauss.centring import Centred, centre, mean_sensitivity
 from mechanisms.ron_gauss.model import RonGaussModel, build_model, reconstruct, sample_projected
 from mechanisms.ron_gauss.moments import _projection, covariance_sensitivity, default_dims, measure_covariance
 from mechanisms.ron_gauss.params import _LABEL_BOUND, RonGaussParams, defects, stage_weights
 from mechanisms.schema import Continuous, Schema
-from mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Synthesizer
+from mechanisms.synthesizer import HistogramNoise, MixedRows, Sensitivity, Stage, Synthesizer
 
-__all__ = ["SYNTHESIZER", "Sample", "check", "sensitivities"]
+__all__ = ["SYNTHESIZER", "Sample", "check", "class_count_noise", "sensitivities"]
 
 
 # --- the four pipeline stages -------------------------------------------------------
@@ -51,6 +52,21 @@ def check(schema: Schema, params: RonGaussParams) -> None:
     width = _layout(schema, params)[0].width
     if params.dims is not None and params.dims > width:
         raise ValueError(f"params.dims ({params.dims}) must be at most the design width ({width})")
+
+
+def class_count_noise(schema: Schema, params: RonGaussParams, plan: BudgetPlan) -> list[HistogramNoise]:
+    """The ``class_counts`` histogram's noise (corrected classification; the paper variant
+    and the other tasks publish no histogram), from public facts, as ``centre`` draws it:
+    the whole stage on the label's L public classes at Δ₂ = √2 / Δ₁ = 2
+    (``histogram_sensitivity``), calibrated by ``primitives.stage_noise``."""
+    if params.task != "classification" or params.variant == "paper" or params.label is None:
+        return []
+    kind, scale = stage_noise(
+        plan.stage("class_counts"),
+        l2_sensitivity=histogram_sensitivity("l2"),
+        l1_sensitivity=histogram_sensitivity("l1"),
+    )
+    return [HistogramNoise("class_counts", params.label, schema[params.label].n_bins, kind, scale)]
 
 
 def sensitivities(schema: Schema, params: RonGaussParams, n: int, facts=None) -> dict[str, Sensitivity]:
@@ -194,4 +210,5 @@ SYNTHESIZER = Synthesizer(
     decode=_decode_stage,
     sensitivities=sensitivities,
     check=check,
+    histograms=class_count_noise,
 )

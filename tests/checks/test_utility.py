@@ -96,8 +96,12 @@ def test_tstr_r2_for_a_continuous_target(rng):
     assert out["metric"] == "r2" and out["tstr"] == out["trtr"] and 0.5 < out["tstr"] <= 1.0
 
 
-def test_constant_columns_have_zero_association():
+def test_constant_columns_have_undefined_association():
+    """ρ and V of a column with one value are 0/0: NaN (undefined), never 0; only the
+    column that varies keeps its diagonal 1."""
     df = pd.DataFrame({"x": [0.1, 0.1, 0.1], "o": ["lo", "mid", "hi"], "c": ["a", "a", "a"]})
     bins = np.column_stack([SCHEMA["x"].to_bins(df["x"]), [0, 1, 2], [0, 0, 0]])
     a = ut.association_matrix(bins, df, SCHEMA)
-    np.testing.assert_array_equal(a, np.eye(3))
+    expected = np.full((3, 3), np.nan)
+    expected[1, 1] = 1.0
+    np.testing.assert_array_equal(a, expected)

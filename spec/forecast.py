@@ -1,0 +1,32 @@
+"""The usability forecast of a release spec (``mechanisms.forecast``), before any noise is
+drawn: from the spec's budget, plan, mechanism and public schema, and n alone."""
+
+from __future__ import annotations
+
+from mechanisms.accounting import plan_budget
+from mechanisms.forecast import Forecast, histogram_forecast
+from mechanisms.registry import MECHANISMS
+from mechanisms.synthesizer import HistogramNoise
+from spec.release import ReleaseSpec
+
+__all__ = ["Forecast", "forecast"]
+
+
+def forecast(spec: ReleaseSpec, n: int | None) -> Forecast:
+    """Refuse, or warn about, a budget whose histograms the noise would swamp for n fitted
+    rows (``engines.inputs.fitted_rows``: the counted rows less the holdout); n None
+    (not counted yet) forecasts nothing. The plan is the flow's (``plan_budget`` with the
+    spec's accountant, δ and ``stage_weights``), at ``privacy.epsilon`` and at each ε the
+    thresholds try; the noise is the mechanism's own (``Synthesizer.histograms``):
+    σ = Δ₂/√(2ρ_h) or b = Δ₁/ε_h per count for each histogram's share ρ_h or ε_h, and the
+    thresholds are sd ≥ n (refuse) and K·E|e|/n > 0.5 (warn), ``mechanisms.forecast``.
+    Reads no data (the spec's dataset path is never opened)."""
+    synth = MECHANISMS[spec.mechanism.name]
+    schema, params, weights = spec.public_schema(), spec.mechanism_params(), spec.stage_weights()
+    privacy = spec.privacy
+
+    def noise_at(epsilon: float) -> list[HistogramNoise]:
+        plan = plan_budget(privacy.accountant, epsilon, privacy.delta, weights)
+        return synth.histograms(schema, params, plan)
+
+    return histogram_forecast(noise_at, privacy.epsilon, n)

@@ -1,0 +1,120 @@
+"""The usability forecast (``mechanisms.forecast``): its thresholds on a noise model with
+known answers, and its noise is the noise the stages really draw: the (kind, scale) the
+forecast declares equals what each histogram's measurement hands ``primitives._perturb``
+(``tests/wiring.py``'s probe), for factor_gauss's marginals and ron_gauss's class counts,
+under both accountants."""
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from mechanisms import factor_gauss as fg
+from mechanisms import ron_gauss as rg
+from mechanisms.accounting import plan_budget
+from mechanisms.forecast import MAX_EPSILON, WARN_L1, Forecast, expected_l1, histogram_forecast
+from mechanisms.registry import MECHANISMS
+from mechanisms.ron_gauss.params import RonGaussParams
+from mechanisms.synthesizer import HistogramNoise
+from tests.mechanisms.small import SMALL, small_rows
+from tests.wiring import Probe, flow_stages, probing
+
+NOTIONS = {"zcdp": 1e-6, "pure": 0.0}
+
+
+def _at_least(message: str) -> float:
+    return float(re.search(r"at least ([0-9.e+-]+)", message).group(1))
+
+
+@pytest.mark.parametrize("notion", list(NOTIONS))
+def test_factor_gauss_forecast_noise_is_what_the_marginals_stage_draws(notion):
+    plan = plan_budget(notion, 0.3, NOTIONS[notion], fg.STAGE_WEIGHTS)
+    params = fg.FactorGaussParams()
+    with probing(Probe()) as probe:
+        measured = flow_stages("factor_gauss", SMALL, plan, params)(small_rows(200, np.random.default_rng(0)))
+    drawn = {m.name: noise for m, noise in zip(measured, probe.noise, strict=True)}
+    declared = fg.SYNTHESIZER.histograms(SMALL, params, plan)
+    assert [h.column for h in declared] == SMALL.names
+    for h in declared:
+        assert (h.mechanism, h.scale) == drawn[f"histogram[{h.column}]"]
+        assert h.stage == "marginals" and h.bins == SMALL[h.column].n_bins
+
+
+@pytest.mark.parametrize("notion", list(NOTIONS))
+def test_ron_gauss_forecast_noise_is_what_the_class_counts_stage_draws(notion):
+    params = RonGaussParams(task="classification", label="job")
+    plan = plan_budget(notion, 0.3, NOTIONS[notion], rg.stage_weights("classification", "corrected"))
+    with probing(Probe()) as probe:
+        measured = flow_stages("ron_gauss", SMALL, plan, params)(small_rows(200, np.random.default_rng(0)))
+    drawn = {m.name: noise for m, noise in zip(measured, probe.noise, strict=True)}
+    (h,) = rg.SYNTHESIZER.histograms(SMALL, params, plan)
+    assert (h.stage, h.column, h.bins) == ("class_counts", "job", 3)
+    assert (h.mechanism, h.scale) == drawn["class_counts"]
+
+
+def _noise_at(name: str, params: object):
+    synth = MECHANISMS[name]
+    weights = synth.stage_weights(SMALL, params)
+    return lambda eps: synth.histograms(SMALL, params, plan_budget("zcdp", eps, 1e-6, weights))
+
+
+@pytest.mark.parametrize(
+    "name, params",
+    [
+        ("ron_gauss", RonGaussParams()),
+        ("ron_gauss", RonGaussParams(task="regression", label="age")),
+        ("dpfm", MECHANISMS["dpfm"].params_type()),
+        ("private_pca", MECHANISMS["private_pca"].params_type()),
+    ],
+)
+def test_mechanisms_without_public_histograms_forecast_nothing(name, params):
+    """Moments, projections and factor scores are not histograms: no forecast, even at
+    ε = 1e-9 (the module docstring says so)."""
+    forecast = histogram_forecast(_noise_at(name, params), 1e-9, 100)
+    assert forecast == Forecast(None, [], ())
+
+
+def test_noise_per_count():
+    g, lap = HistogramNoise("s", "x", 10, "gaussian", 2.0), HistogramNoise("s", "x", 10, "laplace", 2.0)
+    assert g.sd == 2.0 and g.mean_abs == pytest.approx(2.0 * math.sqrt(2 / math.pi))
+    assert lap.sd == pytest.approx(2.0 * math.sqrt(2)) and lap.mean_abs == 2.0
+    assert expected_l1(g, 100) == pytest.approx(10 * g.mean_abs / 100)
+
+
+def _toy(bins: int):
+    """σ = 1/ε on one histogram: the refusal threshold is ε > 1/n, the warning's
+    ε ≥ bins·√(2/π)/(0.5·n)."""
+    return lambda eps: [HistogramNoise("marginals", "x", bins, "gaussian", 1.0 / eps)]
+
+
+def test_refusal_names_the_epsilon_that_lifts_it():
+    n = 1_000
+    f = histogram_forecast(_toy(2), 1e-4, n)  # σ = 10⁴ ≥ n
+    assert f.refuse is not None and "privacy.epsilon" in f.refuse
+    x = _at_least(f.refuse)
+    assert 1 / n < x <= 1.1 / n  # the threshold ε = 1/n, rounded up to 2 digits
+    assert histogram_forecast(_toy(2), x, n).refuse is None
+    assert histogram_forecast(_toy(2), 0.9 * x, n).refuse is not None
+
+
+def test_warning_names_the_column_and_the_epsilon_that_lifts_it():
+    n, bins = 442, 64
+    f = histogram_forecast(_toy(bins), 0.01, n)  # σ = 100: E‖e‖₁/n ≈ 11.5
+    assert f.refuse is None and len(f.warnings) == 1 and "'x'" in f.warnings[0]
+    x = _at_least(f.warnings[0])
+    exact = bins * math.sqrt(2 / math.pi) / (WARN_L1 * n)  # solves K·σ√(2/π)/n = 0.5 for σ = 1/ε
+    assert exact <= x <= 1.1 * exact
+    assert histogram_forecast(_toy(bins), x, n).warnings == []
+
+
+def test_no_epsilon_is_large_enough_for_one_row_and_many_bins():
+    f = histogram_forecast(lambda eps: [HistogramNoise("s", "x", 10_000, "gaussian", 1.0)], 1.0, 1)
+    assert f.refuse is not None and f"no privacy.epsilon up to {MAX_EPSILON:g}" in f.refuse
+
+
+def test_without_n_there_is_nothing_to_forecast():
+    f = histogram_forecast(_toy(2), 1e-9, None)
+    assert f.refuse is None and f.warnings == [] and f.histograms[0].scale == pytest.approx(1e9)
+    with pytest.raises(ValueError, match="fitted rows"):
+        histogram_forecast(_toy(2), 1.0, 0)
