@@ -76,9 +76,10 @@ def read_table(path: Path, schema: Schema, missing: dict[str, str]) -> pd.DataFr
 
 
 def _read_csv(path: Path, numeric: list[str], text: list[str]) -> pd.DataFrame:
-    """pyarrow's multithreaded reader (a numeric column with text anywhere comes back as
-    text, for the schema's type rule to name); pandas where pyarrow refuses the file, so
-    a malformed file is reported by kind, never by a parser message quoting a row."""
+    """pyarrow's multithreaded reader; pandas, every column as text, where pyarrow refuses
+    the file (e.g. a cell longer than its block), so a malformed file is reported by kind,
+    never by a parser message quoting a row. A numeric column that comes back as text
+    goes through ``_numbers`` (text anywhere in it keeps it text, for the type rule)."""
     try:
         table = pa_csv.read_csv(
             path,
@@ -91,14 +92,26 @@ def _read_csv(path: Path, numeric: list[str], text: list[str]) -> pd.DataFrame:
         df = table.to_pandas()
         for c in set(text) & set(df.columns):
             df[c] = df[c].where(df[c] != "")  # an empty text cell is a missing value
-        return df
     except pa.ArrowInvalid:
-        return pd.read_csv(
-            path,
-            dtype={c: str for c in text},
-            keep_default_na=False,
-            na_values={**{c: NUMERIC_NA for c in numeric}, **{c: [""] for c in text}},
-        )
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values={c: [""] for c in text})
+    for c in set(numeric) & set(df.columns):
+        if pd.api.types.is_string_dtype(df[c]):
+            df[c] = _numbers(df[c])
+    return df
+
+
+def _numbers(col: pd.Series) -> pd.Series:
+    """A numeric column read as text → int64 if every present cell is a whole number, else
+    float64 (a number beyond the float range becomes ±inf, for the bounds rule: a cell of
+    millions of digits is parsed in linear time, never as a Python int), else the text,
+    for the type rule. The NA tokens are missing values (as ``engines.chunks`` reads)."""
+    cells = pa.array(col.mask(col.isin(NUMERIC_NA)), type=pa.string(), from_pandas=True)
+    for kind in (pa.int64(), pa.float64()):
+        try:
+            return pc.cast(cells, kind).to_pandas().set_axis(col.index).rename(col.name)
+        except pa.ArrowInvalid:
+            continue
+    return col
 
 
 def check_columns(columns: list[str], schema: Schema) -> None:

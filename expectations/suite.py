@@ -17,8 +17,15 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
 import great_expectations as gx
 import great_expectations.expectations as gxe
+import numpy as np
 import pandas as pd
 from great_expectations.data_context.types.base import ProgressBarsConfig
+from great_expectations.execution_engine import PandasExecutionEngine
+from great_expectations.expectations.expectation import ColumnMapExpectation
+from great_expectations.expectations.metrics.map_metric_provider import (
+    ColumnMapMetricProvider,
+    column_condition_partial,
+)
 
 from mechanisms.schema import Continuous, Ordinal, Schema
 
@@ -28,8 +35,33 @@ for _name in [n for n in logging.root.manager.loggerDict if n.startswith("great_
 __all__ = ["RESULT_FORMAT", "build_suite", "validate_table"]
 
 RESULT_FORMAT = {"result_format": "BASIC", "partial_unexpected_count": 0}
-_INTEGER_TYPES = ["int64", "Int64", "int32", "Int32", "int16", "int8", "uint8", "uint16", "uint32"]
-_FLOAT_TYPES = ["float64", "Float64", "float32"]
+# integer: true columns too: a whole number may be stored as a float (51.0); the
+# whole-number rule checks the values, after the bounds rule has caught ±inf and huge ones
+_NUMBER_TYPES = "int64 Int64 int32 Int32 int16 int8 uint8 uint16 uint32 float64 Float64 float32".split()
+
+
+class ColumnValuesWholeWithinBounds(ColumnMapMetricProvider):
+    """The metric behind ``ExpectColumnValuesToBeWholeNumbers`` (GX registers it when the
+    class is defined). Per value: outside [min_value, max_value] (±inf and huge values
+    included: the bounds rule's business), or a whole number (51.0 is one)."""
+
+    condition_metric_name = "column_values.whole_within_bounds"
+    condition_value_keys = ("min_value", "max_value")
+
+    @column_condition_partial(engine=PandasExecutionEngine)
+    def _pandas(cls, column: pd.Series, min_value: float, max_value: float, **kwargs: Any) -> pd.Series:
+        return ~column.between(min_value, max_value) | (column == np.floor(column))
+
+
+class ExpectColumnValuesToBeWholeNumbers(ColumnMapExpectation):
+    """The values of an ``integer: true`` column inside the public bounds are whole
+    numbers, whatever the column's dtype; values outside them are left to the bounds rule,
+    so ``inf`` or a huge number is reported as out of bounds, not as a fraction."""
+
+    min_value: float
+    max_value: float
+    map_metric = "column_values.whole_within_bounds"
+    success_keys = ("min_value", "max_value", "mostly")
 
 
 def _rule(column: str, rule: str) -> dict:
@@ -42,8 +74,6 @@ def build_suite(schema: Schema, name: str) -> gx.ExpectationSuite:
     expectations = []
     for c in schema.columns:
         if isinstance(c, Continuous):
-            types = _INTEGER_TYPES if c.integer else _INTEGER_TYPES + _FLOAT_TYPES
-            kind = "whole numbers (integer: true)" if c.integer else "numbers"
             expectations += [
                 gxe.ExpectColumnValuesToNotBeNull(
                     column=c.name,
@@ -52,7 +82,7 @@ def build_suite(schema: Schema, name: str) -> gx.ExpectationSuite:
                     ),
                 ),
                 gxe.ExpectColumnValuesToBeInTypeList(
-                    column=c.name, type_list=types, meta=_rule(c.name, f"values must be {kind}")
+                    column=c.name, type_list=_NUMBER_TYPES, meta=_rule(c.name, "values must be numbers")
                 ),
                 gxe.ExpectColumnValuesToBeBetween(
                     column=c.name,
@@ -65,6 +95,15 @@ def build_suite(schema: Schema, name: str) -> gx.ExpectationSuite:
                     ),
                 ),
             ]
+            if c.integer:
+                expectations.append(
+                    ExpectColumnValuesToBeWholeNumbers(
+                        column=c.name,
+                        min_value=c.lower,
+                        max_value=c.upper,
+                        meta=_rule(c.name, "values must be whole numbers (integer: true)"),
+                    )
+                )
         else:
             what = "levels" if isinstance(c, Ordinal) else "categories"
             expectations += [

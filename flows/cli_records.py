@@ -43,7 +43,7 @@ def audit_verify(bundle: BundleArg, ledger: LedgerReadOpt = None) -> None:
         checks = verify_bundle(bundle, ledger)
     except (FileNotFoundError, DPReleaseError) as e:
         fail(str(e), "pass the folder of a release bundle (and --ledger if it is not the bundle's).", 2)
-    table = Table(title=f"audit of {bundle}")
+    table = Table(title=f"audit of {escape(str(bundle))}")
     for col in ("group", "check", "result", "detail"):
         table.add_column(col, overflow="fold")
     for c in checks:
@@ -73,13 +73,14 @@ def audit_show(bundle: BundleArg) -> None:
     out = Console()
     priv, book = doc["privacy"], doc["privacy"]["ledger"]
     key = "rho" if priv["accountant"] == "zcdp" else "epsilon"
-    out.print(
-        f"[bold]release {doc['release_id']}[/bold] of '{doc['dataset']}': {doc['status']}, "
-        f"mechanism {doc['mechanism']['name']}, {priv['accountant']} accounting, replace-one neighbours, "
-        f"n = {priv['input_rows_n_public']} (public)"
+    out.print(  # the bundle is not trusted: every string from it is printed escaped
+        f"[bold]release {escape(doc['release_id'])}[/bold] of '{escape(doc['dataset'])}': "
+        f"{escape(doc['status'])}, mechanism {escape(doc['mechanism']['name'])}, "
+        f"{escape(priv['accountant'])} accounting, replace-one neighbours, "
+        f"n = {escape(str(priv['input_rows_n_public']))} (public)"
     )
     if not doc["differentially_private"]:
-        out.print("[bold red]NOT differentially private:[/bold red] " + "; ".join(book["defects"]))
+        out.print("[bold red]NOT differentially private:[/bold red] " + escape("; ".join(book["defects"])))
     if not doc["randomness"]["fit_for_publication"]:
         out.print("[bold red]made with --insecure-seed: not fit for publication[/bold red]")
     stages = Table(title="stages")
@@ -87,7 +88,10 @@ def audit_show(bundle: BundleArg) -> None:
         stages.add_column(col)
     for st in book["stages"]:
         stages.add_row(
-            st["stage"], f"{st['weight']:g}", f"{st[key + '_allocated']:.6g}", f"{st[key + '_spent']:.6g}"
+            escape(st["stage"]),
+            f"{st['weight']:g}",
+            f"{st[key + '_allocated']:.6g}",
+            f"{st[key + '_spent']:.6g}",
         )
     out.print(stages)
     rows = Table(title="measurements")
@@ -95,33 +99,34 @@ def audit_show(bundle: BundleArg) -> None:
         rows.add_column(col)
     for r in book["measurements"]:
         rows.add_row(
-            r["stage"],
+            escape(r["stage"]),
             escape(r["statistic"]),
-            r["mechanism"],
-            f"{r['sensitivity']:.6g} ({r['sensitivity_norm']})",
+            escape(r["mechanism"]),
+            f"{r['sensitivity']:.6g} ({escape(r['sensitivity_norm'])})",
             f"{r['noise_scale']:.6g}",
             f"{(r[key] or 0.0):.6g}",
-            str(r["dimension"]),
+            escape(str(r["dimension"])),
         )
     out.print(rows)
     t = book["totals"]
-    out.print(f"total: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP; {t['conversion']}")
+    out.print(f"total: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP; {escape(t['conversion'])}")
     record = priv.get("ledger_record") or {}
     void = (record.get("dataset_guarantee") or {}).get("void_since")
     if void:
         out.print(
             f"[bold red]dataset guarantee VOID since release '{escape(void['release_id'])}' "
-            f"({void['time'][:19]}):[/bold red] {escape(record['dataset_guarantee']['statement'])}"
+            f"({escape(void['time'][:19])}):[/bold red] {escape(record['dataset_guarantee']['statement'])}"
         )
     life = record.get("lifetime")
     if life:
         out.print(
-            f"lifetime budget of '{doc['dataset']}': epsilon {life['epsilon']:g}, delta {life['delta']:g}; "
-            f"spent with this release {life['spent_epsilon']:.6g} over {life['releases_counted']} release(s) "
-            f"({life['rule']}); left {life['left_epsilon']:.6g}"
+            f"lifetime budget of '{escape(doc['dataset'])}': epsilon {life['epsilon']:g}, "
+            f"delta {life['delta']:g}; spent with this release {life['spent_epsilon']:.6g} over "
+            f"{escape(str(life['releases_counted']))} release(s) ({escape(life['rule'])}); "
+            f"left {life['left_epsilon']:.6g}"
         )
     else:
-        out.print(f"no lifetime budget is set for '{doc['dataset']}'")
+        out.print(f"no lifetime budget is set for '{escape(doc['dataset'])}'")
 
 
 @ledger_app.command("show")
@@ -165,13 +170,13 @@ def ledger_show(
     for r in releases:
         not_dp = not r["differentially_private"]
         table.add_row(
-            r["dataset"],
-            r["release_id"],
-            r["status"],
+            escape(r["dataset"]),
+            escape(r["release_id"]),
+            escape(r["status"]),
             "[red]unbounded (not DP)[/red]" if not_dp else f"{r['epsilon']:.6g}",
             "-" if not_dp else f"{r['delta']:.3g}",
             str(sum(s["status"] == "spent" for s in r["stages"])),
-            r["started"][:19],
+            escape(r["started"][:19]),
         )
     out = Console()
     out.print(table)
@@ -179,8 +184,9 @@ def ledger_show(
         if void is not None:
             out.print(
                 f"[bold red]{escape(name)}: guarantee VOID since release '{escape(void['release_id'])}' "
-                f"({void['time'][:19]}), which was not differentially private:[/bold red] no composed "
-                "(epsilon, delta) statement holds for this dataset, and a lifetime budget on it is refused"
+                f"({escape(void['time'][:19])}), which was not differentially private:[/bold red] no "
+                "composed (epsilon, delta) statement holds for this dataset, and a lifetime budget on it is "
+                "refused"
             )
             continue
         budget = "no lifetime budget"
@@ -188,14 +194,15 @@ def ledger_show(
             left = max(0.0, life[0] - spend.epsilon)
             budget = f"lifetime epsilon {life[0]:g} (delta {life[1]:g}), left {left:.6g}"
         out.print(
-            f"{name}: spent epsilon {spend.epsilon:.6g} at delta {spend.delta:g} ({spend.rule}); {budget}"
+            f"{escape(name)}: spent epsilon {spend.epsilon:.6g} at delta {spend.delta:g} "
+            f"({escape(spend.rule)}); {budget}"
         )
     out.print(
         "[green]hash chain intact"
         if not problems
         else "[red]hash chain broken: " + escape("; ".join(problems))
     )
-    out.print(f"chain head: row {head[0]}, sha256 {head[1]}")
+    out.print(f"chain head: row {head[0]}, sha256 {escape(head[1])}")
     if problems:
         fail(
             f"the ledger's hash chain is broken in {len(problems)} place(s); its charges cannot be trusted.",
