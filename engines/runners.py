@@ -112,8 +112,12 @@ class DaskEngine:
         self._lengths: list[int] | None = None
         try:
             if scheduler is None:
-                self.cluster = LocalCluster(
-                    n_workers=workers or 2, threads_per_worker=1, processes=True, dashboard_address=None
+                self.cluster = LocalCluster(  # no dashboard; the scheduler's HTTP routes on a free port
+                    n_workers=workers or 2,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                 )
                 self.client = Client(self.cluster)
             else:
