@@ -10,9 +10,9 @@ Layout of ``<out>/<release_id>/``:
 * ``internal/``: validation reports (with counts), the checks, ``manifest.json`` — for
   the steward and the auditor only.
 
-Everything is written into ``<out>/.staging-<release_id>-<uuid>``, renamed to
-``<out>/<release_id>`` as the very last step, so a failed run never leaves a half-written
-release.
+Everything is written into ``<out>/.staging-<release_id>-<uuid>`` (``bundle/staging.py``),
+renamed to ``<out>/<release_id>`` as the very last step, so a failed run never leaves a
+half-written release.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from uuid import uuid4
 
 import pandas as pd
 import pyarrow as pa
@@ -40,7 +39,6 @@ from mechanisms.errors import DPReleaseError
 __all__ = [
     "csv_header",
     "io_error",
-    "prepare_staging",
     "write_bundle_files",
     "write_csv",
     "write_failure_record",
@@ -54,27 +52,6 @@ _IO_HINTS = {
     errno.EPERM: "make the folder writable or choose --out with a folder you can write to",
     errno.EROFS: "the file system is read-only: choose --out on a writable one",
 }
-
-
-def prepare_staging(out: Path, release_id: str) -> tuple[Path, Path]:
-    """(the release's final folder, a new staging folder with ``public/`` and
-    ``internal/``); refuses a release folder that exists or an ``out`` that cannot be
-    written."""
-    dest = out / release_id
-    if dest.exists():
-        raise DPReleaseError(
-            f"release '{release_id}' already exists at '{dest}'; choose another release_id "
-            "(or omit it for a timestamped one)"
-        )
-    try:
-        staging = out / f".staging-{release_id}-{uuid4().hex[:8]}"
-        (staging / "public").mkdir(parents=True)
-        (staging / "internal").mkdir()
-    except OSError as e:
-        raise DPReleaseError(
-            f"output folder '{out}' is not writable ({e.strerror}); pass --out with a folder you can write to"
-        ) from None
-    return dest, staging
 
 
 def io_error(what: str, folder: Path, e: OSError, after: str = "") -> DPReleaseError:
@@ -165,7 +142,7 @@ def write_bundle_files(
         _manifest(internal)
         if seal is not None:
             seal(sha256(public / "manifest.json") if publish else None, sha256(internal / "manifest.json"))
-        if dest.exists():
+        if os.path.lexists(dest):
             raise DPReleaseError(f"release folder '{dest}' appeared during the run; nothing published")
         os.replace(staging, dest)
     except OSError as e:
@@ -176,12 +153,18 @@ def write_bundle_files(
 
 
 def write_failure_record(
-    out_dir: Path, release_id: str, stage: str, error: BaseException, staging: Path | None
+    out_dir: Path,
+    release_id: str,
+    stage: str,
+    error: BaseException,
+    staging: Path | None,
+    facts: dict | None = None,
 ) -> Path:
-    """``<out>/failures/<release_id>-<utc>/``: failure.json plus whatever ``internal/``
-    reports the run had made (for the steward, moved: a rename needs no space on a full
-    disk); the staging folder is removed. If the record itself cannot be written, it is
-    removed too and a ``DPReleaseError`` says why, and what the run had failed with."""
+    """``<out>/failures/<release_id>-<utc>/``: failure.json (with ``facts``, e.g. how a
+    dead run was recovered) plus whatever ``internal/`` reports the run had made (for the
+    steward, moved: a rename needs no space on a full disk); the staging folder is removed.
+    If the record itself cannot be written, it is removed too and a ``DPReleaseError`` says
+    why, and what the run had failed with."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     record = out_dir / "failures" / f"{release_id}-{stamp}"
     if isinstance(error, DPReleaseError):  # our messages name rules, never values
@@ -205,6 +188,7 @@ def write_failure_record(
                 "message": message,
                 "published": False,
                 "time": datetime.now(UTC).isoformat(),
+                **(facts or {}),
             },
         )
     except OSError as e:

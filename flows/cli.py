@@ -10,9 +10,11 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from flows.cli_records import audit_app, ledger_app
+from flows.cli_recovery import recover, settle
 from flows.console import console, fail
 from mechanisms.errors import DPReleaseError
 
@@ -79,21 +81,23 @@ def _run_release(
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from spec import load_spec
-
-    try:  # a broken spec should not wait for Prefect to start
-        load_spec(spec)
-    except DPReleaseError as e:
-        fail(str(e), "fix the field the message names; nothing was read or spent.", 2)
-
-    from checks.gates import GateError
-    from flows.release import STAGES, release, set_progress
+    from bundle.staging import ReleaseIdTaken
     from ledger import PASSWORD_ENV, BudgetRefused, split_password
 
     if ledger is not None:  # Prefect stores flow parameters: the password travels in the environment
         ledger, password = split_password(ledger)
         if password is not None:
             os.environ[PASSWORD_ENV] = password
+    try:  # what can be checked without reading a value should not wait for Prefect to start
+        _before_prefect(spec, out, release_id, ledger)
+    except ReleaseIdTaken as e:
+        fail(str(e), "nothing was read or spent.", 4)
+    except DPReleaseError as e:
+        fail(str(e), "fix what the message names; nothing was read or spent.", 2)
+
+    from checks.gates import GateError
+    from flows.prefect_server import prefect_api
+    from flows.release import STAGES, release, set_progress
 
     with Progress(
         SpinnerColumn(),
@@ -115,10 +119,16 @@ def _run_release(
 
         set_progress(on_stage)
         try:
-            path = release(str(spec), str(out), release_id=release_id, insecure_seed=seed, ledger_url=ledger)
+            with prefect_api():  # a temporary server that dies with the CLI, even on kill -9
+                path = release(
+                    str(spec), str(out), release_id=release_id, insecure_seed=seed, ledger_url=ledger
+                )
         except BudgetRefused as e:
             progress.stop()
             fail(str(e), "see `dprelease ledger show` for what this dataset has spent; nothing was read.", 4)
+        except ReleaseIdTaken as e:
+            progress.stop()
+            fail(str(e), "nothing was read or spent.", 4)
         except GateError as e:
             progress.stop()
             fail(
@@ -140,12 +150,40 @@ def _run_release(
     _summary(Path(path))
 
 
+def _before_prefect(spec: Path, out: Path, release_id: str | None, ledger_url: str | None) -> None:
+    """The checks that read no data value, before Prefect starts: the spec, the release id,
+    the output folder (and the release's final folder, when its id is known now), then the
+    recovery of what dead runs left in ``out`` (``flows/recovery.py``)."""
+    from bundle.staging import check_destination, check_out
+    from flows.events import RELEASE_ID
+    from spec import load_spec
+
+    s = load_spec(spec)
+    rid = release_id or s.release_id
+    if release_id is not None and not RELEASE_ID.fullmatch(release_id):
+        raise DPReleaseError(
+            f"--release-id ({release_id!r}) must be lowercase letters, digits and '-', starting with a "
+            "letter or digit, at most 80 characters"
+        )
+    if rid is None:
+        check_out(out)
+    else:
+        check_destination(out, rid)
+    if any(out.glob(".staging-*")):
+        from flows.recovery import recover
+        from ledger import Ledger, default_url
+
+        with Ledger(ledger_url or default_url(out)) as book:
+            for r in recover(out, book):
+                console.print(f"[yellow]recovered:[/yellow] {escape(r.describe())}")
+
+
 def _summary(bundle: Path) -> None:
     import json
 
     doc = json.loads((bundle / "public" / "release.json").read_text())
     t = doc["privacy"]["ledger"]["totals"]
-    table = Table(title=f"release {doc['release_id']}", show_header=True)
+    table = Table(title=f"release {escape(doc['release_id'])}", show_header=True)
     for col in ("stage", "statistics", "spent", "allocated"):
         table.add_column(col)
     key = "rho" if doc["privacy"]["accountant"] == "zcdp" else "epsilon"
@@ -229,12 +267,12 @@ def validate(
         fail(str(e), "fix what the message names and run `dprelease validate` again.", 2)
     if report is not None:
         write_json(report, {"suite": suite, "results": records, "rows": len(df), "policies": changed})
-    table = Table(title=f"{spec}: {len(records)} expectations")
+    table = Table(title=f"{escape(str(spec))}: {len(records)} expectations")
     for col in ("column", "rule", "result"):
         table.add_column(col)
     failures = failing_rules(records)
     for r in records:
-        table.add_row(r["column"], r["rule"], "[green]pass" if r["success"] else "[red]FAIL")
+        table.add_row(escape(r["column"]), escape(r["rule"]), "[green]pass" if r["success"] else "[red]FAIL")
     console.print(table)
     if failures:
         fail(
@@ -243,9 +281,11 @@ def validate(
             2,
         )
     try:
-        check_rows(s, len(df))
+        warnings = check_rows(s, len(df))
     except DPReleaseError as e:
         fail(str(e), "fix what the message names and run `dprelease validate` again.", 2)
+    for w in warnings:
+        console.print(f"[yellow]warning:[/yellow] {escape(w)}")
     console.print("[green]spec and data conform to the public schema; no budget was spent.")
 
 
@@ -269,6 +309,8 @@ def mechanisms() -> None:
     Console().print(table)
 
 
+app.command("recover")(recover)
+ledger_app.command("settle")(settle)
 app.add_typer(audit_app, name="audit")
 app.add_typer(ledger_app, name="ledger")
 

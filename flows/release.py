@@ -12,7 +12,9 @@ Engines (``spec.engine``): ``memory`` reads the table and runs any mechanism;
 over chunks and write the synthetic rows chunk by chunk.
 
 A failure at any step publishes nothing: the staging folder is removed and a failure
-record (stage, error, internal reports) is left in ``<out>/failures/``.
+record (stage, error, internal reports) is left in ``<out>/failures/``. A run that dies
+(``kill -9``) leaves its staging folder unlocked; the next run into the same ``<out>``
+(or ``dprelease recover``) turns it into a failure record (``flows/recovery.py``).
 """
 
 from __future__ import annotations
@@ -26,11 +28,11 @@ from typing import cast
 
 import numpy as np
 import pandas as pd
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.runtime import deployment, flow_run
 
 from bundle.document import release_document
-from bundle.write import prepare_staging
+from bundle.staging import prepare_staging
 from checks.gates import GateError, failed_gates_message
 from engines.inputs import check_rows, holdout_split
 from engines.runners import open_engine
@@ -47,6 +49,7 @@ from flows.events import (
     untrack,
 )
 from flows.progress import STAGES, rows_done, set_progress, step_reached
+from flows.recovery import log_recovered, recover
 from ledger import PASSWORD_ENV, Ledger, default_url, ledger_facts, split_password
 from mechanisms.accounting import BudgetPlan
 from mechanisms.errors import DPReleaseError
@@ -116,6 +119,12 @@ class _Release:
         return self.ledger.spending(self.rid, declared, self.plan, not_dp=not_dp)
 
 
+def _warn(messages: list[str]) -> None:
+    """The forecast's warnings (public facts: ε, n, the bins) in the run's log."""
+    for message in messages:
+        get_run_logger().warning(message)
+
+
 def _synthesise(r: _Release, staging: Path, streams: Streams) -> _Fitted:
     """The memory engine: input validation, the holdout split, type encoding, private
     moment estimation, projection and sampling, decoding, the output's validation."""
@@ -123,7 +132,7 @@ def _synthesise(r: _Release, staging: Path, streams: Streams) -> _Fitted:
     schema, params, name = spec.public_schema(), spec.mechanism_params(), spec.mechanism.name
     r.at("validate_input")
     table = validate_input(spec, internal)
-    check_rows(spec, len(table))  # n is public: too few rows, or δ ≥ 1/n, before any noise
+    _warn(check_rows(spec, len(table)))  # n is public: too few rows, δ ≥ 1/n, noise ≥ n: before any noise
     train, holdout = holdout_split(table, spec.checks.holdout_fraction, streams.holdout)
     train_bins = table_to_bins(train, schema)  # once: for encode and for the checks
     m = spec.synthetic_rows or len(train)
@@ -171,7 +180,7 @@ def _synthesise_streaming(r: _Release, staging: Path, streams: Streams) -> _Fitt
     try:
         r.at("validate_input")
         scan = scan_input(engine, job, staging / "internal", rows_done("validate_input"))
-        check_rows(spec, scan.rows, fitted=scan.fitted)
+        _warn(check_rows(spec, scan.rows, fitted=scan.fitted))
         r.at("encode")
         with r.spending("encode") as record:
             encoded = stream_encode(steps, scan, schema, r.plan, params, streams.encode)
@@ -318,7 +327,6 @@ def release(
     spec = load_spec(spec_path)
     rid = release_id or spec.resolved_release_id(_slot_time(started))
     record.release_id, record.dataset, record.stage = rid, spec.dataset.name, "prepare"
-    dest, staging = prepare_staging(out, rid)
     if ledger_url is not None and split_password(ledger_url)[1] is not None:
         raise DPReleaseError(
             "ledger_url must not contain a password (Prefect stores flow parameters); set "
@@ -330,11 +338,14 @@ def release(
         from prefect.blocks.system import Secret
 
         record.ledger_password = cast(Secret, Secret.load(ledger_password_secret)).get()
+    held = prepare_staging(out, rid)  # locked while this run lives (bundle/staging.py)
+    dest, staging = held.dest, held.path
     streams = release_streams(insecure_seed)
     ledger: Ledger | None = None
     sealed = False
     try:
         ledger = Ledger(record.ledger_url, password=record.ledger_password)
+        log_recovered(recover(out, ledger))  # what dead runs left in this --out
         step_reached(record, "allocate_budget")
         plan = allocate_budget(spec, staging / "public", ledger, rid)  # before the data is read
         record.reserved = True
@@ -397,6 +408,7 @@ def release(
             raise
         raise safe from None  # Prefect logs the flow's exception message: never an unscrubbed one
     finally:
+        held.unlock()
         if ledger is not None:
             ledger.close()
     untrack(flow_run.id)

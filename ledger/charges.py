@@ -127,16 +127,23 @@ def rerun_refusal(release_id: str, rows: list[dict]) -> str | None:
             f"release '{release_id}' already exists in the ledger ({last['status']} at {last['time']}); "
             "choose another release_id"
         )
+    running = last["status"] == "reserved" and pid_alive(last["detail"])
+    if running:
+        return (
+            f"release '{release_id}' is in progress since {last['time']} (host {last['detail'].get('host')}, "
+            f"pid {last['detail'].get('pid')}); wait for it to finish"
+            + (f" (it has spent stage(s) {spent} so far)" if spent else "")
+        )
     if spent:
         return (
             f"release '{release_id}' already drew noise for stage(s) {spent} in an attempt that did not "
             "finish; drawing again would spend them twice, and this version does not resume from "
             "persisted outputs. Its spend stays charged; run again with a new release_id"
-        )
-    if last["status"] == "reserved" and pid_alive(last["detail"]):
-        return (
-            f"release '{release_id}' is in progress since {last['time']} (host {last['detail'].get('host')}, "
-            f"pid {last['detail'].get('pid')}); wait for it to finish"
+            + (
+                " (`dprelease ledger settle` closes the dead attempt at what it spent)"
+                if last["status"] == "reserved"
+                else ""
+            )
         )
     return None
 
@@ -194,7 +201,8 @@ def lifetime_refusal(
         if plan.notion == "zcdp"
         else Charge("pure", None, plan.spent_epsilon, 0.0)
     )
-    charges = [charge_of(g) for i, g in by_release(rows).items() if i != release_id]  # no void among them
+    charged = {i: g for i, g in by_release(rows).items() if i != release_id and last_state(g) is not None}
+    charges = [charge_of(g) for g in charged.values()]  # refused attempts cost nothing; no void here
     try:
         before = compose_lifetime(charges, limit[1])
         after = compose_lifetime([*charges, this], limit[1])

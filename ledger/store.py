@@ -9,7 +9,8 @@ Rows (``kind`` / ``status``), in the order a release writes them:
 * ``measurement`` / ``spent``: after the step, one per noisy statistic (sensitivity,
   noise scale, ρ or ε): the line-by-line record;
 * ``release`` / ``released``, ``gated`` or ``failed``: the end of the attempt, with what it
-  cost (the composed allocations of its spent stages) and the manifests' sha256;
+  cost (the composed allocations of its spent stages) and the manifests' sha256; a dead
+  attempt closed by ``settle`` is ``failed`` with who settled it, why, and the evidence;
 * ``release`` / ``refused``: a release the lifetime budget or a rerun rule refused; it
   costs nothing and does not change the state of an earlier attempt.
 
@@ -416,3 +417,24 @@ class Ledger:
                 **stored(spent_charge(mine)),
                 detail=detail,
             )
+
+    def attempt(self, release_id: str) -> dict | None:
+        """The attempt's state row (None: the ledger does not know it) with ``spent``, the
+        stages it recorded as spent."""
+        mine = self.entries(release_id=release_id)
+        last = last_state(mine)
+        if last is None:
+            return None
+        return {
+            **last,
+            "spent": sorted({r["stage"] for r in mine if r["kind"] == "stage" and r["status"] == "spent"}),
+        }
+
+    def settle(self, release_id: str, *, by: str, reason: str, evidence: str) -> dict:
+        """Close a dead attempt that is still ``reserved`` as ``failed``, charged what its
+        spent stage rows show (``spent_charge``: the composed allocations of the stages whose
+        noise may have been drawn; a stage without a ``spent`` row drew none, since a step
+        records its stages before drawing). The row says who settled it, why, and the
+        evidence that its process is gone; the caller establishes that evidence."""
+        detail = {"stage": "settled", "settled": {"by": by, "reason": reason, "evidence": evidence}}
+        return {**self.finish(release_id, "failed", detail), "detail": detail}

@@ -19,7 +19,8 @@ Issue 6's bullets and where each is tested, by the layer that refuses the input:
 * fewer rows than the mechanism or the checks need, δ ≥ 1/n →
   ``tests/engines/test_row_refusals.py``, ``test_cli_refuses_bad_input[delta-over-1-n]``
 * ε ≤ 0, NaN or absurdly large → ``tests/spec/test_spec_refusals.py::test_epsilon_out_of_range``,
-  ``test_cli_refuses_bad_epsilon``
+  ``test_cli_refuses_bad_epsilon``; ε so small that the noise swamps the histograms (issue 17) →
+  ``test_cli_refuses_bad_input[tiny-epsilon]``, ``tests/spec/test_forecast.py``
 * a release id that already exists → ``test_release_id_that_already_exists`` (the ledger's
   own refusal: ``tests/ledger/test_store.py::test_reruns_never_spend_twice``)
 * output directory not writable → ``test_output_directory_not_writable``,
@@ -93,6 +94,9 @@ def _bad_input(kind: str, folder: Path) -> tuple[Path, str]:
     elif kind == "empty-data":
         data = data.iloc[:0]
         words = "has no data rows"
+    elif kind == "tiny-epsilon":  # issue 17: ε = 1e-9 crashed the checks after spending
+        path = write_spec(folder, data, privacy={"epsilon": 1e-9, "delta": 1e-6})
+        return path, "raise privacy.epsilon to at least"
     else:  # delta-over-1-n: 300 rows, δ = 0.01 ≥ 1/300
         path = write_spec(folder, data, privacy={"epsilon": 1.0, "delta": 0.01}, checks={"enabled": False})
         return path, "privacy.delta (0.01) must be below 1/n = 0.00333 for the n = 300 input rows"
@@ -102,7 +106,8 @@ def _bad_input(kind: str, folder: Path) -> tuple[Path, str]:
 @pytest.mark.e2e
 @pytest.mark.usefixtures("prefect_harness")
 @pytest.mark.parametrize(
-    "kind", ["missing-file", "header-mismatch", "unknown-category", "empty-data", "delta-over-1-n"]
+    "kind",
+    ["missing-file", "header-mismatch", "unknown-category", "empty-data", "delta-over-1-n", "tiny-epsilon"],
 )
 def test_cli_refuses_bad_input(kind, tmp_path):
     spec, words = _bad_input(kind, tmp_path)
@@ -130,12 +135,12 @@ def test_release_id_that_already_exists(tmp_path):
     manifest = (out / "r1" / "public" / "manifest.json").read_text()
     assert before[0]["status"] == "released" and before[0]["epsilon"] > 0
     result = CliRunner().invoke(app, ["release", str(spec), "--out", str(out), "--release-id", "r1"])
-    assert result.exit_code == 2 and "release 'r1' already exists" in cli_text(result.output)
+    assert result.exit_code == 4 and "release 'r1' already exists" in cli_text(result.output)
     # moved away on disk, the id is still taken in the ledger
     (out / "r1").rename(tmp_path / "r1-moved")
     result = CliRunner().invoke(app, ["release", str(spec), "--out", str(out), "--release-id", "r1"])
     text = cli_text(result.output)
-    assert result.exit_code != 0 and "r1" in text and "already exists" in text
+    assert result.exit_code == 4 and "r1" in text and "already exists" in text
     assert not (out / "r1").exists() and not list(out.glob(".staging-*"))
     after = ledger_rows(out, "r1")
     assert [(r["status"], r["epsilon"], r["delta"]) for r in after] == [

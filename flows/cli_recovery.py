@@ -1,0 +1,96 @@
+"""``dprelease recover`` and ``dprelease ledger settle``: clearing what dead releases left
+(``flows/recovery.py`` has the rules)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from flows.console import console, fail
+from mechanisms.errors import DPReleaseError
+
+__all__ = ["recover", "settle"]
+
+OutDir = Annotated[
+    Path,
+    typer.Option("--out", help="The folder the releases went to (as given to `dprelease release --out`)."),
+]
+LedgerUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--ledger",
+        envvar="DPRELEASE_LEDGER",
+        help="Budget ledger database URL (also read from DPRELEASE_LEDGER); default sqlite:///OUT/ledger.db. "
+        "The password, if any, in DPRELEASE_LEDGER_PASSWORD.",
+    ),
+]
+
+
+def _open(out: Path, ledger: str | None):
+    from ledger import Ledger, default_url, split_password
+
+    url, password = split_password(ledger or default_url(out))
+    return Ledger(url, password=password, create=False)
+
+
+def recover(out: OutDir = Path("releases"), ledger: LedgerUrl = None) -> None:
+    """Clear what dead releases (killed, crashed) left in --out; every release into --out does
+    this first. A staging folder whose release the ledger shows sealed is moved into place; any
+    other becomes a failure record under failures/, the only place its confidential reports are
+    kept. A release still running (its staging folder locked) is left alone."""
+    from flows.recovery import recover as recover_out
+
+    if not out.is_dir():
+        fail(f"'{out}' is not a folder", "pass --out with the folder your releases go to.", 2)
+    try:
+        with _open(out, ledger) as book:
+            found = recover_out(out, book)
+    except DPReleaseError as e:
+        fail(str(e), "check --ledger (or DPRELEASE_LEDGER) and --out.", 2)
+    for r in found:
+        console.print(escape(r.describe()))
+    console.print(f"{len(found)} stale staging folder(s) cleared in '{escape(str(out))}'")
+
+
+def settle(
+    release_id: Annotated[str, typer.Argument(help="The release_id of the dead attempt.")],
+    reason: Annotated[
+        str,
+        typer.Option("--reason", help="Why you settle it (written into the ledger row, for the auditor)."),
+    ],
+    out: OutDir = Path("releases"),
+    ledger: LedgerUrl = None,
+    by: Annotated[
+        str | None, typer.Option("--by", help="Who settles it (default: your user name @ this host).")
+    ] = None,
+    stale_after: Annotated[
+        float,
+        typer.Option(
+            "--stale-after",
+            help="For an attempt that ran on another host (whose process this machine cannot ask): "
+            "settle only when its last ledger row is at least this many hours old.",
+        ),
+    ] = 24.0,
+) -> None:
+    """Close a dead attempt the ledger still holds as reserved (charged its whole plan) at what
+    its spent stage rows show, with a row saying who settled it, why and on what evidence.
+
+    Refused while the attempt may be alive: its staging folder in --out is locked, or its pid
+    lives on this host. Exit codes: 0 settled; 2 refused (nothing written)."""
+    from flows.recovery import settle as settle_attempt
+
+    try:
+        with _open(out, ledger) as book:
+            row = settle_attempt(book, release_id, out, reason=reason, by=by, stale_after=stale_after)
+    except DPReleaseError as e:
+        fail(str(e), "nothing was written to the ledger.", 2)
+    charged = (
+        f"epsilon={row['epsilon']:.6g}, delta={row['delta']:.3g}" if row["epsilon"] is not None else "void"
+    )
+    console.print(
+        f"release '{escape(release_id)}' settled as failed, charged {charged} "
+        f"(ledger row {row['seq']}); evidence: {escape(row['detail']['settled']['evidence'])}"
+    )

@@ -1,0 +1,116 @@
+"""The Prefect API of one CLI run: a temporary server that dies with the CLI (issue 17).
+
+With no ``PREFECT_API_URL``, Prefect starts a temporary server (uvicorn, in a subprocess)
+on first use and stops it in an ``atexit`` hook, which ``kill -9`` skips: the server then
+outlives the CLI, reparented to PID 1. :func:`prefect_api` starts that server itself,
+with Prefect's own command line and environment, but on Linux the uvicorn process asks
+the kernel to SIGKILL it when the CLI dies (``prctl(PR_SET_PDEATHSIG)``) and runs in a
+session of its own, so a terminal's Ctrl-C reaches only the CLI, which records the
+interrupted run and then stops the server (sharing the CLI's process group, the server
+quit first and the CLI then spent a minute retrying it). On other platforms it is
+Prefect's server unchanged, and ``kill -9`` still orphans it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache, partial
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+from unittest import mock
+
+from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED, temporary_settings
+
+if TYPE_CHECKING:
+    from prefect.server.api.server import SubprocessASGIServer
+
+__all__ = ["prefect_api"]
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+
+
+def _die_with_parent(parent: int) -> None:
+    """Run in the child between fork and exec: arm SIGKILL for the death of the forking
+    thread, then exit if ``parent`` already died (the signal would never come)."""
+    assert _prctl is not None
+    if _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+@cache
+def _server_class() -> type[SubprocessASGIServer]:
+    """Prefect's ``SubprocessASGIServer`` whose uvicorn process dies with the thread that
+    started it and has its own session (Linux). Built on first use: Prefect's server module
+    takes seconds to import."""
+    from prefect.server.api import server as module
+
+    class DyingServer(module.SubprocessASGIServer):
+        # its own registry, so Prefect's SubprocessASGIServer() never returns one by itself;
+        # declared as Prefect declares it (not ClassVar)
+        _instances: dict[int | None, module.SubprocessASGIServer] = {}  # noqa: RUF012
+
+        def _run_uvicorn_command(self) -> subprocess.Popen[Any]:
+            """Prefect's Popen (command, environment), in a new session, with the parent-death
+            signal armed."""
+            if _prctl is None:
+                return super()._run_uvicorn_command()
+            if threading.current_thread() is not threading.main_thread():
+                raise RuntimeError(
+                    "start the temporary server from the main thread: the kernel "
+                    "kills it when the thread that started it ends"
+                )
+            arm = partial(_die_with_parent, os.getpid())
+            popen = partial(subprocess.Popen, start_new_session=True, preexec_fn=arm)
+            with mock.patch.object(
+                module, "subprocess", SimpleNamespace(**{**vars(subprocess), "Popen": popen})
+            ):
+                return super()._run_uvicorn_command()
+
+    return DyingServer
+
+
+@contextmanager
+def prefect_api() -> Iterator[SubprocessASGIServer | None]:
+    """Run the block against a temporary Prefect server that dies with this process.
+
+    Yields None and changes nothing when ``PREFECT_API_URL`` is set (a running server) or
+    temporary servers are disabled (``PREFECT_SERVER_EPHEMERAL_ENABLED=false``; Prefect
+    then refuses as usual). Otherwise starts the server (from the main thread only), sets
+    ``PREFECT_API_URL`` to it for the block, makes Prefect's own ``SubprocessASGIServer()``
+    return it (threads that do not see the block's settings reuse it instead of starting
+    another), and on exit sends the queued logs and events, then stops it.
+    """
+    if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+        yield None
+        return
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = _server_class()()
+    server.start()
+    prior = SubprocessASGIServer._instances.get(None)
+    SubprocessASGIServer._instances[None] = server
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+            try:
+                yield server
+            finally:
+                APILogWorker.drain_all()
+                EventsWorker.drain_all()
+    finally:
+        if prior is None:
+            del SubprocessASGIServer._instances[None]
+        else:
+            SubprocessASGIServer._instances[None] = prior
+        server.stop()

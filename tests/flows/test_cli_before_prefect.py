@@ -1,0 +1,82 @@
+"""What the CLI refuses before Prefect starts (issue 17): an output folder that cannot be
+written, a release folder that exists (a dangling symlink included), and what dead runs
+left in ``--out`` is recovered first. The flow is replaced by a tripwire: none of these
+may reach it."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bundle.staging import prepare_staging
+from flows.cli import app
+from ledger import Ledger
+from tests.helpers import PURE_PLAN, adult_rows, cli_text, write_spec
+
+
+@pytest.fixture(autouse=True)
+def _no_flow(monkeypatch):
+    import flows.cli
+    import flows.release
+
+    def tripwire(*args, **kwargs):
+        raise AssertionError("the flow started")
+
+    monkeypatch.setattr(flows.release, "release", tripwire)
+    monkeypatch.setattr(flows.cli.console, "width", 1000)
+
+
+def _run(*args: str):
+    started = time.perf_counter()
+    result = CliRunner().invoke(app, list(args))
+    return result, cli_text(result.output), time.perf_counter() - started
+
+
+@pytest.mark.parametrize("where", ["proc", "file", "below a file"])
+def test_an_unwritable_out_is_refused_at_once(tmp_path, where):
+    spec = write_spec(tmp_path, adult_rows(50), checks={"enabled": False})
+    (tmp_path / "f").write_text("x")
+    out = {"proc": Path("/proc/dprelease-out"), "file": tmp_path / "f", "below a file": tmp_path / "f" / "o"}[
+        where
+    ]
+    result, text, took = _run("release", str(spec), "--out", str(out))
+    assert result.exit_code == 2, text
+    assert f"output folder '{out}' is not writable" in text and "nothing was read or spent" in text
+    assert took < 3.0
+
+
+def test_a_dangling_symlink_at_the_release_folder_is_a_taken_id(tmp_path):
+    spec = write_spec(tmp_path, adult_rows(50), checks={"enabled": False})
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "r1").symlink_to(tmp_path / "gone")
+    result, text, took = _run("release", str(spec), "--out", str(out), "--release-id", "r1")
+    assert result.exit_code == 4, text
+    assert "release 'r1' already exists" in text and "(a symlink)" in text
+    assert not (out / "ledger.db").exists() and took < 3.0
+
+
+def test_the_next_release_recovers_a_dead_runs_staging_first(tmp_path):
+    spec = write_spec(tmp_path, adult_rows(50), checks={"enabled": False})
+    out = tmp_path / "out"
+    with Ledger(f"sqlite:///{out / 'ledger.db'}") as led:
+        held = prepare_staging(out, "dead")
+        led.reserve(dataset="adult", release_id="dead", mechanism="m", plan=PURE_PLAN, lifetime=None)
+        (held.path / "internal" / "utility.json").write_text("{}")
+        os.close(held.fd)  # killed
+    with pytest.raises(AssertionError, match="the flow started"):
+        CliRunner().invoke(app, ["release", str(spec), "--out", str(out)], catch_exceptions=False)
+    [record] = (out / "failures").glob("dead-*/failure.json")
+    assert json.loads(record.read_text())["recovered"]["ledger_status"] == "reserved"
+    assert (record.parent / "internal" / "utility.json").is_file()
+    assert not list(out.glob(".staging-*"))
+    result, text, _ = _run("ledger", "settle", "dead", "--out", str(out), "--reason", "test")
+    assert result.exit_code == 0, text
+    assert "settled as failed, charged epsilon=0" in text
+    result, text, _ = _run("ledger", "settle", "dead", "--out", str(out), "--reason", "test")
+    assert result.exit_code == 2 and "already closed" in text
