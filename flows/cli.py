@@ -155,8 +155,7 @@ def _before_prefect(spec: Path, out: Path, release_id: str | None, ledger_url: s
     the output folder (and the release's final folder, when its id is known now), then the
     recovery of what dead runs left in ``out`` (``flows/recovery.py``)."""
     from bundle.staging import check_destination, check_out
-    from flows.events import RELEASE_ID
-    from spec import load_spec
+    from spec import RELEASE_ID, load_spec
 
     s = load_spec(spec)
     rid = release_id or s.release_id

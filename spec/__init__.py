@@ -6,6 +6,15 @@ that runs a release, so every layer above can import it and it imports none of t
 """
 
 from spec.forecast import Forecast, forecast
-from spec.release import ContinuousSpec, EngineSpec, ReleaseSpec, SpecError, load_spec
+from spec.release import RELEASE_ID, ContinuousSpec, EngineSpec, ReleaseSpec, SpecError, load_spec
 
-__all__ = ["ContinuousSpec", "EngineSpec", "Forecast", "ReleaseSpec", "SpecError", "forecast", "load_spec"]
+__all__ = [
+    "RELEASE_ID",
+    "ContinuousSpec",
+    "EngineSpec",
+    "Forecast",
+    "ReleaseSpec",
+    "SpecError",
+    "forecast",
+    "load_spec",
+]

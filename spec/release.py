@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -22,7 +23,10 @@ from mechanisms.synthesizer import Sensitivity
 from spec.columns import ColumnSpec, ContinuousSpec, OrdinalSpec, Strict
 from spec.sections import ChecksSpec, DatasetSpec, EngineSpec, MechanismSpec, OutputSpec, PrivacySpec
 
-__all__ = ["ContinuousSpec", "EngineSpec", "ReleaseSpec", "SpecError", "load_spec"]
+__all__ = ["RELEASE_ID", "ContinuousSpec", "EngineSpec", "ReleaseSpec", "SpecError", "load_spec"]
+
+RELEASE_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,79}")
+"""A release id: it names a folder, so lowercase letters, digits and '-', at most 80."""
 
 
 class SpecError(DPReleaseError):
@@ -30,7 +34,7 @@ class SpecError(DPReleaseError):
 
 
 class ReleaseSpec(Strict):
-    release_id: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=80)
+    release_id: str | None = Field(default=None, pattern=rf"^{RELEASE_ID.pattern}$")
     dataset: DatasetSpec
     columns: dict[str, ColumnSpec] = Field(alias="schema", min_length=1)
     privacy: PrivacySpec

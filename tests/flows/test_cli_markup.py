@@ -58,7 +58,7 @@ def test_the_release_id_pattern_is_printed_literally(tmp_path):
     spec = write_spec(tmp_path, release_id="Not_an_id", schema=TOY_SCHEMA, checks={})
     code, text = _run("release", str(spec), "--out", str(tmp_path / "out"))
     assert code == 2, text
-    assert "'^[a-z0-9][a-z0-9-]*$'" in text
+    assert "'^[a-z0-9][a-z0-9-]{0,79}$'" in text
 
 
 def test_a_release_id_with_brackets_is_printed_literally(tmp_path):
