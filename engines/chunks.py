@@ -24,18 +24,17 @@ import fsspec
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 from fsspec.utils import read_block
 
 from engines.tables import (
-    NUMERIC_NA,
     DataError,
     check_columns,
     clip_to_bounds,
     input_format,
     map_unknown,
+    numbers,
     table_to_bins,
 )
 from mechanisms.rowkeys import RowKeys, holdout_mask, row_uniforms
@@ -138,20 +137,6 @@ def read_row_group(path: str, index: int) -> pa.Table:
     return pq.ParquetFile(path).read_row_group(index)
 
 
-def _numeric(col: pa.ChunkedArray) -> pd.Series:
-    """A text column of a continuous variable → int64 if every present cell is a whole
-    number, else float64, else the text (for the type rule); the NA tokens are missing."""
-    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-        return col.to_pandas()
-    col = pc.if_else(pc.is_in(col, pa.array(NUMERIC_NA)), pa.scalar(None, col.type), col)
-    for kind in (pa.int64(), pa.float64()):
-        try:
-            return pc.cast(col, kind).to_pandas()
-        except pa.ArrowInvalid:
-            continue
-    return col.to_pandas()
-
-
 def to_frame(table: pa.Table, schema: Schema, missing: dict[str, str]) -> pd.DataFrame:
     """A chunk as the validation suite sees it: the schema's columns in order, continuous
     ones numeric where they can be, text cells empty → missing → the declared token."""
@@ -160,7 +145,7 @@ def to_frame(table: pa.Table, schema: Schema, missing: dict[str, str]) -> pd.Dat
     for c in schema.columns:
         col = table.column(c.name)
         if isinstance(c, Continuous):
-            data[c.name] = _numeric(col)
+            data[c.name] = numbers(col)
             continue
         text = col.cast(pa.string()).to_pandas() if not pa.types.is_string(col.type) else col.to_pandas()
         text = text.where(text != "")

@@ -27,6 +27,7 @@ __all__ = [
     "clip_to_bounds",
     "input_format",
     "map_unknown",
+    "numbers",
     "read_table",
     "rows_to_table",
     "table_to_bins",
@@ -79,7 +80,7 @@ def _read_csv(path: Path, numeric: list[str], text: list[str]) -> pd.DataFrame:
     """pyarrow's multithreaded reader; pandas, every column as text, where pyarrow refuses
     the file (e.g. a cell longer than its block), so a malformed file is reported by kind,
     never by a parser message quoting a row. A numeric column that comes back as text
-    goes through ``_numbers`` (text anywhere in it keeps it text, for the type rule)."""
+    goes through ``numbers`` (text anywhere in it keeps it text, for the type rule)."""
     try:
         table = pa_csv.read_csv(
             path,
@@ -96,22 +97,25 @@ def _read_csv(path: Path, numeric: list[str], text: list[str]) -> pd.DataFrame:
         df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values={c: [""] for c in text})
     for c in set(numeric) & set(df.columns):
         if pd.api.types.is_string_dtype(df[c]):
-            df[c] = _numbers(df[c])
+            df[c] = numbers(pa.array(df[c], type=pa.string(), from_pandas=True)).set_axis(df.index)
     return df
 
 
-def _numbers(col: pd.Series) -> pd.Series:
-    """A numeric column read as text → int64 if every present cell is a whole number, else
-    float64 (a number beyond the float range becomes ±inf, for the bounds rule: a cell of
-    millions of digits is parsed in linear time, never as a Python int), else the text,
-    for the type rule. The NA tokens are missing values (as ``engines.chunks`` reads)."""
-    cells = pa.array(col.mask(col.isin(NUMERIC_NA)), type=pa.string(), from_pandas=True)
+def numbers(col: pa.Array | pa.ChunkedArray) -> pd.Series:
+    """A continuous column read as text → int64 if every present cell is a whole number,
+    else float64 (a number beyond the float range becomes ±inf, for the bounds rule: a cell
+    of millions of digits is parsed in linear time, never as a Python int), else the text,
+    for the type rule; the NA tokens are missing values. Shared by the memory engine's
+    reader and the streaming engines' chunks (``engines.chunks``)."""
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        return col.to_pandas()
+    col = pc.if_else(pc.is_in(col, pa.array(NUMERIC_NA)), pa.scalar(None, col.type), col)
     for kind in (pa.int64(), pa.float64()):
         try:
-            return pc.cast(cells, kind).to_pandas().set_axis(col.index).rename(col.name)
+            return pc.cast(col, kind).to_pandas()
         except pa.ArrowInvalid:
             continue
-    return col
+    return col.to_pandas()
 
 
 def check_columns(columns: list[str], schema: Schema) -> None:

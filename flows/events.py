@@ -17,7 +17,6 @@ stages spent) and emit ``.failed``. They need no server.
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -28,6 +27,7 @@ from bundle.write import write_failure_record
 from checks.gates import GateError
 from ledger import BudgetRefused, Ledger, budget_facts
 from mechanisms.errors import DPReleaseError
+from spec import RELEASE_ID
 
 __all__ = [
     "RELEASE_ID",
@@ -41,7 +41,6 @@ __all__ = [
 ]
 
 KINDS = ("completed", "gated", "refused", "failed")
-RELEASE_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,79}")
 _log = logging.getLogger("dprelease.events")
 
 
