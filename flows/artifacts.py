@@ -1,61 +1,139 @@
 """The Prefect artifacts of a release: a budget table, a summary, a link to the bundle and
 the gates' table. All hold public facts only: the ledger's rows without values, the
-totals, the gates' noisy (differentially private) values and decisions."""
+totals, the gates' noisy (differentially private) values and decisions, where the bundle is.
+
+They are built here as plain JSON (``type``, ``key``, ``description``, ``data``, as the
+Prefect API stores them), and sent by ``flows.events.deliver``: a run that cannot reach the
+API queues them with its event instead of failing (``flows/events.py``).
+
+Where the bundle is: its absolute path and the host that wrote it, since a ``file://`` link
+means something only on that machine; with ``public_url`` (the flow parameter naming where
+``out_dir`` is served or mounted for its readers, e.g. ``https://data.example.org/releases``
+or ``s3://bucket/releases``) the link is ``<public_url>/<release_id>/public/``.
+"""
 
 from __future__ import annotations
 
+import json
+import math
+import re
+import socket
 from pathlib import Path
+from typing import Any
 
-from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
-
+from mechanisms.errors import DPReleaseError
 from mechanisms.gates import GateResult
 
-__all__ = ["release_artifacts"]
+__all__ = ["bundle_location", "check_public_url", "release_artifacts"]
+
+_URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s@?#]+")
+
+
+def check_public_url(url: str | None) -> str | None:
+    """``url`` without a trailing ``/``, after checking it is a URL prefix (``scheme://…``)
+    with no credentials, query or fragment (Prefect stores flow parameters and the events
+    carry it); None stays None."""
+    if url is None:
+        return None
+    if not _URL.fullmatch(url):
+        raise DPReleaseError(
+            "public_url must be a URL prefix such as https://data.example.org/releases or "
+            "s3://bucket/releases, without credentials ('@'), query or fragment"
+        )
+    return url.rstrip("/")
+
+
+def bundle_location(path: Path, public_url: str | None, *, published: bool) -> dict[str, str]:
+    """Where the bundle is, for the artifacts and events: its absolute path, the host that
+    wrote it, and (published, with ``public_url``) the URL of its ``public/`` folder."""
+    where = {"path": str(path.resolve()), "host": socket.gethostname()}
+    if public_url is not None and published:
+        where["url"] = f"{public_url}/{path.name}/public/"
+    return where
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN and infinities as null (the API stores JSON), as Prefect's table artifacts do."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _table(key: str, rows: list[dict], description: str) -> dict[str, Any]:
+    return {"type": "table", "key": key, "description": description, "data": json.dumps(_json_safe(rows))}
+
+
+def _markdown(key: str, text: str, description: str) -> dict[str, Any]:
+    return {"type": "markdown", "key": key, "description": description, "data": text}
 
 
 def release_artifacts(
-    release_id: str, document: dict, path: Path, gates: list[GateResult], *, published: bool
-) -> None:
-    """Prefect artifacts: a budget table, a summary and a link to the bundle (its public
-    folder, or its internal one when a gate stopped it) and the gates' table (if any)."""
+    release_id: str,
+    document: dict,
+    where: dict[str, str],
+    gates: list[GateResult],
+    *,
+    published: bool,
+) -> list[dict[str, Any]]:
+    """The artifacts of a release, as the API stores them: the gates' table (if any), a link
+    to the bundle (its public folder, or its internal one when a gate stopped it: a
+    ``file://`` URL on ``where['host']`` unless ``where['url']`` names it), the budget table
+    and a summary. ``where``: ``bundle_location``."""
+    out: list[dict[str, Any]] = []
     if gates:
-        create_table_artifact(
-            key=f"{release_id}-gates",
-            table=[g.as_dict() for g in gates],
-            description=f"Gates of release {release_id}: differentially private decisions on noisy metrics",
+        out.append(
+            _table(
+                f"{release_id}-gates",
+                [g.as_dict() for g in gates],
+                f"Gates of release {release_id}: differentially private decisions on noisy metrics",
+            )
         )
-    create_link_artifact(
-        key=f"{release_id}-bundle",
-        link=(path / ("public" if published else "internal")).resolve().as_uri(),
-        link_text=f"release {release_id} ({'published' if published else 'gated: internal reports only'})",
-        description=f"Bundle of release {release_id}",
+    status = "published" if published else "gated: internal reports only"
+    folder = Path(where["path"]) / ("public" if published else "internal")
+    link = where.get("url") or folder.as_uri()
+    on_host = "" if "url" in where else f" on host {where['host']}"
+    out.append(
+        _markdown(
+            f"{release_id}-bundle",
+            f"[release {release_id} ({status}){on_host}]({link})",
+            f"Bundle of release {release_id}",
+        )
     )
     led = document["privacy"]["ledger"]
-    create_table_artifact(
-        key=f"{release_id}-budget",
-        table=[
-            {
-                k: r[k]
-                for k in ("stage", "statistic", "mechanism", "sensitivity", "noise_scale", "rho", "epsilon")
-            }
-            for r in led["measurements"]
-        ],
-        description=f"Budget ledger of release {release_id}",
+    columns = ("stage", "statistic", "mechanism", "sensitivity", "noise_scale", "rho", "epsilon")
+    out.append(
+        _table(
+            f"{release_id}-budget",
+            [{k: r[k] for k in columns} for r in led["measurements"]],
+            f"Budget ledger of release {release_id}",
+        )
     )
     t = led["totals"]
+    zcdp = document["privacy"]["accountant"] == "zcdp"
+    key, unit = ("rho", "ρ, zCDP") if zcdp else ("epsilon", "ε, pure DP")
     rows = "\n".join(
-        f"| {s['stage']} | {s['weight']:g} | {s.get('rho_spent', s.get('epsilon_spent')):.6g} |"
+        f"| {s['stage']} | {s['weight']:g} | {s[f'{key}_spent']:.6g} | {s[f'{key}_allocated']:.6g} |"
         for s in led["stages"]
     )
-    create_markdown_artifact(
-        key=f"{release_id}-summary",
-        markdown=(
+    located = f"- bundle: `{where['path']}` on host `{where['host']}`\n"
+    if "url" in where:
+        located += f"- published at: <{where['url']}>\n"
+    out.append(
+        _markdown(
+            f"{release_id}-summary",
             f"# Release `{release_id}`\n\n"
+            f"- status: {status}\n"
             f"- mechanism: `{document['mechanism']['name']}`\n"
             f"- privacy: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP, "
             f"{document['privacy']['accountant']} accounting, replace-one neighbours\n"
             f"- synthetic rows: {document['privacy']['synthetic_rows']}\n"
-            f"- bundle: `{path}`\n\n| stage | weight | spent |\n|---|---|---|\n{rows}\n"
-        ),
-        description=f"Summary of release {release_id}",
+            f"{located}\n"
+            f"| stage | weight | spent ({unit}) | allocated ({unit}) |\n|---|---|---|---|\n{rows}\n",
+            f"Summary of release {release_id}",
+        )
     )
+    return out

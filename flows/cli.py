@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from flows.cli_records import audit_app, ledger_app
-from flows.cli_recovery import recover, settle
+from flows.cli_recovery import notify, recover, settle
 from flows.console import console, fail
 from mechanisms.errors import DPReleaseError
 
@@ -23,7 +23,12 @@ _PREFECT_DEFAULTS = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
     "GX_ANALYTICS_ENABLED": "false",
+    # Each failed call to Prefect's API is retried with exponential back-off: 5 retries (Prefect's
+    # default) wait about a minute per call when the server is down; 2 wait about 6 s. Once the
+    # flow has published, Prefect's API no longer changes a release's outcome (flows/events.py).
+    "PREFECT_CLIENT_MAX_RETRIES": "2",
 }
+_API_LOST: list[str] = []  # set when Prefect's API went away during the run (see main)
 
 app = typer.Typer(
     help="Publish differentially private synthetic microdata with an audit trail.",
@@ -120,9 +125,12 @@ def _run_release(
         set_progress(on_stage)
         try:
             with prefect_api():  # a temporary server that dies with the CLI, even on kill -9
-                path = release(
-                    str(spec), str(out), release_id=release_id, insecure_seed=seed, ledger_url=ledger
-                )
+                try:
+                    path = release(
+                        str(spec), str(out), release_id=release_id, insecure_seed=seed, ledger_url=ledger
+                    )
+                except Exception as e:
+                    path = _what_the_flow_did(e)
         except BudgetRefused as e:
             progress.stop()
             fail(str(e), "see `dprelease ledger show` for what this dataset has spent; nothing was read.", 4)
@@ -148,6 +156,62 @@ def _run_release(
             set_progress(None)
         progress.update(bar, completed=len(STAGES), description="release published")
     _summary(Path(path))
+    _undelivered(out, Path(path).name)
+
+
+def _what_the_flow_did(error: Exception) -> str:
+    """``release`` raised ``error``. When Prefect raised it after the flow's body had ended
+    (its API went away, so the run's end could not be reported), what the body did stands:
+    its bundle is returned, or its own error raised. Otherwise ``error`` is raised again."""
+    from flows.release import run_outcome
+
+    outcome = run_outcome()
+    if outcome is None or outcome[1] is error:
+        if outcome is None and _api_unreachable():
+            _API_LOST.append(type(error).__name__)
+            fail(
+                f"Prefect's API could not be reached ({type(error).__name__}); the release did not start.",
+                "start the Prefect server of PREFECT_API_URL (or unset it for a temporary one) and run "
+                "again; nothing was read or spent.",
+                1,
+            )
+        raise error
+    if _api_unreachable():
+        _API_LOST.append(type(error).__name__)
+    console.print(
+        f"[yellow]warning:[/yellow] Prefect could not record the end of this run "
+        f"({escape(type(error).__name__)}: its API is unreachable); what the release did stands, and the "
+        "ledger records it (`dprelease ledger show`)."
+    )
+    path, own = outcome
+    if own is not None:
+        raise own
+    assert path is not None
+    return path
+
+
+def _api_unreachable() -> bool:
+    """Prefect's API does not answer its health check within 3 s."""
+    import httpx
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    try:
+        return not url or httpx.get(f"{url}/health", timeout=3).status_code != 200
+    except httpx.HTTPError:
+        return True
+
+
+def _undelivered(out: Path, release_id: str) -> None:
+    """Say so when this release's artifacts and event are queued, not delivered."""
+    from flows.events import UNDELIVERED
+
+    if any((out / UNDELIVERED).glob(f"{release_id}-*.json")):
+        console.print(
+            f"[yellow]Prefect's API was unreachable:[/yellow] this release's artifacts and event are queued "
+            f"in {escape(str(out / UNDELIVERED))}; `dprelease notify --out {escape(str(out))}` sends them "
+            "(every release into this folder also does)."
+        )
 
 
 def _before_prefect(spec: Path, out: Path, release_id: str | None, ledger_url: str | None) -> None:
@@ -309,6 +373,7 @@ def mechanisms() -> None:
 
 
 app.command("recover")(recover)
+app.command("notify")(notify)
 ledger_app.command("settle")(settle)
 app.add_typer(audit_app, name="audit")
 app.add_typer(ledger_app, name="ledger")
@@ -320,6 +385,19 @@ def main() -> None:
     except KeyboardInterrupt:
         console.print("interrupted: nothing was published")
         sys.exit(130)
+    except SystemExit as e:
+        if not _API_LOST:
+            raise
+        # Prefect's own records of the run (task states, logs) wait in its queues for an API
+        # that is gone, about 7 s each at exit; they cannot be sent, so do not wait for them.
+        console.print(
+            "[dim]Prefect's API is unreachable: its own records of this run (task states, logs) "
+            "are dropped instead of waited for.[/dim]"
+        )
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 if __name__ == "__main__":

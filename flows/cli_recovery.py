@@ -1,5 +1,6 @@
-"""``dprelease recover`` and ``dprelease ledger settle``: clearing what dead releases left
-(``flows/recovery.py`` has the rules)."""
+"""``dprelease recover``, ``dprelease notify`` and ``dprelease ledger settle``: clearing what
+dead releases left (``flows/recovery.py`` has the rules) and sending what releases could not
+tell Prefect (``flows/events.py``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from rich.markup import escape
 from flows.console import console, fail
 from mechanisms.errors import DPReleaseError
 
-__all__ = ["recover", "settle"]
+__all__ = ["notify", "recover", "settle"]
 
 OutDir = Annotated[
     Path,
@@ -53,6 +54,44 @@ def recover(out: OutDir = Path("releases"), ledger: LedgerUrl = None) -> None:
     for r in found:
         console.print(escape(r.describe()))
     console.print(f"{len(found)} stale staging folder(s) cleared in '{escape(str(out))}'")
+
+
+def notify(out: OutDir = Path("releases")) -> None:
+    """Send the Prefect artifacts and events that releases into --out could not deliver
+    because Prefect's API was unreachable (queued in --out/.undelivered/), to the server of
+    PREFECT_API_URL; a published release's flow run is also marked Completed if Prefect still
+    shows it otherwise. Every release into --out does this first. Exit codes: 0 nothing left
+    queued; 1 some could not be sent (the server is still unreachable); 2 no PREFECT_API_URL."""
+    import os
+
+    from flows.cli import _PREFECT_DEFAULTS
+    from flows.events import UNDELIVERED, send_undelivered
+
+    queued = sorted((out / UNDELIVERED).glob("*.json"))
+    if not queued:
+        console.print(f"nothing queued in '{escape(str(out / UNDELIVERED))}'")
+        return
+    for k, v in _PREFECT_DEFAULTS.items():
+        os.environ.setdefault(k, v)
+    from prefect.settings import PREFECT_API_URL
+
+    if not PREFECT_API_URL.value():
+        fail(
+            "PREFECT_API_URL is not set: the queued notices must go to the Prefect server the releases used.",
+            "set PREFECT_API_URL (or a Prefect profile) to that server and run again.",
+            2,
+        )
+    for r in send_undelivered(out):
+        what = "sent" if r.sent else f"NOT sent ({escape(r.reason or '?')}; still queued: {escape(r.left)})"
+        console.print(f"release '{escape(r.release_id)}', {escape(r.kind)} notice: {what}")
+    left = sorted((out / UNDELIVERED).glob("*.json"))
+    if left:
+        fail(
+            f"{len(left)} notice(s) are still queued in '{out / UNDELIVERED}'.",
+            "check that the Prefect server of PREFECT_API_URL is up, then run `dprelease notify` again.",
+            1,
+        )
+    console.print(f"all {len(queued)} queued notice(s) sent")
 
 
 def settle(

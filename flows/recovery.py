@@ -13,6 +13,11 @@ the same ``--out`` (CLI and flow) and as ``dprelease recover``:
   ``internal/`` reports (confidential) are kept only there, the rest is removed. A sealed
   attempt whose folder does not match is closed ``failed`` in the ledger.
 
+A bundle moved into place this way never had its Prefect artifacts and completed event
+sent (its process died first); ``Recovered.describe`` says so. ``published_by_run`` tells a
+retry of a flow run that the run already published its release (the ledger's closing row
+names the run and seals the bundle in place), so the retry reports it instead of refusing.
+
 ``settle`` closes a dead ``reserved`` attempt at what its spent stage rows show, refusing
 while its process may be alive.
 """
@@ -35,7 +40,16 @@ from bundle.write import write_failure_record
 from ledger import Ledger
 from mechanisms.errors import DPReleaseError
 
-__all__ = ["ProcessDied", "Recovered", "SettleRefused", "log_recovered", "recover", "settle"]
+__all__ = [
+    "ProcessDied",
+    "Recovered",
+    "SettleRefused",
+    "log_recovered",
+    "published_by_run",
+    "recover",
+    "sealed_matches",
+    "settle",
+]
 
 _log = logging.getLogger("dprelease.recovery")
 
@@ -62,7 +76,8 @@ class Recovered:
         if self.outcome == "published":
             return (
                 f"release '{self.release_id}' had been sealed in the ledger when its process died: "
-                f"its bundle was moved into place at '{self.path}'"
+                f"its bundle was moved into place at '{self.path}'; its Prefect artifacts and "
+                "completed event were never sent (the ledger and the bundle record the release)"
             )
         status = self.ledger_status or "unknown to this ledger"
         after = (
@@ -77,18 +92,36 @@ class Recovered:
         )
 
 
-def _sealed_matches(stage: Staging, detail: dict) -> bool:
-    """The staging folder is exactly what the ledger's closing row sealed."""
-    if detail.get("bundle") != str(stage.dest.resolve()):
+def sealed_matches(folder: Path, dest: Path, detail: dict) -> bool:
+    """``folder`` (a staging folder, or the bundle itself) is exactly what the ledger's
+    closing row ``detail`` sealed for the bundle at ``dest``: the same destination and the
+    sha256 of both manifests (no ``public/`` for a gated release)."""
+    if detail.get("bundle") != str(dest.resolve()):
         return False
     public, internal = detail.get("public_manifest_sha256"), detail.get("internal_manifest_sha256")
     try:
-        ok = internal is not None and sha256(stage.path / "internal" / "manifest.json") == internal
+        ok = internal is not None and sha256(folder / "internal" / "manifest.json") == internal
         if public is None:
-            return ok and not (stage.path / "public").exists()
-        return ok and sha256(stage.path / "public" / "manifest.json") == public
+            return ok and not (folder / "public").exists()
+        return ok and sha256(folder / "public" / "manifest.json") == public
     except OSError:
         return False
+
+
+def published_by_run(ledger: Ledger, out: Path, release_id: str, flow_run_id: str) -> Path | None:
+    """The bundle ``out/release_id`` if flow run ``flow_run_id`` already published it: the
+    ledger's closing row is ``released``, names this flow run, and seals exactly the bundle
+    in place (a folder of a run that died between the seal and the rename is moved into
+    place first). A retry of that run then has nothing left to do. None otherwise."""
+    recover(out, ledger, release_id)
+    attempt = ledger.attempt(release_id)
+    dest = out / release_id
+    if attempt is None or attempt["status"] != "released" or dest.is_symlink():
+        return None
+    detail = attempt["detail"] or {}
+    if detail.get("flow_run_id") != flow_run_id or not sealed_matches(dest, dest, detail):
+        return None
+    return dest
 
 
 def _recover_one(stage: Staging, ledger: Ledger | None, out: Path) -> Recovered:
@@ -99,7 +132,7 @@ def _recover_one(stage: Staging, ledger: Ledger | None, out: Path) -> Recovered:
         attempt is not None
         and status in ("released", "gated")
         and not os.path.lexists(stage.dest)
-        and _sealed_matches(stage, attempt["detail"] or {})
+        and sealed_matches(stage.path, stage.dest, attempt["detail"] or {})
     ):
         os.replace(stage.path, stage.dest)
         return Recovered(stage.release_id, "published", stage.dest, status, spent)

@@ -15,16 +15,23 @@ A failure at any step publishes nothing: the staging folder is removed and a fai
 record (stage, error, internal reports) is left in ``<out>/failures/``. A run that dies
 (``kill -9``) leaves its staging folder unlocked; the next run into the same ``<out>``
 (or ``dprelease recover``) turns it into a failure record (``flows/recovery.py``).
+
+Once the ledger has sealed the bundle and it is in place, the release is published and
+nothing after changes that: Prefect's artifacts and event are sent best effort, within a
+bounded time, and queued in ``<out>/.undelivered/`` when its API is unreachable
+(``flows/events.py``); a retry of the same flow run reports the existing bundle.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -37,19 +44,23 @@ from checks.gates import GateError, failed_gates_message
 from engines.inputs import check_rows, holdout_split
 from engines.runners import open_engine
 from engines.tables import table_to_bins, table_to_rows
-from flows.artifacts import release_artifacts
+from flows.artifacts import bundle_location, check_public_url, release_artifacts
+from flows.concurrency import DatasetSlot
 from flows.events import (
     RELEASE_ID,
     RunRecord,
+    deliver,
+    notice,
     on_crashed,
     on_failure,
     record_failure,
     release_event,
+    send_undelivered,
     track,
     untrack,
 )
 from flows.progress import STAGES, rows_done, set_progress, step_reached
-from flows.recovery import log_recovered, recover
+from flows.recovery import log_recovered, published_by_run, recover
 from ledger import PASSWORD_ENV, Ledger, default_url, ledger_facts, split_password
 from mechanisms.accounting import BudgetPlan
 from mechanisms.errors import DPReleaseError
@@ -75,7 +86,9 @@ from tasks.streaming import (
 from tasks.synthesis import decode, encode, estimate_private_moments, project_and_sample
 from tasks.validate import validate_input, validate_output
 
-__all__ = ["STAGES", "release", "set_progress"]
+__all__ = ["STAGES", "release", "run_outcome", "set_progress"]
+
+_log = logging.getLogger("dprelease.release")
 
 
 @dataclass
@@ -299,7 +312,53 @@ def _slot_time(now: datetime) -> datetime:
     return datetime.fromtimestamp(flow_run.scheduled_start_time.timestamp(), UTC)
 
 
-@flow(name="dp-release", on_failure=[on_failure], on_crashed=[on_crashed])
+_OUTCOME: dict[str, Any] = {}  # the last run of the flow body in this process: see run_outcome
+
+
+def run_outcome() -> tuple[str | None, BaseException | None] | None:
+    """What the last run of the flow's body in this process did: (bundle, None) when it
+    published its release (or found it published by this same run), (None, error) when it
+    raised ``error``, None when no body ran. A caller that gets an error from Prefect itself
+    (its API went away, so the run's final state could not be reported) asks this: what the
+    body did stands (``flows/cli.py``)."""
+    if not _OUTCOME:
+        return None
+    return _OUTCOME.get("path"), _OUTCOME.get("error")
+
+
+def _in_place(sealed: bool, dest: Path, staging: Path) -> bool:
+    """The ledger sealed the bundle and it was renamed into place: published (or gated)."""
+    return sealed and os.path.isdir(dest) and not dest.is_symlink() and not staging.exists()
+
+
+def _retried(record: RunRecord, out: Path, rid: str) -> Path | None:
+    """This flow run already published ``rid`` (a retry of a run whose end Prefect could not
+    record, or a run retried by hand): its bundle, after checking it against the ledger's
+    seal (``flows.recovery.published_by_run``). None: a fresh attempt (which the checks that
+    follow may refuse, e.g. because the release_id exists)."""
+    if flow_run.id is None:
+        return None
+    dest = out / rid
+    if not os.path.lexists(dest) and not any(out.glob(f".staging-{rid}-*")):
+        return None
+    try:
+        url = record.ledger_url or default_url(out)
+        with Ledger(url, create=False, password=record.ledger_password) as book:
+            return published_by_run(book, out, rid, str(flow_run.id))
+    except DPReleaseError:
+        return None
+
+
+@flow(
+    name="dp-release",
+    on_failure=[on_failure],
+    on_crashed=[on_crashed],
+    # A failed run's exception is persisted by Prefect whatever persist_result says (its
+    # flow engine writes failure states unconditionally); as JSON it is only the type and
+    # the (scrubbed) message, never a pickled object that carries the original error.
+    persist_result=False,
+    result_serializer="json",
+)
 def release(
     spec_path: str,
     out_dir: str = "releases",
@@ -307,6 +366,7 @@ def release(
     insecure_seed: int | None = None,
     ledger_url: str | None = None,
     ledger_password_secret: str | None = None,
+    public_url: str | None = None,
 ) -> str:
     """Run one release of the spec at ``spec_path`` into ``out_dir``; returns the bundle.
 
@@ -316,13 +376,48 @@ def release(
     stores flow parameters, so the database password comes from the environment
     (``DPRELEASE_LEDGER_PASSWORD``) or from the Prefect Secret block named by
     ``ledger_password_secret``. ``release_id``: default the spec's, else
-    ``<dataset>-<time>`` with the scheduled time of a deployment's run.
+    ``<dataset>-<time>`` with the scheduled time of a deployment's run. ``public_url``:
+    where ``out_dir`` is reachable by the bundle's readers (e.g.
+    ``https://data.example.org/releases``); the artifacts and the event then name
+    ``<public_url>/<release_id>/public/`` beside the bundle's absolute path and host.
+
+    Once the ledger has sealed the bundle and it is in place, the release is published:
+    the artifacts and the event are sent best effort (``flows.events.deliver``: queued in
+    ``<out_dir>/.undelivered/`` if Prefect's API is unreachable), and a retry of this same
+    flow run reports the existing bundle instead of running again.
     """
+    _OUTCOME.clear()
+    try:
+        path = _run(
+            spec_path, out_dir, release_id, insecure_seed, ledger_url, ledger_password_secret, public_url
+        )
+    except BaseException as e:
+        # Prefect logs and persists what the flow raises: never an unscrubbed message
+        safe = scrub(e, "the release flow") if isinstance(e, Exception) else e
+        _OUTCOME["error"] = safe
+        if safe is e:
+            raise
+        raise safe from None
+    _OUTCOME["path"] = path
+    return path
+
+
+def _run(
+    spec_path: str,
+    out_dir: str,
+    release_id: str | None,
+    insecure_seed: int | None,
+    ledger_url: str | None,
+    ledger_password_secret: str | None,
+    public_url: str | None,
+) -> str:
+    """The flow's body (``release``)."""
     started = datetime.now(UTC)
     out = Path(out_dir)
     record = track(flow_run.id, RunRecord(out))
     if release_id is not None and not RELEASE_ID.fullmatch(release_id):
         raise DPReleaseError(f"release_id ({release_id!r}) must match [a-z0-9][a-z0-9-]*")
+    public_url = check_public_url(public_url)
     record.release_id = release_id  # only once it is safe as a folder name
     spec = load_spec(spec_path)
     rid = release_id or spec.resolved_release_id(_slot_time(started))
@@ -338,78 +433,120 @@ def release(
         from prefect.blocks.system import Secret
 
         record.ledger_password = cast(Secret, Secret.load(ledger_password_secret)).get()
+    done = _retried(record, out, rid)
+    if done is not None:
+        get_run_logger().warning(
+            "release '%s' was already published by this flow run (sealed in the ledger, bundle in place at "
+            "'%s'): nothing was run and nothing spent",
+            rid,
+            done.resolve(),
+        )
+        send_undelivered(out)
+        untrack(flow_run.id)
+        return str(done)
     held = prepare_staging(out, rid)  # locked while this run lives (bundle/staging.py)
     dest, staging = held.dest, held.path
     streams = release_streams(insecure_seed)
     ledger: Ledger | None = None
     sealed = False
+    slot = DatasetSlot(spec.dataset.name)  # one release of a dataset at a time (flows/concurrency.py)
     try:
-        ledger = Ledger(record.ledger_url, password=record.ledger_password)
-        log_recovered(recover(out, ledger))  # what dead runs left in this --out
-        step_reached(record, "allocate_budget")
-        plan = allocate_budget(spec, staging / "public", ledger, rid)  # before the data is read
-        record.reserved = True
-        if undeclared := _undeclared_stages(spec, plan):
-            raise DPReleaseError(
-                f"internal error: {spec.mechanism.name} does not say which step spends stage(s) {undeclared}"
-            )
-        r = _Release(spec, ledger, rid, plan, record)
-        fit = (_synthesise_streaming if spec.engine.streaming else _synthesise)(r, staging, streams)
-        gates = _gates(r, fit, streams.gates)
-        passed = all(g.passed for g in gates)
-        document = release_document(
-            spec,
-            rid,
-            plan,
-            [mm for st in fit.stages for mm in st.measurements],
-            n=fit.n,
-            m=fit.m,
-            facts={k: v for st in fit.stages for k, v in st.facts.items()},
-            insecure_seed=insecure_seed,
-            started=started,
-            status="released" if passed else "gated",
-            n_fitted=fit.n_fitted,
-            ledger_record=ledger_facts(ledger, spec, rid),
-            numerics=sampler_note(streams.estimate),
-            engine=fit.engine,
-            gates=[g.as_dict() for g in gates],
-            compared_rows=len(fit.real[0]),
-        )
-        if spec.checks.enabled:
-            _advisory_checks(r, fit, gates, document, staging, streams.checks)
-        r.at("write_bundle")
-
-        def seal(public_sha256: str | None, internal_sha256: str) -> None:
-            nonlocal sealed
-            ledger.finish(
+        try:
+            slot.acquire()  # waits while another release of this dataset runs; before the ledger is opened
+            ledger = Ledger(record.ledger_url, password=record.ledger_password)
+            log_recovered(recover(out, ledger))  # what dead runs left in this --out
+            send_undelivered(out)  # what earlier runs could not tell Prefect
+            step_reached(record, "allocate_budget")
+            plan = allocate_budget(spec, staging / "public", ledger, rid)  # before the data is read
+            record.reserved = True
+            if undeclared := _undeclared_stages(spec, plan):
+                raise DPReleaseError(
+                    f"internal error: {spec.mechanism.name} does not say which step spends "
+                    f"stage(s) {undeclared}"
+                )
+            r = _Release(spec, ledger, rid, plan, record)
+            fit = (_synthesise_streaming if spec.engine.streaming else _synthesise)(r, staging, streams)
+            gates = _gates(r, fit, streams.gates)
+            passed = all(g.passed for g in gates)
+            document = release_document(
+                spec,
                 rid,
-                "released" if passed else "gated",
-                {
-                    "manifest_sha256": public_sha256 or internal_sha256,
-                    "public_manifest_sha256": public_sha256,
-                    "internal_manifest_sha256": internal_sha256,
-                    "bundle": str(dest.resolve()),
-                },
+                plan,
+                [mm for st in fit.stages for mm in st.measurements],
+                n=fit.n,
+                m=fit.m,
+                facts={k: v for st in fit.stages for k, v in st.facts.items()},
+                insecure_seed=insecure_seed,
+                started=started,
+                status="released" if passed else "gated",
+                n_fitted=fit.n_fitted,
+                ledger_record=ledger_facts(ledger, spec, rid),
+                numerics=sampler_note(streams.estimate),
+                engine=fit.engine,
+                gates=[g.as_dict() for g in gates],
+                compared_rows=len(fit.real[0]),
             )
-            sealed = True
+            if spec.checks.enabled:
+                _advisory_checks(r, fit, gates, document, staging, streams.checks)
+            r.at("write_bundle")
+            book = ledger
 
-        path = write_bundle(staging, dest, fit.synthetic, document, publish=passed, seal=seal)
+            def seal(public_sha256: str | None, internal_sha256: str) -> None:
+                nonlocal sealed
+                book.finish(
+                    rid,
+                    "released" if passed else "gated",
+                    {
+                        "manifest_sha256": public_sha256 or internal_sha256,
+                        "public_manifest_sha256": public_sha256,
+                        "internal_manifest_sha256": internal_sha256,
+                        "bundle": str(dest.resolve()),
+                        "flow_run_id": None if flow_run.id is None else str(flow_run.id),
+                    },
+                )
+                sealed = True
+
+            write_bundle(staging, dest, fit.synthetic, document, publish=passed, seal=seal)
+        except BaseException as e:
+            if not _in_place(sealed, dest, staging):
+                record_failure(record, ledger, e, staging, sealed)
+                safe = scrub(e, f"stage '{record.stage}'") if isinstance(e, Exception) else e
+                if safe is e:
+                    raise
+                raise safe from None  # Prefect logs the flow's exception message: never an unscrubbed one
+            record.reserved = False
+            if not isinstance(e, Exception):
+                record.handled = True  # interrupted after the bundle was sealed and in place: it stands
+                raise
+            _log.warning(  # e.g. Prefect could not record the task's end: the bundle stands
+                "release '%s': write_bundle reported %s after the ledger sealed the bundle and it was moved "
+                "into place; the release stands",
+                rid,
+                type(e).__name__,
+            )
+        finally:
+            held.unlock()
+        # The ledger sealed the bundle and it is in place: from here on nothing changes the
+        # outcome. Prefect hears of it best effort (flows/events.py), never at its cost.
         record.reserved = False
-        release_artifacts(rid, document, path, gates, published=passed)
+        where = bundle_location(dest, public_url, published=passed)
+        try:
+            artifacts = release_artifacts(rid, document, where, gates, published=passed)
+        except Exception as e:  # never at the release's cost
+            _log.warning("release '%s': its Prefect artifacts could not be made (%s)", rid, type(e).__name__)
+            artifacts = []
         if not passed:
             stopped = GateError(failed_gates_message(gates, str(dest / "internal")))
             stopped.internal_dir = str(dest / "internal")
+            record_failure(record, ledger, stopped, staging, sealed, artifacts=artifacts, where=where)
             raise stopped
-        release_event("completed", release_id=rid, dataset=spec.dataset.name, ledger=ledger, bundle=path)
-    except BaseException as e:
-        record_failure(record, ledger, e, staging, sealed)
-        safe = scrub(e, f"stage '{record.stage}'") if isinstance(e, Exception) else e
-        if safe is e:
-            raise
-        raise safe from None  # Prefect logs the flow's exception message: never an unscrubbed one
+        event = release_event(
+            "completed", release_id=rid, dataset=spec.dataset.name, ledger=ledger, where=where
+        )
+        deliver(out, notice(rid, "completed", events=[event], artifacts=artifacts, completed=True))
     finally:
-        held.unlock()
         if ledger is not None:
             ledger.close()
+        slot.release()
     untrack(flow_run.id)
-    return str(path)
+    return str(dest)

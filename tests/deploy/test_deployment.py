@@ -97,7 +97,7 @@ def test_scheduled_release_and_refusal_through_a_real_server(server, alerts, tmp
     cli(env, str(BIN / "prefect"), "work-pool", "create", "dprelease-process", "--type", "process")
     cli(env, str(BIN / "prefect"), "--no-prompt", "deploy", "--all", "--prefect-file", "deploy/prefect.yaml")
     listed = cli(env, sys.executable, "deploy/automations.py", "--webhook-url", hook_url)
-    assert listed.count("dprelease: ") == 3
+    assert listed.count("dprelease: ") == 5
     dep = api(env, "GET", "/deployments/name/" + DEPLOYMENT)
     assert dep["schedules"][0]["schedule"]["cron"] == spec_cfg["schedules"][0]["cron"]
     assert dep["enforce_parameter_schema"] is True
@@ -130,6 +130,8 @@ def test_scheduled_release_and_refusal_through_a_real_server(server, alerts, tmp
     assert 0 < payload["epsilon_spent"] <= 1.0 and payload["lifetime"]["epsilon"] == 1.2
     assert payload["lifetime"]["epsilon_left"] == pytest.approx(1.2 - payload["lifetime"]["epsilon_spent"])
 
+    slot = api(env, "GET", "/v2/concurrency_limits/dprelease-dataset-adult")  # flows/concurrency.py
+    assert (slot["limit"], slot["active_slots"]) == (1, 0)
     second = _trigger_and_work(env, spec, out)
     assert second["state"]["type"] == "FAILED"
     refused = _events(env, "dprelease.release.refused")
@@ -137,9 +139,15 @@ def test_scheduled_release_and_refusal_through_a_real_server(server, alerts, tmp
     with Ledger(f"sqlite:///{out / 'ledger.db'}") as led:
         statuses = sorted(r["status"] for r in led.releases())
     assert statuses == ["refused", "released"]
+    expected = {
+        "dprelease: a release was published",
+        "dprelease: a release was refused or gated",
+        "dprelease: a release run failed or crashed",
+    }
     deadline = time.monotonic() + 60  # the automations notify the webhook
-    while time.monotonic() < deadline and len({r["subject"] for r in received}) < 2:
+    while time.monotonic() < deadline and not expected <= {r["subject"] for r in received}:
         time.sleep(1)
-    subjects = {r["subject"] for r in received}
-    assert "dprelease: a release was refused or gated" in subjects
-    assert "dprelease: a release run failed or crashed" in subjects
+    by_subject = {r["subject"]: r["body"] for r in received}
+    assert expected <= set(by_subject), sorted(by_subject)
+    assert f"The release {bundle.name} of dataset adult" in by_subject["dprelease: a release was published"]
+    assert "ε = " in by_subject["dprelease: a release was published"]
