@@ -7,6 +7,7 @@ column and the rule; they never quote a data value or a count.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -118,12 +119,30 @@ def numbers(col: pa.Array | pa.ChunkedArray) -> pd.Series:
     return col.to_pandas()
 
 
+_COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[ .-][A-Za-z0-9_]+)*")
+
+
+def _header_names(extra: list[str], columns: list[str], schema: Schema) -> list[str] | None:
+    """The undeclared names of a header line, when the line is a header and not a record
+    (a file without a header line has its first record there): every one looks like a
+    column name (an identifier of at most 40 characters, words joined by ' ', '.' or '-',
+    not a number), none is a declared category or level (a record's values would be), and
+    at least half of the declared columns are on the line. Otherwise None: count only."""
+    values = {v for c in schema.columns if not isinstance(c, Continuous) for v in c.values}
+    if 2 * sum(c in columns for c in schema.names) < len(schema.names):
+        return None
+    if all(len(e) <= 40 and _COLUMN_NAME.fullmatch(e) and e not in values for e in extra):
+        return extra
+    return None
+
+
 def check_columns(columns: list[str], schema: Schema) -> None:
-    """The data's header must hold exactly the schema's columns (any order). Only declared
-    (public) names are quoted: an undeclared "name" may be a record, e.g. in a file whose
-    header line is missing, so those are counted, never shown."""
+    """The data's header must hold exactly the schema's columns (any order). Undeclared
+    names are quoted only when the line looks like a header (``_header_names``): in a file
+    whose header line is missing they would be a record, so they are then counted, never
+    shown."""
     declared = set(schema.names)
-    extra = sum(c not in declared for c in columns)
+    extra = [c for c in columns if c not in declared]
     absent = [c for c in schema.names if c not in columns]
     dup = sorted({c for c in columns if columns.count(c) > 1})
     if dup:
@@ -131,14 +150,17 @@ def check_columns(columns: list[str], schema: Schema) -> None:
         what = f"columns {named}" if len(named) == len(dup) else f"{len(dup)} column name(s)"
         raise DataError(f"{what} appear more than once in the data header; each column must appear once")
     if extra or absent:
-        parts = (
-            [
-                f"the data header has {extra} column(s) the schema does not declare (not shown: a header "
-                "line can hold a record, e.g. when the file has none)"
-            ]
-            if extra
-            else []
-        )
+        parts = []
+        if extra:
+            names = _header_names(extra, columns, schema)
+            parts.append(
+                f"the data header has column(s) the schema does not declare: {names} (declare them in the "
+                "spec's schema, or drop them from the file)"
+                if names is not None
+                else f"the data header has {len(extra)} column(s) the schema does not declare (not shown: "
+                "this line does not look like a header, so it may be a record; does the file start with "
+                "its header line?)"
+            )
         parts += [f"column '{c}' is declared in the schema but missing from the data" for c in absent]
         raise DataError(
             "; ".join(parts) + f"; make the data header exactly the schema's columns: {list(schema.names)}"

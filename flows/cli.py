@@ -67,7 +67,8 @@ LedgerOpt = Annotated[
     typer.Option(
         "--ledger",
         envvar="DPRELEASE_LEDGER",
-        help="Budget ledger database URL: sqlite:///PATH or postgresql+psycopg://USER@HOST/DB "
+        help="Budget ledger: a database URL (sqlite:///PATH or postgresql+psycopg://USER@HOST/DB), a "
+        "SQLite ledger file, or a folder holding ledger.db "
         "(also read from DPRELEASE_LEDGER). Default: sqlite:///OUT/ledger.db. Give the database "
         "password in DPRELEASE_LEDGER_PASSWORD rather than in the URL; a password in the URL is "
         "moved there before Prefect starts, so it never reaches Prefect's database or logs.",
@@ -87,10 +88,10 @@ def _run_release(
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from bundle.staging import ReleaseIdTaken
-    from ledger import PASSWORD_ENV, BudgetRefused, split_password
+    from ledger import PASSWORD_ENV, BudgetRefused, ledger_url, split_password
 
     if ledger is not None:  # Prefect stores flow parameters: the password travels in the environment
-        ledger, password = split_password(ledger)
+        ledger, password = split_password(ledger_url(ledger, out))
         if password is not None:
             os.environ[PASSWORD_ENV] = password
     try:  # what can be checked without reading a value should not wait for Prefect to start
@@ -102,7 +103,7 @@ def _run_release(
 
     from checks.gates import GateError
     from flows.prefect_server import prefect_api
-    from flows.release import STAGES, release, set_progress
+    from flows.release import STAGES, forget_outcome, release, set_progress
 
     with Progress(
         SpinnerColumn(),
@@ -125,6 +126,7 @@ def _run_release(
         set_progress(on_stage)
         try:
             with prefect_api():  # a temporary server that dies with the CLI, even on kill -9
+                forget_outcome()  # what an earlier flow run in this process did is not this one's
                 try:
                     path = release(
                         str(spec), str(out), release_id=release_id, insecure_seed=seed, ledger_url=ledger
@@ -282,9 +284,18 @@ def release(
 ) -> None:
     """Run a release: reserve the budget in the ledger, validate, synthesise, write the bundle.
 
-    Exit codes: 0 published; 2 bad spec or data (nothing read or spent); 3 a gate failed
-    (budget spent, nothing published); 4 refused by the ledger (lifetime budget, or a
-    release_id that already spent); 1 an unexpected error.
+    Exit codes:
+
+    0  published
+
+    2  bad spec or data, or an output folder that cannot be written: nothing published; nothing
+    spent unless a step that had drawn noise failed (the message says so)
+
+    3  a gate failed: budget spent, nothing published
+
+    4  refused by the ledger (lifetime budget, or a release_id that already spent): nothing read or spent
+
+    1  an unexpected error
     """
     _run_release(spec, out, release_id, insecure_seed, ledger, verbose)
 
@@ -330,13 +341,15 @@ def validate(
         fail(str(e), "fix what the message names and run `dprelease validate` again.", 2)
     if report is not None:
         write_json(report, {"suite": suite, "results": records, "rows": len(df), "policies": changed})
-    table = Table(title=f"{escape(str(spec))}: {len(records)} expectations")
+    table = Table()
     for col in ("column", "rule", "result"):
         table.add_column(col)
     failures = failing_rules(records)
     for r in records:
         table.add_row(escape(r["column"]), escape(r["rule"]), "[green]pass" if r["success"] else "[red]FAIL")
-    console.print(table)
+    report_out = Console()  # the report goes to stdout (redirectable); warnings and errors to stderr
+    report_out.print(f"{escape(str(spec))}: {len(records)} expectations", soft_wrap=True)
+    report_out.print(table)
     if failures:
         fail(
             f"{len(failures)} column(s) break the schema.",
@@ -349,7 +362,7 @@ def validate(
         fail(str(e), "fix what the message names and run `dprelease validate` again.", 2)
     for w in warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(w)}")
-    console.print("[green]spec and data conform to the public schema; no budget was spent.")
+    report_out.print("[green]spec and data conform to the public schema; no budget was spent.")
 
 
 @app.command()

@@ -27,8 +27,9 @@ LedgerReadOpt = Annotated[
     str | None,
     typer.Option(
         "--ledger",
-        help="Ledger database URL (sqlite:///PATH or postgresql+psycopg://USER@HOST/DB). "
-        "audit: default the SQLite ledger named in the bundle; ledger show: sqlite:///releases/ledger.db.",
+        help="The budget ledger: a database URL (sqlite:///PATH or postgresql+psycopg://USER@HOST/DB), "
+        "a SQLite ledger file, or a release folder holding ledger.db. audit: default the SQLite ledger "
+        "named in the bundle; ledger show: OUT/ledger.db.",
     ),
 ]
 
@@ -38,9 +39,10 @@ def audit_verify(bundle: BundleArg, ledger: LedgerReadOpt = None) -> None:
     """Recompute every sha256, the budget arithmetic and the hash chain; cross-check the
     ledger. Exit 0 only if every check holds; 1 names what does not."""
     from flows.audit import verify_bundle
+    from ledger import ledger_url
 
     try:
-        checks = verify_bundle(bundle, ledger)
+        checks = verify_bundle(bundle, None if ledger is None else ledger_url(ledger, bundle))
     except (FileNotFoundError, DPReleaseError) as e:
         fail(str(e), "pass the folder of a release bundle (and --ledger if it is not the bundle's).", 2)
     table = Table(title=f"audit of {escape(str(bundle))}")
@@ -122,11 +124,19 @@ def audit_show(bundle: BundleArg) -> None:
         out.print(
             f"lifetime budget of '{escape(doc['dataset'])}': epsilon {life['epsilon']:g}, "
             f"delta {life['delta']:g}; spent with this release {life['spent_epsilon']:.6g} over "
-            f"{escape(str(life['releases_counted']))} release(s) ({escape(life['rule'])}); "
-            f"left {life['left_epsilon']:.6g}"
+            f"{escape(str(life['releases_counted']))} release(s) ({escape(life['rule'])}); " + _room(life)
         )
     else:
         out.print(f"no lifetime budget is set for '{escape(doc['dataset'])}'")
+
+
+def _room(life: dict) -> str:
+    """What the lifetime budget still admits, as a steward can act on it."""
+    rho = "" if life.get("rho_left") is None else f", rho left {life['rho_left']:.6g}"
+    at = life["next_epsilon_at_delta"]
+    return f"the next release can take epsilon up to {life['next_epsilon_max']:.6g}" + (
+        f" at delta {at:g}{rho}" if at > 0 else " (pure DP)"
+    )
 
 
 @ledger_app.command("show")
@@ -136,16 +146,24 @@ def ledger_show(
         bool, typer.Option("--json", help="Print JSON: one object per release, stage rows under 'stages'.")
     ] = False,
     ledger: LedgerReadOpt = None,
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            help="The folder the releases went to (`dprelease release --out`); its "
+            "ledger.db is read unless --ledger names another.",
+        ),
+    ] = Path("releases"),
 ) -> None:
     """The releases in the ledger, what each is charged, and each dataset's lifetime account.
     Exits 1 when the hash chain is broken."""
     import json
     import math
 
-    from ledger import Ledger, default_url
+    from ledger import Ledger, ledger_url
 
     try:
-        with Ledger(ledger or default_url("releases"), create=False) as led:
+        with Ledger(ledger_url(ledger, out), create=False) as led:
             releases = led.releases(dataset)
             problems = led.verify_chain()
             head = led.head()
@@ -155,9 +173,14 @@ def ledger_show(
                 # no lifetime: compose at the releases' summed δ, where basic composition holds
                 deltas = [r["delta"] for r in releases if r["dataset"] == name and r["delta"] is not None]
                 delta = life[1] if life else math.fsum(deltas)
-                accounts[name] = (life, led.spend_so_far(name, delta), led.void_since(name))
+                accounts[name] = (
+                    life,
+                    led.spend_so_far(name, delta),
+                    led.void_since(name),
+                    led.headroom(name),
+                )
     except DPReleaseError as e:
-        fail(str(e), "pass --ledger with the database URL the releases used.", 2)
+        fail(str(e), "pass --out with the folder the releases went to, or --ledger with their database.", 2)
     if as_json:
         print(json.dumps(releases, indent=2))
         if problems:
@@ -178,11 +201,11 @@ def ledger_show(
             str(sum(s["status"] == "spent" for s in r["stages"])),
             escape(r["started"][:19]),
         )
-    out = Console()
-    out.print(table)
-    for name, (life, spend, void) in accounts.items():
+    screen = Console()
+    screen.print(table)
+    for name, (life, spend, void, room) in accounts.items():
         if void is not None:
-            out.print(
+            screen.print(
                 f"[bold red]{escape(name)}: guarantee VOID since release '{escape(void['release_id'])}' "
                 f"({escape(void['time'][:19])}), which was not differentially private:[/bold red] no "
                 "composed (epsilon, delta) statement holds for this dataset, and a lifetime budget on it is "
@@ -190,19 +213,20 @@ def ledger_show(
             )
             continue
         budget = "no lifetime budget"
-        if life is not None:
-            left = max(0.0, life[0] - spend.epsilon)
-            budget = f"lifetime epsilon {life[0]:g} (delta {life[1]:g}), left {left:.6g}"
-        out.print(
+        if life is not None and room is not None:
+            budget = f"lifetime epsilon {life[0]:g} (delta {life[1]:g}); " + _room(
+                {"next_epsilon_max": room.epsilon, "next_epsilon_at_delta": room.delta, "rho_left": room.rho}
+            )
+        screen.print(
             f"{escape(name)}: spent epsilon {spend.epsilon:.6g} at delta {spend.delta:g} "
             f"({escape(spend.rule)}); {budget}"
         )
-    out.print(
+    screen.print(
         "[green]hash chain intact"
         if not problems
         else "[red]hash chain broken: " + escape("; ".join(problems))
     )
-    out.print(f"chain head: row {head[0]}, sha256 {escape(head[1])}")
+    screen.print(f"chain head: row {head[0]}, sha256 {escape(head[1])}")
     if problems:
         fail(
             f"the ledger's hash chain is broken in {len(problems)} place(s); its charges cannot be trusted.",

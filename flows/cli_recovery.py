@@ -24,16 +24,17 @@ LedgerUrl = Annotated[
     typer.Option(
         "--ledger",
         envvar="DPRELEASE_LEDGER",
-        help="Budget ledger database URL (also read from DPRELEASE_LEDGER); default sqlite:///OUT/ledger.db. "
+        help="The budget ledger: a database URL, a SQLite ledger file or a folder holding ledger.db (also "
+        "read from DPRELEASE_LEDGER); default OUT/ledger.db. "
         "The password, if any, in DPRELEASE_LEDGER_PASSWORD.",
     ),
 ]
 
 
 def _open(out: Path, ledger: str | None):
-    from ledger import Ledger, default_url, split_password
+    from ledger import Ledger, ledger_url, split_password
 
-    url, password = split_password(ledger or default_url(out))
+    url, password = split_password(ledger_url(ledger, out))
     return Ledger(url, password=password, create=False)
 
 

@@ -86,7 +86,7 @@ from tasks.streaming import (
 from tasks.synthesis import decode, encode, estimate_private_moments, project_and_sample
 from tasks.validate import validate_input, validate_output
 
-__all__ = ["STAGES", "release", "run_outcome", "set_progress"]
+__all__ = ["STAGES", "forget_outcome", "release", "run_outcome", "set_progress"]
 
 _log = logging.getLogger("dprelease.release")
 
@@ -313,6 +313,12 @@ def _slot_time(now: datetime) -> datetime:
 
 
 _OUTCOME: dict[str, Any] = {}  # the last run of the flow body in this process: see run_outcome
+
+
+def forget_outcome() -> None:
+    """Forget the last run's outcome, before a caller runs the flow and may ask
+    ``run_outcome`` (a process may run the flow more than once: tests, notebooks)."""
+    _OUTCOME.clear()
 
 
 def run_outcome() -> tuple[str | None, BaseException | None] | None:

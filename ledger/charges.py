@@ -15,7 +15,7 @@ import math
 import os
 import socket
 
-from mechanisms.accounting import BudgetPlan, Charge, compose_lifetime, zcdp_epsilon
+from mechanisms.accounting import BudgetPlan, Charge, compose_lifetime, headroom, zcdp_epsilon
 from mechanisms.errors import BudgetError
 
 __all__ = [
@@ -209,13 +209,16 @@ def lifetime_refusal(
     except BudgetError as e:
         return f"dataset '{dataset}': {e}", None, rows
     if after.epsilon > limit[0]:
-        left = max(0.0, limit[0] - before.epsilon)
+        room = headroom(charges, limit, plan.notion, plan.delta)
+        at = f" at delta={room.delta:g}" if plan.notion == "zcdp" else " (pure DP)"
+        rho = "" if room.rho is None else f"; rho left under zCDP composition: {room.rho:.4g}"
         return (
             f"lifetime budget of dataset '{dataset}' (epsilon={limit[0]:g}, delta={limit[1]:g}) would be "
-            f"exceeded: {len(charges)} earlier release(s) spent epsilon={before.epsilon:.4g} "
-            f"({before.rule}); this release needs epsilon={this.epsilon:.4g}, which would make "
-            f"{after.epsilon:.4g}. Budget left: epsilon={left:.4g}. Lower privacy.epsilon or stop "
-            "releasing this dataset; nothing was read or spent",
+            f"exceeded: {len(charges)} earlier release(s) spent epsilon={before.epsilon:.4g}; this release "
+            f"needs epsilon={this.epsilon:.4g}, which would make {after.epsilon:.4g} ({after.rule}). "
+            f"The largest epsilon the next release can take{at} is {room.epsilon:.4g}{rho} "
+            "(releases compose in rho, not by subtracting epsilons). Lower privacy.epsilon to at most that "
+            "or stop releasing this dataset; nothing was read or spent",
             None,
             rows,
         )

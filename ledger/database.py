@@ -50,6 +50,7 @@ __all__ = [
     "Txn",
     "default_url",
     "driver_error",
+    "ledger_url",
     "open_engine",
     "raw_rows",
     "redact",
@@ -128,6 +129,24 @@ class BudgetRefused(BudgetError):
 def default_url(out_dir: Path | str) -> str:
     """``sqlite:///<out>/ledger.db`` (absolute)."""
     return f"sqlite:///{Path(out_dir).resolve() / 'ledger.db'}"
+
+
+def ledger_url(given: str | None, out_dir: Path | str) -> str:
+    """The ledger as a steward names it: a database URL (``sqlite:///…``,
+    ``postgresql+psycopg://…``), a path to a SQLite ledger file, a folder that holds
+    ``ledger.db`` (a release's ``--out``), or nothing: ``<out_dir>/ledger.db``.
+
+    >>> ledger_url("postgresql+psycopg://me@db/ledger", "releases")
+    'postgresql+psycopg://me@db/ledger'
+    >>> ledger_url("/srv/releases/ledger.db", "releases")
+    'sqlite:////srv/releases/ledger.db'
+    """
+    if not given:
+        return default_url(out_dir)
+    if "://" in given:
+        return given
+    path = Path(given).expanduser()
+    return default_url(path) if path.is_dir() else f"sqlite:///{path.resolve()}"
 
 
 def redact(url: str) -> str:

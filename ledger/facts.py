@@ -45,11 +45,19 @@ def ledger_facts(ledger: Ledger, spec, release_id: str) -> dict:
             "delta": lifetime[1],
             "spent_epsilon": spend.epsilon,
             "spent_delta": spend.delta,
-            "left_epsilon": max(0.0, lifetime[0] - spend.epsilon),
             "rule": spend.rule,
+            **_headroom(ledger, spec.dataset.name),
             "releases_counted": ledger.charged_releases(spec.dataset.name),
         }
     return doc
+
+
+def _headroom(ledger: Ledger, dataset: str) -> dict:
+    """What the lifetime budget still admits. Not ε_L − ε_spent: under zCDP composition the
+    ρ's add, so a next release can often take more than that difference."""
+    room = ledger.headroom(dataset)
+    assert room is not None  # only called with a lifetime budget
+    return {"next_epsilon_max": room.epsilon, "next_epsilon_at_delta": room.delta, "rho_left": room.rho}
 
 
 def budget_facts(ledger: Ledger, dataset: str, release_id: str) -> dict:
@@ -70,6 +78,6 @@ def budget_facts(ledger: Ledger, dataset: str, release_id: str) -> dict:
             "epsilon": lifetime[0],
             "delta": lifetime[1],
             "epsilon_spent": spend.epsilon,
-            "epsilon_left": max(0.0, lifetime[0] - spend.epsilon),
+            **_headroom(ledger, dataset),
         }
     return facts

@@ -59,7 +59,7 @@ from ledger.database import (
     transaction,
     url_password,
 )
-from mechanisms.accounting import BudgetPlan, Charge, LifetimeSpend, compose_lifetime
+from mechanisms.accounting import BudgetPlan, Charge, Headroom, LifetimeSpend, compose_lifetime, headroom
 from mechanisms.primitives import Measurement
 
 __all__ = ["Ledger"]
@@ -148,6 +148,16 @@ class Ledger:
     def spend_so_far(self, dataset: str, delta: float, exclude: str | None = None) -> LifetimeSpend:
         """The dataset's composed charges (all release_ids but ``exclude``) at ``delta``."""
         return self._spend(self._select(("release",), dataset=dataset), delta, exclude)
+
+    def headroom(self, dataset: str) -> Headroom | None:
+        """What the dataset's lifetime budget still admits (None: no lifetime budget): the
+        largest ε of a next zCDP release stated at the lifetime δ (pure when δ is 0), and
+        the ρ left (``mechanisms.accounting.headroom``)."""
+        lifetime = self.lifetime(dataset)
+        if lifetime is None:
+            return None
+        charges = [charge_of(g) for g in by_release(self._select(("release",), dataset=dataset)).values()]
+        return headroom(charges, lifetime, "zcdp" if lifetime[1] > 0 else "pure")
 
     @staticmethod
     def _spend(rows: list[dict], delta: float, exclude: str | None = None) -> LifetimeSpend:

@@ -28,10 +28,12 @@ if TYPE_CHECKING:
 __all__ = [
     "BudgetPlan",
     "Charge",
+    "Headroom",
     "LifetimeSpend",
     "StageBudget",
     "account",
     "compose_lifetime",
+    "headroom",
     "plan_budget",
     "split_budget",
     "zcdp_delta",
@@ -286,6 +288,63 @@ def compose_lifetime(charges: list[Charge], delta: float) -> LifetimeSpend:
         )
     eps, dlt, rule = min(options, key=lambda o: o[0])
     return LifetimeSpend(eps, dlt, rule, basic, zcdp)
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """What a dataset's lifetime budget (ε_L, δ_L) still admits: the largest ``epsilon`` the
+    next release can state (as a ``notion`` release at ``delta``), and the ρ left under zCDP
+    composition (None when δ_L = 0, where only basic composition applies)."""
+
+    epsilon: float
+    delta: float
+    notion: Notion
+    rho: float | None
+
+
+def headroom(
+    charges: list[Charge], lifetime: tuple[float, float], notion: Notion = "zcdp", delta: float | None = None
+) -> Headroom:
+    """The largest ε of a next release that ``compose_lifetime`` still fits in ``lifetime``.
+
+    Under zCDP composition "ε left" is not ε_L − ε_spent: ρ's add, not ε's. The next
+    release fits when either rule fits (``compose_lifetime`` takes the smaller):
+
+    * zCDP: Σρ_i + ρ_next ≤ ρ_L = ``zcdp_rho(ε_L, δ_L)``; a zCDP release at (ε, δ) has
+      ρ_next = ``zcdp_rho(ε, δ)``, so ε = ``zcdp_epsilon(ρ_L − Σρ_i, δ)``; a pure one has
+      ρ_next = ε²/2, so ε = √(2(ρ_L − Σρ_i));
+    * basic: ε = ε_L − Σε_i, if Σδ_i + δ ≤ δ_L.
+
+    ``delta`` (default δ_L) is the δ the next release states; a pure release has δ = 0.
+    The answer is checked with ``compose_lifetime`` and lowered until it fits (the
+    conversions round), so a release at exactly that ε is accepted.
+    """
+    eps_l, delta_l = lifetime
+    delta = 0.0 if notion == "pure" else (delta_l if delta is None else delta)
+    if any(c.is_void for c in charges):
+        return Headroom(0.0, delta, notion, 0.0 if delta_l > 0 else None)
+    rho_left = None
+    options = []
+    basic_eps = math.fsum(c.epsilon for c in charges)
+    if math.fsum(c.delta for c in charges) + delta <= delta_l:
+        options.append(eps_l - basic_eps)
+    if delta_l > 0:
+        spent = math.fsum(c.rho if c.rho is not None else c.epsilon**2 / 2 for c in charges)
+        rho_left = max(0.0, zcdp_rho(eps_l, delta_l) - spent)
+        if rho_left > 0 and (notion == "pure" or delta > 0):
+            options.append(math.sqrt(2 * rho_left) if notion == "pure" else zcdp_epsilon(rho_left, delta))
+    eps = max([0.0, *options])
+
+    def fits(e: float) -> bool:
+        rho = None if notion == "pure" else zcdp_rho(e, delta)
+        nxt = Charge(notion, rho, e, delta)
+        return compose_lifetime([*charges, nxt], delta_l).epsilon <= eps_l
+
+    for _ in range(60):  # the conversions round: step down until it fits
+        if eps <= 0 or fits(eps):
+            break
+        eps = math.nextafter(eps * (1 - 1e-9), 0.0)
+    return Headroom(max(0.0, eps), delta, notion, rho_left)
 
 
 def account(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, ValidationInfo, field_validator
 
 __all__ = ["ColumnSpec", "ContinuousSpec", "NominalSpec", "OrdinalSpec", "Strict"]
 
@@ -23,7 +23,7 @@ class ContinuousSpec(Strict):
     missing value (empty, NA, NaN) is an error under both."""
 
     type: Literal["continuous"]
-    bounds: tuple[float, float]
+    bounds: tuple[StrictFloat, StrictFloat]  # a quoted number is text, refused
     integer: bool = False
     transform: Literal["none", "log"] = "none"
     out_of_bounds: Literal["reject", "clip"] = "reject"

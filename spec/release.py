@@ -40,7 +40,7 @@ class ReleaseSpec(Strict):
     privacy: PrivacySpec
     mechanism: MechanismSpec = MechanismSpec(name="factor_gauss")
     allocation: dict[str, float] = Field(default_factory=dict)
-    synthetic_rows: int | None = Field(default=None, gt=0)
+    synthetic_rows: int | None = Field(default=None, gt=0, strict=True)
     checks: ChecksSpec = ChecksSpec()
     engine: EngineSpec = EngineSpec()
     output: OutputSpec = OutputSpec()
@@ -202,13 +202,26 @@ def _field(loc: tuple) -> str:
     return ".".join(str(p) for p in loc if not str(p).endswith("Spec"))
 
 
+class _SpecLoader(yaml.SafeLoader):
+    """YAML's safe loader, reading numbers as YAML 1.2 does: PyYAML (YAML 1.1) reads
+    ``delta: 1e-6`` as the text '1e-6'. With it, a number is a number and a quoted number is
+    text, which the spec's numeric fields refuse (``epsilon: "1.0"`` is an error, not 1.0)."""
+
+
+_SpecLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)$"),
+    list("-+.0123456789"),
+)
+
+
 def load_spec(path: str | Path) -> ReleaseSpec:
     """Read and validate a YAML spec; relative dataset paths resolve against its folder."""
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"spec file '{path}' does not exist; pass the path of a release YAML")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_SpecLoader)  # a SafeLoader
     except UnicodeDecodeError:
         raise SpecError(f"spec file '{path}' is not UTF-8 text; save the release YAML as UTF-8") from None
     except yaml.YAMLError as e:

@@ -30,12 +30,12 @@ class DatasetSpec(Strict):
 
 
 class PrivacySpec(Strict):
-    epsilon: float = Field(gt=0, le=100, allow_inf_nan=False)
-    delta: float = Field(default=1e-6, ge=0, lt=1, allow_inf_nan=False)
+    epsilon: float = Field(strict=True, gt=0, le=100, allow_inf_nan=False)
+    delta: float = Field(strict=True, default=1e-6, ge=0, lt=1, allow_inf_nan=False)
     accountant: Literal["zcdp", "pure"] = "zcdp"
     allow_non_dp: bool = False
-    lifetime_epsilon: float | None = Field(default=None, gt=0, le=1000, allow_inf_nan=False)
-    lifetime_delta: float | None = Field(default=None, ge=0, lt=1, allow_inf_nan=False)
+    lifetime_epsilon: float | None = Field(strict=True, default=None, gt=0, le=1000, allow_inf_nan=False)
+    lifetime_delta: float | None = Field(strict=True, default=None, ge=0, lt=1, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _delta_fits(self) -> PrivacySpec:
@@ -85,8 +85,8 @@ class MechanismSpec(Strict):
 
 
 class GateSpec(Strict):
-    min: float | None = Field(default=None, allow_inf_nan=False)
-    max: float | None = Field(default=None, allow_inf_nan=False)
+    min: float | None = Field(strict=True, default=None, allow_inf_nan=False)
+    max: float | None = Field(strict=True, default=None, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _some_bound(self) -> GateSpec:
@@ -106,8 +106,8 @@ class ChecksSpec(Strict):
 
     enabled: bool = True
     target: str | None = None
-    holdout_fraction: float = Field(default=0.0, ge=0.0, le=0.5)
-    sample_rows: int = Field(default=50_000, ge=100, le=5_000_000)
+    holdout_fraction: float = Field(strict=True, default=0.0, ge=0.0, le=0.5)
+    sample_rows: int = Field(strict=True, default=50_000, ge=100, le=5_000_000)
     gates: dict[str, GateSpec] = Field(default_factory=dict)
 
     @field_validator("gates")
@@ -141,9 +141,9 @@ class EngineSpec(Strict):
     """
 
     name: Literal["memory", "local", "dask"] = "memory"
-    chunk_rows: int = Field(default=250_000, ge=1_000, le=20_000_000)
+    chunk_rows: int = Field(strict=True, default=250_000, ge=1_000, le=20_000_000)
     scheduler: str | None = Field(default=None, min_length=1)
-    workers: int | None = Field(default=None, ge=1, le=256)
+    workers: int | None = Field(strict=True, default=None, ge=1, le=256)
 
     @model_validator(mode="after")
     def _dask_only(self) -> EngineSpec:

@@ -127,7 +127,7 @@ def _release_event(kind: str, **facts):
     )
 
 
-LIFETIME = {"epsilon": 3.0, "delta": 1e-5, "epsilon_spent": 1.0, "epsilon_left": 2.0}
+LIFETIME = {"epsilon": 3.0, "delta": 1e-5, "epsilon_spent": 1.0, "next_epsilon_max": 2.5}
 DP_FACTS = {
     "epsilon_spent": 0.9999999999999998,
     "delta_spent": 1e-6,

@@ -128,7 +128,8 @@ def test_scheduled_release_and_refusal_through_a_real_server(server, alerts, tmp
     assert [e["resource"]["prefect.resource.id"] for e in completed] == [f"dprelease.release.{bundle.name}"]
     payload = completed[0]["payload"]
     assert 0 < payload["epsilon_spent"] <= 1.0 and payload["lifetime"]["epsilon"] == 1.2
-    assert payload["lifetime"]["epsilon_left"] == pytest.approx(1.2 - payload["lifetime"]["epsilon_spent"])
+    with Ledger(f"sqlite:///{out / 'ledger.db'}") as led:
+        assert payload["lifetime"]["next_epsilon_max"] == pytest.approx(led.headroom("adult").epsilon)
 
     slot = api(env, "GET", "/v2/concurrency_limits/dprelease-dataset-adult")  # flows/concurrency.py
     assert (slot["limit"], slot["active_slots"]) == (1, 0)

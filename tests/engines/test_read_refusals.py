@@ -71,11 +71,12 @@ def test_missing_file(tmp_path):
 @pytest.mark.parametrize(
     ("header", "message"),
     [
-        ("x,k,c,o,extra", "the data header has 1 column(s) the schema does not declare"),
+        ("x,k,c,o,extra", "the data header has column(s) the schema does not declare: ['extra']"),
         ("x,k,c", "column 'o' is declared in the schema but missing from the data"),
         (
             "x,K,c,o",
-            "e.g. when the file has none); column 'k' is declared in the schema but missing",
+            "does not declare: ['K'] (declare them in the spec's schema, or drop them from the file); "
+            "column 'k' is declared in the schema but missing",
         ),
         ("x,k,c,o,x", "columns ['x'] appear more than once in the data header"),
         ("x,k,c,o,39,39", "1 column name(s) appear more than once in the data header"),
@@ -95,7 +96,7 @@ def test_header_mismatch(header, message, tmp_path):
     [
         (
             ["x", "k", "c", "o", "extra"],
-            "the data header has 1 column(s) the schema does not declare (not shown",
+            "the data header has column(s) the schema does not declare: ['extra']",
         ),
         (["x", "k", "c"], "column 'o' is declared in the schema but missing from the data"),
     ],
@@ -114,6 +115,30 @@ def test_a_file_without_header_never_quotes_its_first_record(tmp_path):
     message = str(raised.value)
     assert "4 column(s) the schema does not declare" in message
     assert "secret-a" not in message and "0.5" not in message
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "x,k,c,o,39",  # a number
+        "x,k,c,o,hi",  # a declared level: a record's value
+        "x,k,c,o,jane.doe@example.org",  # not a column name
+        "x,k,c,o," + "a" * 41,  # too long
+        "x,zip code 75011,k9,o2,o3",  # fewer than half of the declared columns
+    ],
+    ids=["number", "declared-value", "not-an-identifier", "too-long", "mostly-undeclared"],
+)
+def test_a_header_that_may_be_a_record_is_counted_not_quoted(header, tmp_path):
+    """Issue 18: undeclared header names are quoted only when the line looks like a header."""
+    width = len(header.split(","))
+    spec = toy_spec(
+        tmp_path, f"{header}\n" + ",".join((["0.5", "3", "a", "lo"] + ["0.1"] * 4)[:width]) + "\n"
+    )
+    with pytest.raises(DataError) as raised:
+        read_input(spec)
+    message = str(raised.value)
+    assert "column(s) the schema does not declare (not shown" in message
+    assert all(word not in message for word in ("39", "'hi'", "jane", "aaaa", "75011", "k9"))
 
 
 def test_read_table_keeps_text_categories(tmp_path):

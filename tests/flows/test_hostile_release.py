@@ -87,7 +87,7 @@ def _bad_input(kind: str, folder: Path) -> tuple[Path, str]:
         return path, f"dataset file '{folder / 'nowhere.csv'}' does not exist; fix dataset.path in the spec"
     if kind == "header-mismatch":
         data = data.rename(columns={"sex": "gender"})
-        words = "the data header has 1 column(s) the schema does not declare"
+        words = "the data header has column(s) the schema does not declare: ['gender']"
     elif kind == "unknown-category":
         data.loc[5, "race"] = "Martian"
         words = "column 'race': values must be among the 5 declared categories"

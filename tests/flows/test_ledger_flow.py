@@ -12,6 +12,7 @@ from flows.audit import verify_bundle
 from flows.cli import app
 from flows.release import release
 from ledger import BudgetRefused, Ledger
+from mechanisms.accounting import Charge, compose_lifetime, zcdp_rho
 from tasks.scrub import UnexpectedError
 from tests.helpers import adult_rows, write_spec
 
@@ -33,13 +34,24 @@ def test_lifetime_budget_refuses_before_the_data_is_read(tmp_path):
     runner = CliRunner()
     result = runner.invoke(app, ["release", str(spec), "--out", str(out), "--release-id", "second"])
     assert result.exit_code == 4, result.output
-    assert "lifetime budget of dataset 'adult'" in result.output and "Budget left" in result.output
+    assert (
+        "lifetime budget of dataset 'adult'" in result.output
+        and "The largest epsilon the next release can take" in result.output
+    )
     assert not (out / "second").exists() and not list(out.glob(".staging-*"))
     (record,) = [p for p in (out / "failures").iterdir() if p.name.startswith("second")]
     assert json.loads((record / "failure.json").read_text())["error"] == "BudgetRefused"
     shown = runner.invoke(app, ["ledger", "show", "--json", "--ledger", f"sqlite:///{out / 'ledger.db'}"])
     assert shown.exit_code == 0, shown.output
     by_id = {r["release_id"]: r for r in json.loads(shown.output)}
+    # issue 18: `ledger show` finds the ledger of --out, or of a plain path (file or folder)
+    for where in (["--out", str(out)], ["--ledger", str(out / "ledger.db")], ["--ledger", str(out)]):
+        text = runner.invoke(app, ["ledger", "show", *where], terminal_width=200)
+        assert text.exit_code == 0, text.output
+        words = " ".join(text.output.split())
+        assert "first" in words and "the next release can take epsilon up to" in words
+    missing = runner.invoke(app, ["ledger", "show", "--out", str(tmp_path / "elsewhere")])
+    assert missing.exit_code == 2 and "there is no ledger at" in missing.output
     assert by_id["first"]["status"] == "released" and 0 < by_id["first"]["epsilon"] <= 1.0
     assert {s["stage"] for s in by_id["first"]["stages"]} == {"marginals", "moments"}
     assert (by_id["second"]["status"], by_id["second"]["epsilon"], by_id["second"]["stages"]) == (
@@ -48,7 +60,16 @@ def test_lifetime_budget_refuses_before_the_data_is_read(tmp_path):
         [],
     )
     doc = json.loads((out / "first" / "public" / "release.json").read_text())
-    assert doc["privacy"]["ledger_record"]["lifetime"]["left_epsilon"] == pytest.approx(0.2, abs=1e-9)
+    life = doc["privacy"]["ledger_record"]["lifetime"]
+    with Ledger(f"sqlite:///{out / 'ledger.db'}", create=False) as led:  # issue 18: rho's add, not epsilons
+        first = led.charge("first")
+    at, most = life["next_epsilon_at_delta"], life["next_epsilon_max"]
+    assert at == life["delta"] and most > 1.2 - life["spent_epsilon"]  # more than the difference
+
+    def total(eps: float) -> float:
+        return compose_lifetime([first, Charge("zcdp", zcdp_rho(eps, at), eps, at)], at).epsilon
+
+    assert total(most) <= 1.2 < total(most * 1.001)
 
 
 def test_a_crash_after_noise_keeps_the_spend_and_a_rerun_never_redraws(tmp_path, monkeypatch):

@@ -47,7 +47,7 @@ def test_zcdp_charge_converts_the_spent_rho(url):
 def test_lifetime_refusal_names_the_budget_left_and_spends_nothing(url):
     with Ledger(url) as led:
         record_release(led, "r1", lifetime=(1.5, 0.0))
-        with pytest.raises(BudgetRefused, match=r"Budget left: epsilon=0\.5\b"):
+        with pytest.raises(BudgetRefused, match=r"next release can take \(pure DP\) is 0\.5\b"):
             led.reserve(dataset="d", release_id="r2", mechanism="m", plan=PURE, lifetime=(1.5, 0.0))
         r2 = {r["release_id"]: r for r in led.releases()}["r2"]
         assert (r2["status"], r2["epsilon"], r2["stages"]) == ("refused", 0.0, [])

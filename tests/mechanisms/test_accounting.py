@@ -96,3 +96,28 @@ def test_lifetime_composition_takes_the_better_valid_rule():
     assert compose_lifetime([], 1e-6).epsilon == 0.0
     with pytest.raises(BudgetError, match="delta"):
         compose_lifetime([z], 0.0)  # a zCDP release cannot fit a lifetime delta of 0
+
+
+def test_headroom_is_the_largest_next_epsilon_that_composes_within_the_lifetime():
+    """Issue 18: under zCDP "epsilon left" is not the lifetime epsilon minus the spent one.
+    The headroom is checked against compose_lifetime itself: a next release at it fits,
+    one 0.1 % larger does not; and it is larger than the naive difference."""
+    from mechanisms.accounting import Charge, compose_lifetime, headroom, zcdp_rho
+
+    lifetime = (1.5, 1e-5)
+    first = Charge("zcdp", zcdp_rho(1.0, 1e-6), 1.0, 1e-6)
+    room = headroom([first], lifetime, "zcdp", 1e-6)
+
+    def total(eps: float) -> float:
+        return compose_lifetime([first, Charge("zcdp", zcdp_rho(eps, 1e-6), eps, 1e-6)], 1e-5).epsilon
+
+    assert total(room.epsilon) <= 1.5 < total(room.epsilon * 1.001)
+    assert room.epsilon > 1.5 - compose_lifetime([first], 1e-5).epsilon
+    assert room.rho == pytest.approx(zcdp_rho(1.5, 1e-5) - first.rho)
+    # pure DP with a lifetime delta of 0: basic composition, the plain difference
+    pure = headroom([Charge("pure", None, 0.4, 0.0)], (1.0, 0.0), "pure")
+    assert (pure.epsilon, pure.rho) == (pytest.approx(0.6), None)
+    # a void release leaves nothing
+    assert headroom([Charge.void()], lifetime).epsilon == 0.0
+    # spent beyond the lifetime: nothing left, never negative
+    assert headroom([Charge("pure", None, 2.0, 0.0)], (1.0, 0.0), "pure").epsilon == 0.0

@@ -276,3 +276,22 @@ def test_unreadable_specs(text, message, tmp_path):
 def test_missing_spec_file(tmp_path):
     with pytest.raises(SpecError, match="does not exist"):
         load_spec(tmp_path / "nope.yaml")
+
+
+def test_a_quoted_number_is_refused_and_an_unquoted_exponent_is_a_number(tmp_path):
+    """Issue 18: ``epsilon: "1.0"`` was read as 1.0 without a word; ``delta: 1e-6`` (YAML 1.1
+    reads it as text) must stay a number."""
+    doc = yaml.safe_load((DEMO_DIR / "adult.yaml").read_text())
+    doc["dataset"]["path"] = str(DEMO_DIR / "adult.csv")
+    quoted = tmp_path / "quoted.yaml"
+    doc["privacy"]["epsilon"] = "1.0"
+    quoted.write_text(yaml.safe_dump(doc))
+    with pytest.raises(
+        SpecError, match=re.escape("spec field 'privacy.epsilon': Input should be a valid number")
+    ):
+        load_spec(quoted)
+    plain = tmp_path / "plain.yaml"
+    doc["privacy"].update(epsilon=1, delta="DELTA")
+    plain.write_text(yaml.safe_dump(doc).replace("DELTA", "1e-6"))
+    assert "delta: 1e-6" in plain.read_text()
+    assert load_spec(plain).privacy.delta == 1e-6
