@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import sys
 from pathlib import Path
@@ -79,6 +80,31 @@ VerboseOpt = Annotated[
 ]
 
 
+class _QuietRunErrors(logging.Filter):
+    """Without ``--verbose`` the terminal ends a failed release with its error panel only.
+    Prefect logs the failed task and flow run at ERROR with their tracebacks (84–91 lines for
+    a data error); this filter keeps those records off the terminal's handler. They still
+    reach the run's log in Prefect (its API handler), and the failure record holds the
+    error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < logging.ERROR or not record.name.startswith(
+            ("prefect.flow_runs", "prefect.task_runs")
+        )
+
+
+def _quiet_run_errors() -> None:
+    """Put ``_QuietRunErrors`` on Prefect's terminal handlers (the root logger's, set up by
+    ``import prefect``; Prefect's later logging set-ups are incremental and keep it)."""
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, PrefectConsoleHandler) and not any(
+            isinstance(f, _QuietRunErrors) for f in handler.filters
+        ):
+            handler.addFilter(_QuietRunErrors())
+
+
 def _run_release(
     spec: Path, out: Path, release_id: str | None, seed: int | None, ledger: str | None, verbose: bool
 ) -> None:
@@ -104,6 +130,9 @@ def _run_release(
     from checks.gates import GateError
     from flows.prefect_server import prefect_api
     from flows.release import STAGES, forget_outcome, release, set_progress
+
+    if not verbose:
+        _quiet_run_errors()
 
     with Progress(
         SpinnerColumn(),
