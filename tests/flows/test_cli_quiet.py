@@ -14,7 +14,6 @@ import pytest
 
 from tests.helpers import adult_rows, write_spec
 
-pytestmark = pytest.mark.e2e
 BIN = Path(sys.executable).parent
 
 
@@ -30,6 +29,7 @@ def _release(spec: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.e2e
 def test_a_data_error_shows_the_panel_and_no_traceback_unless_verbose(tmp_path):
     data = adult_rows(300)
     data.loc[5, "race"] = "Martian"
@@ -42,3 +42,19 @@ def test_a_data_error_shows_the_panel_and_no_traceback_unless_verbose(tmp_path):
     loud = _release(spec, tmp_path / "out", "--release-id", "loud", "--verbose")
     assert loud.returncode == 2, loud.stderr
     assert "Traceback" in loud.stderr and "dprelease: error" in loud.stderr
+
+
+@pytest.mark.parametrize(
+    ("utility", "verdict"),
+    [
+        ({"tvd_1way": {"mean": 0.01}, "pmse": {"pmse": 0.01, "worst": 0.25}}, "good"),
+        ({"tvd_1way": {"mean": 0.01}, "pmse": {"pmse": 0.05, "worst": 0.25}}, "fair"),
+        ({"tvd_1way": {"mean": 0.54}, "pmse": {"pmse": 0.01, "worst": 0.25}}, "poor"),
+        ({"tvd_1way": {"mean": 0.01}, "pmse": {"pmse": 0.24, "worst": 0.25}}, "poor"),
+        ({"pmse": {"pmse": None, "worst": 0.25}}, "unknown"),
+    ],
+)
+def test_the_quality_verdict_is_the_worst_of_its_parts(utility, verdict):
+    from flows.cli import quality_line
+
+    assert quality_line(utility)[0] == verdict

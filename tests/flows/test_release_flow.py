@@ -280,6 +280,11 @@ def test_cli(tmp_path):
         "bundle:" in cli_text(result.output)
         and (tmp_path / "out" / "cli-run" / "public" / "synthetic.csv").is_file()
     )
+    # issue 18: a quality line and the report's path. 300 rows at epsilon 1: the forecast puts
+    # every histogram's expected L1 error above 0.5 (TVD above 0.25), so the verdict is poor
+    text = cli_text(result.output)
+    assert "quality: poor: mean 1-way TVD" in text and "not for publication" in text
+    assert str(tmp_path / "out" / "cli-run" / "internal" / "report.html") in text
 
     bad = adult_rows(300)
     bad.loc[0, "sex"] = "Unknown"
