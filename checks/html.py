@@ -1,6 +1,8 @@
 """``internal/report.html``: one self-contained page for the steward and the auditor —
 per-column marginals, the two association matrices, the DCR histograms, the gates, the
-budget. Pictures are matplotlib PNGs embedded as base64. Confidential: internal only.
+budget and the dataset's lifetime account. Pictures are matplotlib PNGs embedded as base64;
+a picture with more than one series has a legend on each of its panels and an HTML key.
+Confidential: internal only.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import base64
 import html
 import io
 import math
+from collections.abc import Sequence
 
 import matplotlib
 
@@ -21,21 +24,37 @@ from mechanisms.schema import Continuous, Schema
 __all__ = ["render_report"]
 
 _REAL, _SYN = "#1f77b4", "#ff7f0e"
+_MARGINAL_SERIES = (("real", _REAL), ("synthetic", _SYN))
+_DCR_SERIES = (
+    ("dcr_synthetic_to_real", _SYN, "synthetic → closest real"),
+    ("dcr_real_to_real", _REAL, "real → closest other real (reference)"),
+)
+_MARKS = "¹²³⁴⁵⁶⁷⁸⁹"
+_MEASUREMENT_COLUMNS = ("stage", "statistic", "mechanism", "sensitivity", "noise_scale")
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 h1{font-size:1.6em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}
 table{border-collapse:collapse;margin:.6em 0} td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}
 th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
 .pass{color:#137333;font-weight:600} .fail{color:#c5221f;font-weight:600}
-.note{color:#555;font-size:.9em} img{max-width:100%}
+.note{color:#555;font-size:.9em} img{max-width:100%} figure{margin:0}
+.key span{display:inline-block;width:1.4em;height:.8em;margin:0 .4em 0 1em;vertical-align:middle}
 """
 
 
-def _png(fig: plt.Figure) -> str:
+def _png(fig: plt.Figure, key: Sequence[tuple[str, str]] = ()) -> str:
+    """The figure as an embedded PNG; with more than one series in ``key`` ((label,
+    colour) pairs), inside a ``<figure>`` whose caption is the HTML key of the series."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
     plt.close(fig)
-    return f'<img alt="figure" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+    img = f'<img alt="figure" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+    if len(key) < 2:
+        return img
+    swatches = "".join(
+        f'<span style="background:{color}"></span>{html.escape(label)}' for label, color in key
+    )
+    return f'<figure><figcaption class="key">Key:{swatches}</figcaption>{img}</figure>'
 
 
 def _labels(col) -> list[str]:
@@ -53,26 +72,28 @@ def _marginals(real: np.ndarray, syn: np.ndarray, schema: Schema) -> str:
     cols = 3
     rows = math.ceil(len(schema) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(15, 3.1 * rows), squeeze=False)
+    (real_label, real_color), (syn_label, syn_color) = _MARGINAL_SERIES
     for ax, (j, c) in zip(axes.flat, enumerate(schema.columns), strict=False):
         k = c.n_bins
         p = np.bincount(real[:, j], minlength=k) / len(real)
         q = np.bincount(syn[:, j], minlength=k) / len(syn)
         x = np.arange(k)
         if k > 20:
-            ax.step(x, p, where="mid", color=_REAL, label="real", linewidth=2.4, alpha=0.8)
-            ax.step(x, q, where="mid", color=_SYN, label="synthetic", linewidth=1.2, linestyle="--")
+            ax.step(x, p, where="mid", color=real_color, label=real_label, linewidth=2.4, alpha=0.8)
+            ax.step(x, q, where="mid", color=syn_color, label=syn_label, linewidth=1.2, linestyle="--")
         else:
-            ax.bar(x - 0.2, p, 0.4, color=_REAL, label="real")
-            ax.bar(x + 0.2, q, 0.4, color=_SYN, label="synthetic")
+            ax.bar(x - 0.2, p, 0.4, color=real_color, label=real_label)
+            ax.bar(x + 0.2, q, 0.4, color=syn_color, label=syn_label)
         labels = _labels(c)
         ticks = x if k <= 20 else x[:: max(1, k // 8)]
         ax.set_xticks(ticks, [labels[t] for t in ticks], rotation=45, ha="right", fontsize=7)
         ax.set_title(f"{c.name} ({c.kind})", fontsize=10)
+        ax.set_ylim(0, 1.3 * max(p.max(), q.max()))  # room for the legend above the series
+        ax.legend(fontsize=7, framealpha=0.7)
     for ax in list(axes.flat)[len(schema) :]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=8)
     fig.tight_layout()
-    return _png(fig)
+    return _png(fig, _MARGINAL_SERIES)
 
 
 def _heatmaps(utility: dict, schema: Schema) -> str:
@@ -94,20 +115,19 @@ def _heatmaps(utility: dict, schema: Schema) -> str:
 
 def _dcr(linkage: dict) -> str:
     fig, ax = plt.subplots(figsize=(9, 3.6))
-    for key, color, label in (
-        ("dcr_synthetic_to_real", _SYN, "synthetic → closest real"),
-        ("dcr_real_to_real", _REAL, "real → closest other real (reference)"),
-    ):
+    for key, color, label in _DCR_SERIES:
         h = linkage[key]["histogram"]
         counts = np.array(h["counts"], dtype=float)
         ax.stairs(counts / counts.sum(), h["edges"], color=color, label=label, linewidth=1.6)
     ax.set_xlabel("Gower distance to the closest record")
     ax.set_ylabel("share of rows")
     ax.legend(fontsize=8)
-    return _png(fig)
+    return _png(fig, [(label, color) for _, color, label in _DCR_SERIES])
 
 
 def _table(rows: list[dict], columns: list[str]) -> str:
+    """An HTML table of ``rows``' ``columns``; a value that does not apply (None) is "—",
+    never a blank cell (the caller's notes say why)."""
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = []
     for r in rows:
@@ -117,7 +137,7 @@ def _table(rows: list[dict], columns: list[str]) -> str:
             if c == "passed":
                 cells.append(f'<td class="{"pass" if v else "fail"}">{"pass" if v else "FAIL"}</td>')
             else:
-                text = "" if v is None else _number(v) if isinstance(v, float) else str(v)
+                text = "—" if v is None else _number(v) if isinstance(v, float) else str(v)
                 cells.append(f"<td>{html.escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
@@ -188,6 +208,104 @@ def _summary(utility: dict, linkage: dict) -> list[dict]:
     return rows
 
 
+def _gates(gates: list[dict]) -> str:
+    """The gates' table; a missing bound is "—" with a note."""
+    if not gates:
+        return "<p>No gates declared.</p>"
+    table = _table(gates, ["gate", "min", "max", "noisy_value", "noise_sd", "passed"])
+    if any(g["min"] is None or g["max"] is None for g in gates):
+        table += "<p class='note'>— in min or max: no bound on that side.</p>"
+    return table
+
+
+def _footnoted(notes: dict[str, str], reason: str) -> str:
+    """A dash with the footnote mark of ``reason`` (a new mark for a new reason)."""
+    return "—" + notes.setdefault(reason, _MARKS[len(notes)])
+
+
+def _footnotes(notes: dict[str, str]) -> str:
+    return "".join(f"<p class='note'>{mark} {html.escape(reason)}.</p>" for reason, mark in notes.items())
+
+
+def _budget(ledger: dict) -> str:
+    """This release's account in its accountant's own unit — ρ per stage and measurement
+    under zCDP, ε under pure DP — and its total (ε, δ) with the conversion used."""
+    t = ledger["totals"]
+    zcdp = "rho" in t
+    key, unit, name = ("rho", "ρ (zCDP)", "zCDP") if zcdp else ("epsilon", "ε (pure DP)", "pure")
+    symbol = unit[0]
+    notes: dict[str, str] = {}
+    stages = [
+        {
+            "stage": s["stage"],
+            "weight": s["weight"],
+            f"{unit} allocated": s[f"{key}_allocated"],
+            f"{unit} spent": s[f"{key}_spent"],
+        }
+        for s in ledger["stages"]
+    ]
+    rows = []
+    for m in ledger["measurements"]:
+        cost = m[key]
+        if cost is None:
+            cost = _footnoted(
+                notes,
+                "used without noise: it costs no budget, which is why the release is not differentially "
+                "private"
+                if m["mechanism"] == "none"
+                else f"this row records no {symbol}; the {name} accountant adds only {symbol}, so it "
+                "charged this row nothing",
+            )
+        rows.append({**{c: m[c] for c in _MEASUREMENT_COLUMNS}, unit: cost})
+    total = (
+        f"ρ = {t['rho']:.6g}, which is (ε, δ) = ({t['epsilon']:.6g}, {t['delta']:.3g})"
+        if zcdp
+        else f"ε = {t['epsilon']:.6g}, δ = {t['delta']:.3g}"
+    )
+    return "\n".join(
+        [
+            f"<p>Accountant: <b>{name}</b>. This release is {html.escape(ledger['status'])}.</p>",
+            _table(stages, ["stage", "weight", f"{unit} allocated", f"{unit} spent"]),
+            _table(rows, [*_MEASUREMENT_COLUMNS, unit]),
+            _footnotes(notes),
+            f"<p>Release total: {total} ({html.escape(t['conversion'])}).</p>",
+        ]
+    )
+
+
+def _lifetime(record: dict | None) -> str:
+    """The dataset's lifetime account from ``privacy.ledger_record``: its budget, what its
+    releases spent so far (this one included), what the next release can take, and
+    whether the dataset's guarantee is void."""
+    if record is None:
+        return "<p>release.json has no ledger record: the dataset's lifetime account is not known.</p>"
+    parts = []
+    void = (record.get("dataset_guarantee") or {}).get("void_since")
+    if void:
+        parts.append(
+            f"<p class='fail'>The dataset's guarantee is VOID since release "
+            f"'{html.escape(void['release_id'])}' ({html.escape(str(void['time']))}): that release was "
+            "not differentially private, so no composed (ε, δ) guarantee holds for the dataset since.</p>"
+        )
+    life = record.get("lifetime")
+    if life is None:
+        parts.append("<p>No lifetime budget is set for this dataset: nothing caps its releases' spend.</p>")
+        return "\n".join(parts)
+    rho = (
+        "no ρ: the lifetime δ is 0, so only basic composition applies"
+        if life["rho_left"] is None
+        else f"ρ left {life['rho_left']:.6g}"
+    )
+    parts.append(
+        f"<p>Lifetime budget of the dataset: (ε, δ) = ({life['epsilon']:.6g}, {life['delta']:.3g}). "
+        f"Spent so far with this release (releases counted: {life['releases_counted']}): (ε, δ) = "
+        f"({life['spent_epsilon']:.6g}, {life['spent_delta']:.3g}), by {html.escape(life['rule'])}. "
+        f"The next release can take ε up to {life['next_epsilon_max']:.6g} at δ "
+        f"{life['next_epsilon_at_delta']:.3g} ({rho}).</p>"
+    )
+    return "\n".join(parts)
+
+
 def _section(draw, *args) -> str:
     """A section of the report, or a note saying it could not be drawn (an advisory check
     that failed leaves an ``error`` in its report instead of its figures)."""
@@ -228,9 +346,7 @@ def render_report(
         "<p class='note'>Each gated metric was released with noise (the 'gates' stage of the "
         "budget) and the decision taken on the noisy value; everything below the gates is "
         "advisory: it never changed what was published.</p>",
-        _table(gates, ["gate", "min", "max", "noisy_value", "noise_sd", "passed"])
-        if gates
-        else "<p>No gates declared.</p>",
+        _gates(gates),
         "<h2>Summary (advisory)</h2>",
         _section(lambda: _table(_summary(utility, linkage), ["metric", "value"])),
         "<h2>Marginals on the public bins</h2>",
@@ -254,12 +370,9 @@ def render_report(
         ),
         _section(_dcr, linkage),
         "<h2>Budget</h2>",
-        _table(
-            led["measurements"],
-            ["stage", "statistic", "mechanism", "sensitivity", "noise_scale", "rho", "epsilon"],
-        ),
-        f"<p>Total: ρ = {t.get('rho', float('nan')):.6g}, ε = {t['epsilon']:.6g}, δ = {t['delta']:.3g} "
-        f"({html.escape(t['conversion'])}).</p>",
+        _budget(led),
+        "<h2>Lifetime budget of the dataset</h2>",
+        _lifetime(document["privacy"].get("ledger_record")),
         "</body></html>",
     ]
     return "\n".join(parts)

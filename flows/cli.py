@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -122,8 +122,8 @@ def _run_release(
             os.environ[PASSWORD_ENV] = password
     try:  # what can be checked without reading a value should not wait for Prefect to start
         _before_prefect(spec, out, release_id, ledger)
-    except ReleaseIdTaken as e:
-        fail(str(e), "nothing was read or spent.", 4)
+    except (ReleaseIdTaken, BudgetRefused) as e:
+        fail(str(e), "see `dprelease ledger show` for what was spent; nothing was read or spent.", 4)
     except DPReleaseError as e:
         fail(str(e), "fix what the message names; nothing was read or spent.", 2)
 
@@ -246,10 +246,16 @@ def _undelivered(out: Path, release_id: str) -> None:
 
 
 def _before_prefect(spec: Path, out: Path, release_id: str | None, ledger_url: str | None) -> None:
-    """The checks that read no data value, before Prefect starts: the spec, the release id,
-    the output folder (and the release's final folder, when its id is known now), then the
-    recovery of what dead runs left in ``out`` (``flows/recovery.py``)."""
+    """The checks that read no data value, before Prefect starts (issue 18: in about 3 s,
+    not after Prefect's start): the spec; the release id; the output folder (and
+    the release's final folder, when its id is known now); the recovery of what dead runs
+    left in ``out`` (``flows/recovery.py``); the ledger (reachable) and whether it would
+    refuse the release (rerun rule, lifetime budget); last, the data file. A refusal is
+    recorded as the flow records it: a ``refused`` ledger row (by ``Ledger.reserve``) and a
+    failure record. The data file: it exists, is readable, has a supported format, and its
+    header line (structure, not a record) holds the schema's columns."""
     from bundle.staging import check_destination, check_out
+    from engines.header import check_columns, read_header
     from spec import RELEASE_ID, load_spec
 
     s = load_spec(spec)
@@ -263,13 +269,35 @@ def _before_prefect(spec: Path, out: Path, release_id: str | None, ledger_url: s
         check_out(out)
     else:
         check_destination(out, rid)
-    if any(out.glob(".staging-*")):
-        from flows.recovery import recover
-        from ledger import Ledger, default_url
+    from ledger import Ledger, default_url
+    from mechanisms.accounting import plan_budget
+    from mechanisms.registry import MECHANISMS
 
-        with Ledger(ledger_url or default_url(out)) as book:
+    with Ledger(ledger_url or default_url(out)) as book:
+        if any(out.glob(".staging-*")):
+            from flows.recovery import recover
+
             for r in recover(out, book):
                 console.print(f"[yellow]recovered:[/yellow] {escape(r.describe())}")
+        p = s.privacy
+        plan = plan_budget(p.accountant, p.epsilon, p.delta, s.stage_weights())
+        facts: dict[str, Any] = {
+            "dataset": s.dataset.name,
+            "plan": plan,
+            "lifetime": p.lifetime,
+            "not_dp": MECHANISMS[s.mechanism.name].defects(s.mechanism_params()),
+        }
+        if book.refusal(release_id=rid, **facts) is not None:
+            from bundle.write import write_failure_record
+            from ledger import BudgetRefused
+
+            named = rid or s.resolved_release_id()
+            try:  # records the refused row and raises, as the flow's allocate_budget does
+                book.reserve(release_id=named, mechanism=s.mechanism.name, **facts)
+            except BudgetRefused as e:
+                write_failure_record(out, named, "allocate_budget", e, None)
+                raise
+    check_columns(read_header(s.data_path), s.public_schema())  # last: a refused release never opens it
 
 
 def _summary(bundle: Path) -> None:
@@ -447,23 +475,63 @@ def validate(
 
 
 @app.command()
-def mechanisms() -> None:
-    """List the mechanisms a spec can name, with their privacy notions and stages."""
-    from mechanisms.registry import MECHANISMS
+def mechanisms(
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print JSON: one object per mechanism, its stage weights under 'stage_weights'."
+        ),
+    ] = False,
+) -> None:
+    """List the mechanisms a spec can name: accountants, parameters, stage weights, rows.
+    Stage weights are the default split at the default parameters for a schema with a
+    column of every kind."""
+    import json
 
-    table = Table(title="mechanisms")
-    for col in ("name", "accountants", "params (defaults)", "rows", "what it does"):
-        table.add_column(col)
-    for m in MECHANISMS.values():
-        defaults = m.params_type()
-        table.add_row(
-            m.name,
-            ", ".join(m.notions),
-            "\n".join(f"{f.name}={getattr(defaults, f.name)!r}" for f in dataclasses.fields(defaults)),
-            "one per input row, in order" if m.keeps_row_order else "fresh draws",
-            m.summary,
-        )
-    Console().print(table)
+    from rich.panel import Panel
+
+    from mechanisms.registry import MECHANISMS
+    from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+
+    every_kind = Schema((Continuous("x", 0.0, 1.0), Ordinal("o", ("lo", "hi")), Nominal("c", ("a", "b"))))
+    defaults = {name: m.params_type() for name, m in MECHANISMS.items()}
+    weights = {name: m.stage_weights(every_kind, defaults[name]) for name, m in MECHANISMS.items()}
+    rows = {
+        name: "one per input row, in order" if m.keeps_row_order else "fresh draws"
+        for name, m in MECHANISMS.items()
+    }
+    if as_json:
+        listing = [
+            {
+                "name": name,
+                "accountants": list(m.notions),
+                "params": dataclasses.asdict(defaults[name]),
+                "stage_weights": weights[name],
+                "rows": rows[name],
+                "description": m.summary,
+            }
+            for name, m in MECHANISMS.items()
+        ]
+        print(json.dumps(listing, indent=2))
+        return
+    out = Console()
+    for name, m in MECHANISMS.items():
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column(overflow="fold")
+        params = dataclasses.asdict(defaults[name])
+        split = "\n".join(f"{stage}: {w:.4g}" for stage, w in weights[name].items())
+        grid.add_row("accountants", escape(", ".join(m.notions)))
+        grid.add_row("params", escape("\n".join(f"{k} = {v!r}" for k, v in params.items())))
+        grid.add_row("stage weights", escape(split or "none (measures nothing, spends no budget)"))
+        grid.add_row("rows", rows[name])
+        grid.add_row("what it does", escape(m.summary))
+        out.print(Panel(grid, title=f"[bold]{escape(name)}[/bold]", title_align="left"))
+    out.print(
+        "Stage weights: the default split at the default params, for a schema with a column of "
+        "every kind; params and the schema can change it (stages a schema does not need are "
+        "dropped), a spec's allocation overrides it, and declared gates add a 'gates' stage."
+    )
 
 
 app.command("recover")(recover)

@@ -3,10 +3,12 @@ what was spent: a bundle's checks and arithmetic, and the ledger's releases and 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -63,7 +65,17 @@ def audit_verify(bundle: BundleArg, ledger: LedgerReadOpt = None) -> None:
 
 
 @audit_app.command("show")
-def audit_show(bundle: BundleArg) -> None:
+def audit_show(
+    bundle: BundleArg,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print JSON: the release's stages, measurements, totals, lifetime account and "
+            "dataset guarantee, as public/release.json records them.",
+        ),
+    ] = False,
+) -> None:
     """What the release spent, by stage and statistic (sensitivity, noise scale), and its
     totals against the dataset's lifetime budget."""
     from flows.audit import load_document
@@ -72,6 +84,9 @@ def audit_show(bundle: BundleArg) -> None:
         doc, _ = load_document(bundle)
     except FileNotFoundError as e:
         fail(str(e), "pass the folder of a release bundle.", 2)
+    if as_json:
+        print(json.dumps(_shown(doc), indent=2))
+        return
     out = Console()
     priv, book = doc["privacy"], doc["privacy"]["ledger"]
     key = "rho" if priv["accountant"] == "zcdp" else "epsilon"
@@ -87,7 +102,7 @@ def audit_show(bundle: BundleArg) -> None:
         out.print("[bold red]made with --insecure-seed: not fit for publication[/bold red]")
     stages = Table(title="stages")
     for col in ("stage", "weight", f"{key} allocated", f"{key} spent"):
-        stages.add_column(col)
+        stages.add_column(col, overflow="fold")
     for st in book["stages"]:
         stages.add_row(
             escape(st["stage"]),
@@ -96,20 +111,20 @@ def audit_show(bundle: BundleArg) -> None:
             f"{st[key + '_spent']:.6g}",
         )
     out.print(stages)
-    rows = Table(title="measurements")
-    for col in ("stage", "statistic", "mechanism", "sensitivity", "noise scale", key, "dim"):
-        rows.add_column(col)
-    for r in book["measurements"]:
-        rows.add_row(
-            escape(r["stage"]),
-            escape(r["statistic"]),
-            escape(r["mechanism"]),
-            f"{r['sensitivity']:.6g} ({escape(r['sensitivity_norm'])})",
-            f"{r['noise_scale']:.6g}",
-            f"{(r[key] or 0.0):.6g}",
-            escape(str(r["dimension"])),
-        )
-    out.print(rows)
+    for stage in dict.fromkeys(r["stage"] for r in book["measurements"]):
+        rows = Table(title=f"measurements of stage '{escape(stage)}'", box=box.SIMPLE_HEAD, pad_edge=False)
+        for col in ("statistic", "noise, scale", "sensitivity", key, "dim"):
+            rows.add_column(col, overflow="fold")
+        for r in book["measurements"]:
+            if r["stage"] == stage:
+                rows.add_row(
+                    escape(r["statistic"]),
+                    f"{escape(r['mechanism'])} {r['noise_scale']:.6g}",
+                    f"{r['sensitivity']:.6g} ({escape(r['sensitivity_norm'])})",
+                    f"{(r[key] or 0.0):.6g}",
+                    escape(str(r["dimension"])),
+                )
+        out.print(rows)
     t = book["totals"]
     out.print(f"total: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP; {escape(t['conversion'])}")
     record = priv.get("ledger_record") or {}
@@ -128,6 +143,28 @@ def audit_show(bundle: BundleArg) -> None:
         )
     else:
         out.print(f"no lifetime budget is set for '{escape(doc['dataset'])}'")
+
+
+def _shown(doc: dict) -> dict:
+    """What ``audit show`` prints, as ``public/release.json`` records it."""
+    priv, book = doc["privacy"], doc["privacy"]["ledger"]
+    record = priv.get("ledger_record") or {}
+    return {
+        "release_id": doc["release_id"],
+        "dataset": doc["dataset"],
+        "status": doc["status"],
+        "mechanism": doc["mechanism"]["name"],
+        "accountant": priv["accountant"],
+        "input_rows_n_public": priv["input_rows_n_public"],
+        "differentially_private": doc["differentially_private"],
+        "defects": book["defects"],
+        "fit_for_publication": doc["randomness"]["fit_for_publication"],
+        "stages": book["stages"],
+        "measurements": book["measurements"],
+        "totals": book["totals"],
+        "lifetime": record.get("lifetime"),
+        "dataset_guarantee": record.get("dataset_guarantee"),
+    }
 
 
 def _room(life: dict) -> str:
@@ -157,7 +194,6 @@ def ledger_show(
 ) -> None:
     """The releases in the ledger, what each is charged, and each dataset's lifetime account.
     Exits 1 when the hash chain is broken."""
-    import json
     import math
 
     from ledger import Ledger, ledger_url

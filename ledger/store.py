@@ -222,6 +222,25 @@ class Ledger:
 
     # writing -------------------------------------------------------------------------
 
+    def refusal(
+        self,
+        *,
+        dataset: str,
+        release_id: str | None,
+        plan: BudgetPlan,
+        lifetime: tuple[float, float] | None,
+        not_dp: list[str] | None = None,
+    ) -> str | None:
+        """Why ``reserve`` would refuse this release now (the rerun rule, when its id is
+        known, then the lifetime budget), or None; reads only, writes nothing. The CLI asks
+        before Prefect starts; ``reserve`` decides again under the lock."""
+        if release_id is not None:
+            reason = rerun_refusal(release_id, self._select(("release",), release_id=release_id))
+            if reason is not None:
+                return reason
+        rows = self._select(("release", "budget"), dataset=dataset)
+        return lifetime_refusal(rows, dataset, release_id or "", plan, lifetime, bool(not_dp))[0]
+
     def reserve(
         self,
         *,

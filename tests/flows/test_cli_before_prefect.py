@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from bundle.staging import prepare_staging
 from flows.cli import app
 from ledger import Ledger
-from tests.helpers import PURE_PLAN, adult_rows, cli_text, write_spec
+from tests.helpers import PURE_PLAN, adult_rows, cli_text, record_release, write_spec
 
 
 @pytest.fixture(autouse=True)
@@ -80,3 +80,35 @@ def test_the_next_release_recovers_a_dead_runs_staging_first(tmp_path):
     assert "settled as failed, charged epsilon=0" in text
     result, text, _ = _run("ledger", "settle", "dead", "--out", str(out), "--reason", "test")
     assert result.exit_code == 2 and "already closed" in text
+
+
+def test_a_lifetime_refusal_and_a_bad_header_are_found_before_prefect(tmp_path):
+    """Issue 18, item 4: the ledger's refusal and the data file's header are checked before
+    Prefect starts (the tripwire flow never runs), in under 3 s. The refusal is recorded as
+    the flow records it: a refused row that costs nothing and a failure record."""
+    spec = write_spec(
+        tmp_path, adult_rows(50), checks={"enabled": False}, privacy={"epsilon": 1.0, "lifetime_epsilon": 1.2}
+    )
+    out = tmp_path / "out"
+    with Ledger(f"sqlite:///{out / 'ledger.db'}") as led:
+        record_release(led, "earlier", lifetime=(1.2, 1e-6), dataset="adult")
+    result, text, took = _run("release", str(spec), "--out", str(out), "--release-id", "next")
+    assert result.exit_code == 4, text
+    assert (
+        "lifetime budget of dataset 'adult'" in text
+        and "The largest epsilon the next release can take" in text
+    )
+    assert took < 3.0
+    with Ledger(f"sqlite:///{out / 'ledger.db'}", create=False) as led:
+        (row,) = led.entries(release_id="next")
+    assert row["status"] == "refused" and not row["epsilon"]  # costs nothing
+    (record,) = (out / "failures").glob("next-*/failure.json")
+    assert json.loads(record.read_text())["error"] == "BudgetRefused"
+
+    renamed = adult_rows(50).rename(columns={"sex": "gender"})
+    (tmp_path / "other").mkdir()
+    spec = write_spec(tmp_path / "other", renamed, checks={"enabled": False})
+    result, text, took = _run("release", str(spec), "--out", str(tmp_path / "out2"))
+    assert result.exit_code == 2, text
+    assert "the data header has column(s) the schema does not declare: ['gender']" in text
+    assert "column 'sex' is declared in the schema but missing from the data" in text and took < 3.0

@@ -1,0 +1,109 @@
+"""What the CLI checks of the input before Prefect starts, and the readers share: the file
+(exists, is readable, has a supported format) and its header line against the public
+schema. Only the header line is read: it is the file's structure, not a record (and
+``check_columns`` quotes undeclared names only when the line looks like a header).
+Light imports only (no pandas or pyarrow at import time), so the CLI answers in seconds."""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import gzip
+import os
+import re
+from pathlib import Path
+
+from mechanisms.errors import DPReleaseError
+from mechanisms.schema import Continuous, Schema
+
+__all__ = ["DataError", "check_columns", "input_format", "read_header"]
+
+_HEADER_BYTES = 1 << 20  # a header line longer than 1 MiB is not a header
+
+
+class DataError(DPReleaseError):
+    """The confidential input does not match the public schema."""
+
+
+def input_format(path: Path) -> str:
+    """``csv`` (optionally gzipped) or ``parquet``, from the file name."""
+    if not path.is_file():
+        raise DataError(f"dataset file '{path}' does not exist; fix dataset.path in the spec")
+    if path.suffix.lower() == ".parquet":
+        return "parquet"
+    if "".join(path.suffixes[-2:]).lower().endswith((".csv", ".csv.gz")):
+        return "csv"
+    raise DataError(f"dataset file '{path}' must end in .csv, .csv.gz or .parquet")
+
+
+def read_header(path: Path) -> list[str]:
+    """The column names on the first line of ``path`` (CSV, gzipped CSV) or in its schema
+    (Parquet), without reading a record. Refuses a missing, unreadable or empty file."""
+    kind = input_format(path)
+    if not os.access(path, os.R_OK):
+        raise DataError(f"dataset file '{path}' is not readable by this user; fix its permissions")
+    try:
+        if kind == "parquet":
+            import pyarrow.parquet as pq
+
+            return list(pq.read_schema(path).names)
+        opener = gzip.open if path.suffix.lower() == ".gz" else open
+        with opener(path, "rb") as f:
+            line = f.readline(_HEADER_BYTES)
+        text = codecs.decode(line, "utf-8-sig")
+    except Exception as e:  # parser errors may quote raw bytes: report the kind only
+        raise DataError(
+            f"dataset file '{path}' could not be read ({type(e).__name__}); check that it is a complete, "
+            "well-formed file with one header row"
+        ) from None
+    if not text.strip():
+        raise DataError(f"dataset file '{path}' is empty; it must start with a header line")
+    return next(csv.reader([text.rstrip("\r\n")]))
+
+
+_COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[ .-][A-Za-z0-9_]+)*")
+
+
+def _header_names(extra: list[str], columns: list[str], schema: Schema) -> list[str] | None:
+    """The undeclared names of a header line, when the line is a header and not a record
+    (a file without a header line has its first record there): every one looks like a
+    column name (an identifier of at most 40 characters, words joined by ' ', '.' or '-',
+    not a number), none is a declared category or level (a record's values would be), and
+    at least half of the declared columns are on the line. Otherwise None: count only."""
+    values = {v for c in schema.columns if not isinstance(c, Continuous) for v in c.values}
+    if 2 * sum(c in columns for c in schema.names) < len(schema.names):
+        return None
+    if all(len(e) <= 40 and _COLUMN_NAME.fullmatch(e) and e not in values for e in extra):
+        return extra
+    return None
+
+
+def check_columns(columns: list[str], schema: Schema) -> None:
+    """The data's header must hold exactly the schema's columns (any order). Undeclared
+    names are quoted only when the line looks like a header (``_header_names``): in a file
+    whose header line is missing they would be a record, so they are then counted, never
+    shown."""
+    declared = set(schema.names)
+    extra = [c for c in columns if c not in declared]
+    absent = [c for c in schema.names if c not in columns]
+    dup = sorted({c for c in columns if columns.count(c) > 1})
+    if dup:
+        named = [c for c in dup if c in declared]
+        what = f"columns {named}" if len(named) == len(dup) else f"{len(dup)} column name(s)"
+        raise DataError(f"{what} appear more than once in the data header; each column must appear once")
+    if extra or absent:
+        parts = []
+        if extra:
+            names = _header_names(extra, columns, schema)
+            parts.append(
+                f"the data header has column(s) the schema does not declare: {names} (declare them in the "
+                "spec's schema, or drop them from the file)"
+                if names is not None
+                else f"the data header has {len(extra)} column(s) the schema does not declare (not shown: "
+                "this line does not look like a header, so it may be a record; does the file start with "
+                "its header line?)"
+            )
+        parts += [f"column '{c}' is declared in the schema but missing from the data" for c in absent]
+        raise DataError(
+            "; ".join(parts) + f"; make the data header exactly the schema's columns: {list(schema.names)}"
+        )
