@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -18,6 +18,9 @@ from flows.cli_records import audit_app, ledger_app
 from flows.cli_recovery import notify, recover, settle
 from flows.console import console, fail
 from mechanisms.errors import DPReleaseError
+
+if TYPE_CHECKING:
+    from spec import ReleaseSpec
 
 DEMO_SPEC = Path(__file__).parent / "demo" / "adult.yaml"
 _PREFECT_DEFAULTS = {
@@ -127,12 +130,14 @@ def _run_release(
     except DPReleaseError as e:
         fail(str(e), "fix what the message names; nothing was read or spent.", 2)
 
-    from checks.gates import GateError
     from flows.prefect_server import prefect_api
-    from flows.release import STAGES, forget_outcome, release, set_progress
+    from flows.progress import STAGES, set_progress
 
-    if not verbose:
-        _quiet_run_errors()
+    def import_the_flow() -> None:  # about 3 s, while Prefect's temporary server starts
+        import flows.release  # noqa: F401
+
+        if not verbose:
+            _quiet_run_errors()
 
     with Progress(
         SpinnerColumn(),
@@ -154,7 +159,9 @@ def _run_release(
 
         set_progress(on_stage)
         try:
-            with prefect_api():  # a temporary server that dies with the CLI, even on kill -9
+            with prefect_api(meanwhile=import_the_flow):  # a temporary server that dies with the CLI
+                from flows.release import forget_outcome, release
+
                 forget_outcome()  # what an earlier flow run in this process did is not this one's
                 try:
                     path = release(
@@ -168,15 +175,16 @@ def _run_release(
         except ReleaseIdTaken as e:
             progress.stop()
             fail(str(e), "nothing was read or spent.", 4)
-        except GateError as e:
-            progress.stop()
-            fail(
-                str(e),
-                "read internal/report.html in the folder named above before deciding what to change.",
-                3,
-            )
         except DPReleaseError as e:
+            from checks.gates import GateError  # imported by now (the flow imports it)
+
             progress.stop()
+            if isinstance(e, GateError):
+                fail(
+                    str(e),
+                    "read internal/report.html in the folder named above before deciding what to change.",
+                    3,
+                )
             fail(
                 str(e),
                 "fix what the message names and run again; nothing was published "
@@ -269,11 +277,23 @@ def _before_prefect(spec: Path, out: Path, release_id: str | None, ledger_url: s
         check_out(out)
     else:
         check_destination(out, rid)
-    from ledger import Ledger, default_url
+    _refused_by_the_ledger(s, out, rid, ledger_url)
+    check_columns(read_header(s.data_path), s.public_schema())  # last: a refused release never opens it
+
+
+def _refused_by_the_ledger(s: ReleaseSpec, out: Path, rid: str | None, ledger_url: str | None) -> None:
+    """Recover what dead runs left in ``out``, then raise ``BudgetRefused`` if the ledger
+    would refuse this release, recorded as the flow records it. A first release finds no
+    ledger (it is opened, not created) and nothing to refuse."""
+    from ledger import Ledger, NoLedger, default_url
     from mechanisms.accounting import plan_budget
     from mechanisms.registry import MECHANISMS
 
-    with Ledger(ledger_url or default_url(out)) as book:
+    try:
+        book = Ledger(ledger_url or default_url(out), create=False)
+    except NoLedger:
+        return
+    with book:
         if any(out.glob(".staging-*")):
             from flows.recovery import recover
 
@@ -297,7 +317,6 @@ def _before_prefect(spec: Path, out: Path, release_id: str | None, ledger_url: s
             except BudgetRefused as e:
                 write_failure_record(out, named, "allocate_budget", e, None)
                 raise
-    check_columns(read_header(s.data_path), s.public_schema())  # last: a refused release never opens it
 
 
 def _summary(bundle: Path) -> None:

@@ -4,8 +4,10 @@ told each step as it starts and, for streaming passes, how many rows they have d
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from flows.events import RunRecord
+if TYPE_CHECKING:  # the CLI imports this module before the flow's heavy modules
+    from flows.events import RunRecord
 
 __all__ = ["STAGES", "rows_done", "set_progress", "step_reached"]
 

@@ -288,11 +288,18 @@ def _advisory_checks(
     schema = spec.public_schema()
     syn = (fit.synthetic_for_checks, table_to_bins(fit.synthetic_for_checks, schema))
     held = None if fit.holdout is None else (fit.holdout, table_to_bins(fit.holdout, schema))
-    r.at("check_utility")
-    utility = check_utility(fit.real, syn, schema, spec.checks.target, held, internal, rng)
-    r.at("check_linkage")
     keeps_order = MECHANISMS[spec.mechanism.name].keeps_row_order
-    linkage = check_linkage(fit.real, syn, schema, keeps_order, held, internal, rng)
+    r.at("check_utility")  # the utility and linkage checks run at once (issue 18), each on its own generator
+    utility_rng, linkage_rng = rng.spawn(2)
+    checks = (
+        check_utility.submit(fit.real, syn, schema, spec.checks.target, held, internal, utility_rng),
+        check_linkage.submit(fit.real, syn, schema, keeps_order, held, internal, linkage_rng),
+    )
+    for check in checks:  # both end before either's error is raised: neither writes into a moved folder
+        check.wait()
+    utility = checks[0].result()
+    r.at("check_linkage")
+    linkage = checks[1].result()
     r.at("write_report")
     write_report(fit.real, syn, schema, utility, linkage, [g.as_dict() for g in gates], document, internal)
 

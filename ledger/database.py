@@ -47,6 +47,7 @@ __all__ = [
     "PASSWORD_ENV",
     "BudgetRefused",
     "LedgerError",
+    "NoLedger",
     "Txn",
     "default_url",
     "driver_error",
@@ -119,6 +120,10 @@ _FLOATS = [c.name for c in ENTRIES.columns if isinstance(c.type, Double)]
 
 class LedgerError(DPReleaseError):
     """The ledger cannot be reached or used."""
+
+
+class NoLedger(LedgerError):
+    """The database holds no ledger yet (opened with ``create=False``)."""
 
 
 class BudgetRefused(BudgetError):
@@ -211,7 +216,7 @@ def open_engine(url: str, create: bool, password: str | None = None) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             if not (create or Path(parsed.database).is_file()):
-                raise LedgerError(f"there is no ledger at {url}; pass the --ledger the releases used")
+                raise NoLedger(f"there is no ledger at {url}; pass the --ledger the releases used")
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(parsed, connect_args={"timeout": 120})
 

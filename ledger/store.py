@@ -53,6 +53,7 @@ from ledger.database import (
     PASSWORD_ENV,
     BudgetRefused,
     LedgerError,
+    NoLedger,
     driver_error,
     open_engine,
     redact,
@@ -80,7 +81,7 @@ class Ledger:
         try:
             if not create:
                 if not inspect(self.engine).has_table(ENTRIES.name):
-                    raise LedgerError(
+                    raise NoLedger(
                         f"there is no ledger at {redact(url)}; pass the --ledger the releases used"
                     )
                 return
