@@ -7,6 +7,8 @@ use every row; the estimates below use at most the stated number of rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -60,6 +62,10 @@ def _association_difference(a_real: np.ndarray, a_syn: np.ndarray) -> dict:
     }
 
 
+def _silent(step: str) -> None:
+    """No progress display."""
+
+
 def utility_report(
     real: pd.DataFrame,
     real_bins: np.ndarray,
@@ -70,8 +76,11 @@ def utility_report(
     target: str | None,
     real_test: pd.DataFrame | None,
     rng: np.random.Generator,
+    progress: Callable[[str], None] = _silent,
 ) -> dict:
-    """``real`` is what the release was fitted on; ``real_test`` the holdout (if any)."""
+    """``real`` is what the release was fitted on; ``real_test`` the holdout (if any).
+    ``progress`` is told each step as it starts (the CLI's display)."""
+    progress("marginals, pairs and associations")
     seed = int(rng.integers(2**31))
     r_spear = _sample(len(real), LIMITS["spearman_rows"], rng)
     s_spear = _sample(len(synthetic), LIMITS["spearman_rows"], rng)
@@ -84,12 +93,14 @@ def utility_report(
         "wasserstein_scaled": ut.wasserstein_scaled(real, synthetic, schema),
         "limits": LIMITS,
     }
+    progress("pMSE: can a classifier tell real from synthetic rows?")
     k = LIMITS["pmse_rows"]
     r_idx, s_idx = _sample(len(real), k, rng), _sample(len(synthetic), k, rng)
     report["pmse"] = ut.pmse(real.iloc[r_idx], synthetic.iloc[s_idx], schema, seed=seed)
     k = LIMITS["model_rows"]
     s_idx = _sample(len(synthetic), k, rng)
     if target is not None:
+        progress(f"TSTR: models of {target} trained on synthetic, tested on real rows")
         if real_test is None:  # no holdout: an 80/20 split of the fitted rows
             perm = rng.permutation(len(real))
             cut = int(0.8 * len(real))
@@ -117,9 +128,12 @@ def linkage_report(
     keeps_row_order: bool,
     holdout: tuple[pd.DataFrame, np.ndarray] | None,
     rng: np.random.Generator,
+    progress: Callable[[str], None] = _silent,
 ) -> dict:
     """DCR (synthetic → real, and real → nearest other real as the reference), exact and
-    unique exact matches, correct links (row-preserving mechanisms), membership share."""
+    unique exact matches, correct links (row-preserving mechanisms), membership share.
+    ``progress`` is told each step as it starts."""
+    progress("distances to the closest real record")
     f_real, nominal = lk.gower_features(real, real_bins, schema)
     f_syn, _ = lk.gower_features(synthetic, syn_bins, schema)
     ref = _sample(len(real), LIMITS["dcr_reference"], rng)
@@ -139,11 +153,13 @@ def linkage_report(
         "limits": LIMITS,
     }
     if keeps_row_order and len(synthetic) == len(real):
+        progress("correct links (the mechanism keeps row order)")
         rows = _sample(len(real), LIMITS["link_queries"], rng)
         others = np.setdiff1d(_sample(len(real), LIMITS["dcr_reference"], rng), rows)
         ref_rows = np.union1d(rows, others[: max(0, LIMITS["dcr_reference"] - len(rows))])
         report["correct_link_rate"] = lk.correct_link_rate(f_real, f_syn, nominal, rows, ref_rows)
     if holdout is not None:
+        progress("membership: held-out rows vs fitted rows")
         h_df, h_bins = holdout
         f_hold, _ = lk.gower_features(h_df, h_bins, schema)
         k = min(LIMITS["membership_rows"], len(h_df), len(real))

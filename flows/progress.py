@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the CLI imports this module before the flow's heavy modules
     from flows.events import RunRecord
 
-__all__ = ["STAGES", "rows_done", "set_progress", "step_reached"]
+__all__ = ["STAGES", "rows_done", "set_progress", "step_detail", "step_reached"]
 
 STAGES = {
     "allocate_budget": "allocating and reserving the privacy budget (ledger)",
@@ -40,6 +40,16 @@ def rows_done(stage: str) -> Callable[[int], None]:
     def tell(rows: int) -> None:
         if _progress is not None:
             _progress(stage, f"{rows:,} rows")
+
+    return tell
+
+
+def step_detail(stage: str) -> Callable[[str], None]:
+    """A callback that tells the display what ``stage`` is doing now (e.g. a check's step)."""
+
+    def tell(detail: str) -> None:
+        if _progress is not None:
+            _progress(stage, detail)
 
     return tell
 

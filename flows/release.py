@@ -59,7 +59,7 @@ from flows.events import (
     track,
     untrack,
 )
-from flows.progress import STAGES, rows_done, set_progress, step_reached
+from flows.progress import STAGES, rows_done, set_progress, step_detail, step_reached
 from flows.recovery import log_recovered, published_by_run, recover
 from ledger import PASSWORD_ENV, Ledger, default_url, ledger_facts, split_password
 from mechanisms.accounting import BudgetPlan
@@ -292,8 +292,19 @@ def _advisory_checks(
     r.at("check_utility")  # the utility and linkage checks run at once (issue 18), each on its own generator
     utility_rng, linkage_rng = rng.spawn(2)
     checks = (
-        check_utility.submit(fit.real, syn, schema, spec.checks.target, held, internal, utility_rng),
-        check_linkage.submit(fit.real, syn, schema, keeps_order, held, internal, linkage_rng),
+        check_utility.submit(
+            fit.real,
+            syn,
+            schema,
+            spec.checks.target,
+            held,
+            internal,
+            utility_rng,
+            step_detail("check_utility"),
+        ),
+        check_linkage.submit(
+            fit.real, syn, schema, keeps_order, held, internal, linkage_rng, step_detail("check_linkage")
+        ),
     )
     for check in checks:  # both end before either's error is raised: neither writes into a moved folder
         check.wait()

@@ -80,10 +80,18 @@ def check_utility(
     holdout: Binned | None,
     internal_dir: Path,
     rng: np.random.Generator,
+    progress: Callable[[str], None] | None = None,
 ) -> dict:
-    """Marginal and pairwise TVD, association difference, Wasserstein, pMSE, TSTR (advisory)."""
+    """Marginal and pairwise TVD, association difference, Wasserstein, pMSE, TSTR (advisory);
+    ``progress`` is told each step."""
     report = advisory(utility_report)(
-        *real, *synthetic, schema, target=target, real_test=None if holdout is None else holdout[0], rng=rng
+        *real,
+        *synthetic,
+        schema,
+        target=target,
+        real_test=None if holdout is None else holdout[0],
+        rng=rng,
+        **({} if progress is None else {"progress": progress}),
     )
     write_json(internal_dir / "utility.json", report)
     get_run_logger().info("utility report written to internal/utility.json")
@@ -100,10 +108,18 @@ def check_linkage(
     holdout: Binned | None,
     internal_dir: Path,
     rng: np.random.Generator,
+    progress: Callable[[str], None] | None = None,
 ) -> dict:
-    """DCR, exact and unique exact matches, correct links, membership share (advisory)."""
+    """DCR, exact and unique exact matches, correct links, membership share (advisory);
+    ``progress`` is told each step."""
     report = advisory(linkage_report)(
-        *real, *synthetic, schema, keeps_row_order=keeps_row_order, holdout=holdout, rng=rng
+        *real,
+        *synthetic,
+        schema,
+        keeps_row_order=keeps_row_order,
+        holdout=holdout,
+        rng=rng,
+        **({} if progress is None else {"progress": progress}),
     )
     write_json(internal_dir / "linkage.json", report)
     get_run_logger().info("linkage report written to internal/linkage.json")
