@@ -105,7 +105,7 @@ def _phases(events: list[tuple[float, str]], wall_s: float) -> dict[str, float]:
         return {}
     phases = {
         "startup (imports, CLI) until the server starts": server,
-        "Prefect temporary server start": begin - server,
+        "Prefect temporary server start (the CLI imports the flow meanwhile)": begin - server,
     }
     previous = begin
     for t, msg in events:

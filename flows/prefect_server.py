@@ -88,6 +88,7 @@ def _server_class() -> type[SubprocessASGIServer]:
             """Start the server's process and return at once (``ready`` waits for it): the
             caller's own imports then overlap the server's start."""
             self.port = self.port or self.find_available_port()
+            module.subprocess_server_logger.info(f"Starting temporary server on {self.address}")
             self.running = True
             self.server_process = self._run_uvicorn_command()
             atexit.register(self.stop)
@@ -152,9 +153,11 @@ def prefect_api(meanwhile: Callable[[], object] | None = None) -> Iterator[Subpr
         yield None
         return
     from prefect.events.worker import EventsWorker
+    from prefect.logging.configuration import ensure_logging_setup
     from prefect.logging.handlers import APILogWorker
     from prefect.server.api.server import SubprocessASGIServer
 
+    ensure_logging_setup()  # before the first log line (`import prefect` sets it up only later)
     server: Any = _server_class()()  # a DyingServer
     server.launch()
     try:
