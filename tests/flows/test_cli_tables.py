@@ -142,3 +142,14 @@ def test_audit_show_json_has_the_bundle_totals(tmp_path):
     assert shown["stages"] == book["stages"] and shown["measurements"] == book["measurements"]
     assert shown["lifetime"] == record["lifetime"]
     assert shown["dataset_guarantee"] == record["dataset_guarantee"]
+
+
+def test_release_help_lists_each_exit_code_on_its_own_line():
+    """Issue 18: the exit codes were one paragraph that wrapped "3 a gate\\n failed" and said
+    a data error read nothing."""
+    result = CliRunner().invoke(app, ["release", "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    assert result.exit_code == 0, result.output
+    lines = [line.strip() for line in result.output.splitlines()]
+    assert "3  a gate failed: budget spent, nothing published" in lines
+    assert "0  published" in lines and "1  an unexpected error" in lines
+    assert "nothing read or spent)" not in result.output.split("4  refused")[0]
