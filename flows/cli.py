@@ -567,7 +567,15 @@ def main() -> None:
         console.print("interrupted: nothing was published")
         sys.exit(130)
     except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         if not _API_LOST:
+            server = sys.modules.get("flows.prefect_server")  # imported only by release and demo
+            if server is not None and server.temporary_server_done():
+                # Its logs and events were sent and it is stopped: Prefect's remaining teardown
+                # (thread pools, its event loop, the drains, now of nothing) took 1.5 s of a demo
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
             raise
         # Prefect's own records of the run (task states, logs) wait in its queues for an API
         # that is gone, about 7 s each at exit; they cannot be sent, so do not wait for them.
@@ -575,7 +583,6 @@ def main() -> None:
             "[dim]Prefect's API is unreachable: its own records of this run (task states, logs) "
             "are dropped instead of waited for.[/dim]"
         )
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

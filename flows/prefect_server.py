@@ -39,7 +39,16 @@ from prefect.settings import (
 if TYPE_CHECKING:
     from prefect.server.api.server import SubprocessASGIServer
 
-__all__ = ["prefect_api"]
+__all__ = ["prefect_api", "temporary_server_done"]
+
+_DONE: list[bool] = []  # set once a temporary server's logs and events were sent and it stopped
+
+
+def temporary_server_done() -> bool:
+    """Whether this process ran a temporary server, sent it the queued logs and events, and
+    stopped it: nothing of Prefect's is left to send, so the CLI may exit at once."""
+    return bool(_DONE)
+
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
@@ -182,3 +191,4 @@ def prefect_api(meanwhile: Callable[[], object] | None = None) -> Iterator[Subpr
         else:
             SubprocessASGIServer._instances[None] = prior
         server.stop()
+        _DONE.append(True)
