@@ -78,11 +78,13 @@ def _header_names(extra: list[str], columns: list[str], schema: Schema) -> list[
     return None
 
 
-def check_columns(columns: list[str], schema: Schema) -> None:
+def check_columns(columns: list[str], schema: Schema, *, quote: bool = False) -> None:
     """The data's header must hold exactly the schema's columns (any order). Undeclared
-    names are quoted only when the line looks like a header (``_header_names``): in a file
-    whose header line is missing they would be a record, so they are then counted, never
-    shown."""
+    names come from the confidential file, so they are counted, never shown, except with
+    ``quote`` (the CLI's check before Prefect starts, whose message reaches only the
+    steward's terminal) when the line looks like a header (``_header_names``): in a file
+    whose header line is missing they would be a record. The flow's readers never quote
+    them: their messages reach Prefect's logs and the failure record."""
     declared = set(schema.names)
     extra = [c for c in columns if c not in declared]
     absent = [c for c in schema.names if c not in columns]
@@ -94,14 +96,14 @@ def check_columns(columns: list[str], schema: Schema) -> None:
     if extra or absent:
         parts = []
         if extra:
-            names = _header_names(extra, columns, schema)
+            names = _header_names(extra, columns, schema) if quote else None
             parts.append(
                 f"the data header has column(s) the schema does not declare: {names} (declare them in the "
                 "spec's schema, or drop them from the file)"
                 if names is not None
                 else f"the data header has {len(extra)} column(s) the schema does not declare (not shown: "
-                "this line does not look like a header, so it may be a record; does the file start with "
-                "its header line?)"
+                "names read from the data file; `dprelease release` names them before it starts when the "
+                "line looks like a header)"
             )
         parts += [f"column '{c}' is declared in the schema but missing from the data" for c in absent]
         raise DataError(

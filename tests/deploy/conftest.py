@@ -6,6 +6,7 @@ processes it started in sessions of their own)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -14,7 +15,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import ClassVar
 
 import httpx
 import psutil
@@ -130,3 +133,18 @@ def api(env, method, path, **kw):
     r = httpx.request(method, env["PREFECT_API_URL"] + path, timeout=30, **kw)
     r.raise_for_status()
     return r.json()
+
+
+class Webhook(BaseHTTPRequestHandler):
+    """A notification target: keeps every JSON body posted to it in ``received``."""
+
+    received: ClassVar[list[dict]] = []
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        type(self).received.append(json.loads(body or b"{}"))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass

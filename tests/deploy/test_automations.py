@@ -19,14 +19,13 @@ import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer
 from types import ModuleType
-from typing import ClassVar
 from uuid import uuid4
 
 import pytest
 
-from tests.deploy.conftest import POOL, PREFECT, ROOT, api, cli, prefect_server, stop
+from tests.deploy.conftest import POOL, PREFECT, ROOT, Webhook, api, cli, prefect_server, stop
 
 WINDOW = timedelta(hours=768)
 
@@ -299,19 +298,6 @@ def test_the_work_pool_automation_watches_the_named_pool():
 # --- a real server --------------------------------------------------------------------
 
 
-class _Hook(BaseHTTPRequestHandler):
-    received: ClassVar[list[dict]] = []
-
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        type(self).received.append(json.loads(body or b"{}"))
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def fast_server(tmp_path):
     """``prefect server start`` whose foreman checks the workers every second (default 15 s)
@@ -352,12 +338,12 @@ EventsWorker.drain_all()
 @pytest.mark.deploy
 def test_a_real_server_sends_the_window_published_and_work_pool_messages(fast_server, tmp_path):
     env = fast_server
-    hook = HTTPServer(("127.0.0.1", 0), _Hook)
+    hook = HTTPServer(("127.0.0.1", 0), Webhook)
     threading.Thread(target=hook.serve_forever, daemon=True).start()
-    _Hook.received.clear()
+    Webhook.received.clear()
 
     def message(subject: str):
-        return next((m for m in _Hook.received if m["subject"] == subject), None)
+        return next((m for m in Webhook.received if m["subject"] == subject), None)
 
     try:
         cli(env, PREFECT, "work-pool", "create", auto.WORK_POOL, "--type", "process")
@@ -402,4 +388,4 @@ def test_a_real_server_sends_the_window_published_and_work_pool_messages(fast_se
         assert "ε = 0.5, δ = 1e-06" in published["body"] and "/srv/releases" not in published["body"]
     finally:
         hook.shutdown()
-        (tmp_path / "messages.json").write_text(json.dumps(_Hook.received, indent=1, ensure_ascii=False))
+        (tmp_path / "messages.json").write_text(json.dumps(Webhook.received, indent=1, ensure_ascii=False))

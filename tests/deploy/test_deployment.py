@@ -5,44 +5,30 @@ lifetime budget refuses. Every process the test starts is stopped at the end."""
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 import yaml
 
 from ledger import Ledger
-from tests.deploy.conftest import BIN, DEPLOYMENT, ROOT, api, cli
+from tests.deploy.conftest import BIN, DEPLOYMENT, ROOT, Webhook, api, cli
 from tests.helpers import adult_rows, write_spec
 
 pytestmark = pytest.mark.deploy
 
 
-class _Alerts(BaseHTTPRequestHandler):
-    received: ClassVar[list[dict]] = []
-
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        type(self).received.append(json.loads(body or b"{}"))
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def alerts():
-    server = HTTPServer(("127.0.0.1", 0), _Alerts)
+    Webhook.received.clear()
+    server = HTTPServer(("127.0.0.1", 0), Webhook)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/hook", _Alerts.received
+    yield f"http://127.0.0.1:{server.server_address[1]}/hook", Webhook.received
     server.shutdown()
 
 
