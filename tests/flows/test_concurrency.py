@@ -195,7 +195,9 @@ def test_runs_of_one_dataset_take_turns_and_other_datasets_do_not_wait(tmp_path)
     first, second = sorted((seen["a1"], seen["a2"]), key=lambda r: r["entered"])
     assert second["entered"] >= first["left"], (first, second)  # never both inside
     assert second["waited"] >= 1.5, second  # it queued behind the first (held ≥ 2 s after it asked)
-    assert seen["c1"]["waited"] < 1.5, seen["c1"]  # another dataset's slot was free
+    # another dataset's slot was free: c1 paid only the cost of taking a slot, which a2 paid
+    # too on top of its queueing (a fixed 1.5 s bound failed on a loaded machine: 2.7 s)
+    assert seen["c1"]["waited"] < second["waited"], (seen["c1"], second)
 
     from prefect.client.orchestration import get_client
 
