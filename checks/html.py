@@ -14,14 +14,12 @@ import math
 from collections.abc import Sequence
 
 import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
 from mechanisms.schema import Continuous, Schema
 
-__all__ = ["render_report"]
+__all__ = ["marginals_section", "render_report"]
 
 _REAL, _SYN = "#1f77b4", "#ff7f0e"
 _MARGINAL_SERIES = (("real", _REAL), ("synthetic", _SYN))
@@ -42,12 +40,14 @@ th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
 """
 
 
-def _png(fig: plt.Figure, key: Sequence[tuple[str, str]] = ()) -> str:
+def _png(fig: Figure, key: Sequence[tuple[str, str]] = (), *, tight: bool = True) -> str:
     """The figure as an embedded PNG; with more than one series in ``key`` ((label,
-    colour) pairs), inside a ``<figure>`` whose caption is the HTML key of the series."""
+    colour) pairs), inside a ``<figure>`` whose caption is the HTML key of the series.
+    Figures are built without pyplot (no global state: the marginals are drawn while the
+    checks run); ``tight=False`` for a figure laid out already (``bbox_inches="tight"``
+    draws it twice)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    plt.close(fig)
+    fig.savefig(buf, format="png", dpi=90, **({"bbox_inches": "tight"} if tight else {}))
     img = f'<img alt="figure" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
     if len(key) < 2:
         return img
@@ -71,7 +71,8 @@ def _labels(col) -> list[str]:
 def _marginals(real: np.ndarray, syn: np.ndarray, schema: Schema) -> str:
     cols = 3
     rows = math.ceil(len(schema) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(15, 3.1 * rows), squeeze=False)
+    fig = Figure(figsize=(15, 3.1 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False)
     (real_label, real_color), (syn_label, syn_color) = _MARGINAL_SERIES
     for ax, (j, c) in zip(axes.flat, enumerate(schema.columns), strict=False):
         k = c.n_bins
@@ -93,14 +94,16 @@ def _marginals(real: np.ndarray, syn: np.ndarray, schema: Schema) -> str:
     for ax in list(axes.flat)[len(schema) :]:
         ax.axis("off")
     fig.tight_layout()
-    return _png(fig, _MARGINAL_SERIES)
+    fig.set_layout_engine(None)  # keeps tight_layout's positions; savefig then draws once, not twice
+    return _png(fig, _MARGINAL_SERIES, tight=False)
 
 
 def _heatmaps(utility: dict, schema: Schema) -> str:
     """The two association matrices; an undefined entry (null: a column with one value)
     is drawn grey with a cross, never as 0."""
-    cmap = plt.get_cmap("RdBu_r").with_extremes(bad="#d0d0d0")
-    fig, axes = plt.subplots(1, 2, figsize=(15, 6.5))
+    cmap = matplotlib.colormaps["RdBu_r"].with_extremes(bad="#d0d0d0")
+    fig = Figure(figsize=(15, 6.5))
+    axes = fig.subplots(1, 2)
     for ax, key in zip(axes, ("real", "synthetic"), strict=True):
         a = np.array(utility["corr_diff"][key], dtype=float)  # null → NaN
         im = ax.imshow(np.ma.masked_invalid(a), vmin=-1, vmax=1, cmap=cmap)
@@ -114,7 +117,8 @@ def _heatmaps(utility: dict, schema: Schema) -> str:
 
 
 def _dcr(linkage: dict) -> str:
-    fig, ax = plt.subplots(figsize=(9, 3.6))
+    fig = Figure(figsize=(9, 3.6))
+    ax = fig.subplots()
     for key, color, label in _DCR_SERIES:
         h = linkage[key]["histogram"]
         counts = np.array(h["counts"], dtype=float)
@@ -315,15 +319,21 @@ def _section(draw, *args) -> str:
         return f"<p class='note'>This section could not be drawn ({html.escape(type(e).__name__)}).</p>"
 
 
+def marginals_section(real_bins: np.ndarray, syn_bins: np.ndarray, schema: Schema) -> str:
+    """The report's per-column marginals on the public bins (the slowest picture: the flow
+    draws it while the checks run), or a note saying it could not be drawn."""
+    return _section(_marginals, real_bins, syn_bins, schema)
+
+
 def render_report(
-    real_bins: np.ndarray,
-    syn_bins: np.ndarray,
+    marginals: str,
     schema: Schema,
     utility: dict,
     linkage: dict,
     gates: list[dict],
     document: dict,
 ) -> str:
+    """The whole page; ``marginals`` is :func:`marginals_section`'s HTML."""
     led = document["privacy"]["ledger"]
     t = led["totals"]
     status = (
@@ -350,7 +360,7 @@ def render_report(
         "<h2>Summary (advisory)</h2>",
         _section(lambda: _table(_summary(utility, linkage), ["metric", "value"])),
         "<h2>Marginals on the public bins</h2>",
-        _section(_marginals, real_bins, syn_bins, schema),
+        marginals,
         "<h2>Association matrices</h2>",
         _section(
             lambda: (

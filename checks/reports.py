@@ -20,7 +20,7 @@ __all__ = ["LIMITS", "flat_metrics", "linkage_report", "utility_report"]
 
 LIMITS = {
     "model_rows": 50_000,  # each of: TSTR training on real, on synthetic, TSTR test
-    "pmse_rows": 20_000,  # each of: the real and the synthetic side of the pMSE classifier
+    "pmse_rows": 10_000,  # each of: the real and the synthetic side of the pMSE classifier
     "spearman_rows": 200_000,
     "dcr_queries": 2_000,  # synthetic rows (and real rows, for the reference) whose DCR is computed
     "dcr_reference": 20_000,  # real rows they are compared with

@@ -133,7 +133,8 @@ def _run_release(
     from flows.prefect_server import prefect_api
     from flows.progress import STAGES, set_progress
 
-    def import_the_flow() -> None:  # about 3 s, while Prefect's temporary server starts
+    def import_the_flow() -> None:  # while Prefect's temporary server starts
+        import expectations.suite  # noqa: F401  GX (1.2 s), which the validation task imports
         import flows.release  # noqa: F401
 
         if not verbose:

@@ -17,27 +17,24 @@ import atexit
 import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import cache, partial
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
-from unittest import mock
+from functools import partial
+from typing import Any
 
 import httpx
+from prefect.logging import get_logger
 from prefect.settings import (
     PREFECT_API_URL,
     PREFECT_SERVER_EPHEMERAL_ENABLED,
     PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
     temporary_settings,
 )
-
-if TYPE_CHECKING:
-    from prefect.server.api.server import SubprocessASGIServer
 
 __all__ = ["prefect_api", "temporary_server_done"]
 
@@ -64,131 +61,155 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-@cache
-def _server_class() -> type[SubprocessASGIServer]:
-    """Prefect's ``SubprocessASGIServer`` whose uvicorn process dies with the thread that
-    started it and has its own session (Linux). Built on first use: Prefect's server module
-    takes seconds to import."""
-    from prefect.server.api import server as module
+def _free_port() -> int:
+    """A loopback port free now (the kernel's choice; a race lost to another process is
+    retried by ``ready``, as Prefect's server exits with code 3 then)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
-    class DyingServer(module.SubprocessASGIServer):
-        # its own registry, so Prefect's SubprocessASGIServer() never returns one by itself;
-        # declared as Prefect declares it (not ClassVar)
-        _instances: dict[int | None, module.SubprocessASGIServer] = {}  # noqa: RUF012
 
-        def _run_uvicorn_command(self) -> subprocess.Popen[Any]:
-            """Prefect's Popen (command, environment), in a new session, with the parent-death
-            signal armed."""
-            if _prctl is None:
-                return super()._run_uvicorn_command()
-            if threading.current_thread() is not threading.main_thread():
-                raise RuntimeError(
-                    "start the temporary server from the main thread: the kernel "
-                    "kills it when the thread that started it ends"
-                )
-            arm = partial(_die_with_parent, os.getpid())
-            popen = partial(subprocess.Popen, start_new_session=True, preexec_fn=arm)
-            with mock.patch.object(
-                module, "subprocess", SimpleNamespace(**{**vars(subprocess), "Popen": popen})
-            ):
-                return super()._run_uvicorn_command()
+def _uvicorn_command(port: int) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of Prefect's temporary server
+    (``SubprocessASGIServer._run_uvicorn_command``; a test keeps them equal), built without
+    importing Prefect's server module, which takes 1.7 s: the server starts first, and the
+    CLI imports meanwhile."""
+    import prefect
+    from prefect.settings import get_current_settings
 
-        def launch(self) -> None:
-            """Start the server's process and return at once (``ready`` waits for it): the
-            caller's own imports then overlap the server's start."""
-            self.port = self.port or self.find_available_port()
-            module.subprocess_server_logger.info(f"Starting temporary server on {self.address}")
-            self.running = True
-            self.server_process = self._run_uvicorn_command()
-            atexit.register(self.stop)
+    args = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--app-dir",
+        str(prefect.__module_path__.parent),
+        "--factory",
+        "prefect.server.api.server:create_app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "error",
+        "--lifespan",
+        "on",
+    ]
+    env = {
+        **os.environ,
+        "PREFECT_UI_ENABLED": "0",
+        "PREFECT__SERVER_EPHEMERAL": "1",
+        "PREFECT__SERVER_FINAL": "1",
+        **get_current_settings().to_environment_variables(exclude_unset=True),
+    }
+    return args, env
 
-        def ready(self) -> None:
-            """Wait until the launched server answers ``/health`` (Prefect's start loop: a
-            port taken meanwhile, exit code 3, is retried on another port)."""
-            deadline = time.monotonic() + PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()
-            with httpx.Client() as client:
-                while time.monotonic() < deadline:
-                    assert self.server_process is not None
-                    code = self.server_process.poll()
-                    if code == 3:
-                        self.port = self.find_available_port()
-                        self.server_process = self._run_uvicorn_command()
-                    elif code is not None:
-                        self.running = False
-                        raise RuntimeError(
-                            f"Prefect's temporary server exited with code {code} while starting"
-                        )
-                    try:
-                        if client.get(f"{self.api_url}/health").status_code == 200:
-                            return
-                    except httpx.TransportError:
-                        pass
-                    time.sleep(0.1)
-            self.stop()
-            raise RuntimeError("Timed out while attempting to connect to Prefect's temporary server")
 
-        def stop(self) -> None:
-            """Prefect's stop waits up to 5 s for uvicorn's graceful exit (about 2 s of a
-            demo release); by then the run's logs and events were drained and its states
-            committed, so wait 0.5 s, then SIGKILL (SQLite commits are atomic)."""
-            process = self.server_process
-            if process is not None and process.poll() is None:
-                process.terminate()
+def _start_uvicorn(port: int) -> subprocess.Popen[Any]:
+    """Prefect's temporary server on ``port``; on Linux in a new session, with the
+    parent-death signal armed (from the main thread only: the kernel kills the server when
+    the thread that started it ends)."""
+    args, env = _uvicorn_command(port)
+    if _prctl is None:
+        return subprocess.Popen(args, env=env)
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError(
+            "start the temporary server from the main thread: the kernel "
+            "kills it when the thread that started it ends"
+        )
+    arm = partial(_die_with_parent, os.getpid())
+    return subprocess.Popen(args, env=env, start_new_session=True, preexec_fn=arm)
+
+
+class TemporaryServer:
+    """Prefect's temporary server (uvicorn), started by :func:`prefect_api`."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.server_process: subprocess.Popen[Any] = _start_uvicorn(port)
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
+
+    def ready(self) -> None:
+        """Wait until the server answers ``/health`` (Prefect's start loop: a port taken
+        meanwhile, exit code 3, is retried on another port)."""
+        deadline = time.monotonic() + PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()
+        with httpx.Client() as client:
+            while time.monotonic() < deadline:
+                code = self.server_process.poll()
+                if code == 3:
+                    self.port = _free_port()
+                    self.server_process = _start_uvicorn(self.port)
+                elif code is not None:
+                    raise RuntimeError(f"Prefect's temporary server exited with code {code} while starting")
                 try:
-                    process.wait(timeout=0.5)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-            super().stop()
+                    if client.get(f"{self.api_url}/health").status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.1)
+        raise RuntimeError("Timed out while attempting to connect to Prefect's temporary server")
 
-    return DyingServer
+    def stop(self) -> None:
+        """Prefect's stop waits up to 5 s for uvicorn's graceful exit (about 2 s of a demo
+        release); by then the run's logs and events were drained and its states committed,
+        so wait 0.5 s, then SIGKILL (SQLite commits are atomic)."""
+        process = self.server_process
+        if process.poll() is None:
+            get_logger().info(f"Stopping temporary server on http://127.0.0.1:{self.port}")
+            process.terminate()
+            try:
+                process.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 @contextmanager
-def prefect_api(meanwhile: Callable[[], object] | None = None) -> Iterator[SubprocessASGIServer | None]:
+def prefect_api(meanwhile: Callable[[], object] | None = None) -> Iterator[TemporaryServer | None]:
     """Run the block against a temporary Prefect server that dies with this process.
 
     Yields None and changes nothing when ``PREFECT_API_URL`` is set (a running server) or
     temporary servers are disabled (``PREFECT_SERVER_EPHEMERAL_ENABLED=false``; Prefect
     then refuses as usual). Otherwise starts the server (from the main thread only), sets
-    ``PREFECT_API_URL`` to it for the block, makes Prefect's own ``SubprocessASGIServer()``
-    return it (threads that do not see the block's settings reuse it instead of starting
-    another), and on exit sends the queued logs and events, then stops it. ``meanwhile``
-    runs while the server starts (the CLI imports the flow then: about 3 s of a demo
-    release's 4 s server start); it runs in every case, before the block.
+    ``PREFECT_API_URL`` to it for the block, in this context and in the process-global
+    settings (threads that do not see the block's context would otherwise start a server
+    of their own), and on exit sends the queued logs and events, then stops it.
+    ``meanwhile`` runs while the server starts (the CLI imports the flow then); it runs in
+    every case, before the block. Prefect's server module is never imported here: it takes
+    1.7 s, and the server runs in its own process.
     """
     if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
         if meanwhile is not None:
             meanwhile()
         yield None
         return
+    from prefect.context import _temporary_global_settings_context, get_settings_context
     from prefect.events.worker import EventsWorker
     from prefect.logging.configuration import ensure_logging_setup
     from prefect.logging.handlers import APILogWorker
-    from prefect.server.api.server import SubprocessASGIServer
 
     ensure_logging_setup()  # before the first log line (`import prefect` sets it up only later)
-    server: Any = _server_class()()  # a DyingServer
-    server.launch()
+    port = _free_port()
+    get_logger().info(f"Starting temporary server on http://127.0.0.1:{port}")
+    server = TemporaryServer(port)  # first: ``meanwhile`` overlaps its start
+    atexit.register(server.stop)
     try:
         if meanwhile is not None:
             meanwhile()
         server.ready()
-    except BaseException:
-        server.stop()
-        raise
-    prior = SubprocessASGIServer._instances.get(None)
-    SubprocessASGIServer._instances[None] = server
-    try:
-        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+        # every thread sees the server: those that copied this context, and (through the
+        # process-global settings, as Prefect's own test harness does) those that did not
+        with (
+            temporary_settings(updates={PREFECT_API_URL: server.api_url}),
+            _temporary_global_settings_context(get_settings_context()),
+        ):
             try:
                 yield server
             finally:
                 APILogWorker.drain_all()
                 EventsWorker.drain_all()
     finally:
-        if prior is None:
-            del SubprocessASGIServer._instances[None]
-        else:
-            SubprocessASGIServer._instances[None] = prior
         server.stop()
         _DONE.append(True)

@@ -15,7 +15,7 @@ import pytest
 
 import checks.html
 from checks.gates import gate_metrics
-from checks.html import render_report
+from checks.html import marginals_section, render_report
 from checks.reports import linkage_report, utility_report
 from ledger import Ledger, ledger_facts
 from mechanisms.accounting import BudgetPlan, account, plan_budget
@@ -80,9 +80,8 @@ def _document(plan: BudgetPlan, record: dict | None) -> dict:
 
 def _page(checked: dict, document: dict) -> str:
     c = checked
-    page = render_report(
-        c["real_bins"], c["syn_bins"], SCHEMA, c["utility"], c["linkage"], c["gates"], document
-    )
+    marginals = marginals_section(c["real_bins"], c["syn_bins"], SCHEMA)
+    page = render_report(marginals, SCHEMA, c["utility"], c["linkage"], c["gates"], document)
     assert "could not be drawn" not in page
     return page
 
@@ -105,10 +104,10 @@ def test_every_plot_with_more_than_one_series_has_a_legend(checked, monkeypatch)
     drawn: list[tuple[int, int]] = []  # per figure: (axes with > 1 series, legends among them)
     png = checks.html._png
 
-    def spy(fig, key=()):
+    def spy(fig, key=(), **kwargs):
         multi = [ax for ax in fig.axes if len(set(ax.get_legend_handles_labels()[1])) > 1]
         drawn.append((len(multi), sum(ax.get_legend() is not None for ax in multi)))
-        return png(fig, key)
+        return png(fig, key, **kwargs)
 
     monkeypatch.setattr(checks.html, "_png", spy)
     page = _page(checked, _document(ZCDP, None))

@@ -32,6 +32,25 @@ def test_nearest_other_record_skips_itself():
     assert list(idx) == [1, 0, 0] and dist[0] == 0.0 and dist[2] == pytest.approx(1.0)
 
 
+def test_nearest_equals_the_pairwise_gower_distance_across_chunks(rng):
+    """Many nominal columns with uneven code ranges, more query rows than one chunk: the
+    one-hot product gives each pair's Gower distance, and the first nearest row."""
+    nominal = np.array([True, False, True, True, False])
+
+    def rows(n):
+        f = rng.random((n, 5)).astype(np.float32)
+        f[:, 0], f[:, 2], f[:, 3] = rng.integers(0, 4, n), rng.integers(0, 2, n), rng.integers(0, 9, n)
+        return f
+
+    q, r = rows(lk._CHUNK + 37), rows(300)
+    pair = np.where(nominal, q[:, None, :] != r[None, :, :], np.abs(q[:, None, :] - r[None, :, :])).mean(
+        axis=2
+    )
+    dist, idx = lk.nearest(q, r, nominal)
+    np.testing.assert_allclose(dist, pair.min(axis=1), rtol=1e-5)
+    np.testing.assert_allclose(pair[np.arange(len(q)), idx], pair.min(axis=1), rtol=1e-5)
+
+
 def test_exact_match_rates_by_hand():
     real = pd.DataFrame({"x": [0.0, 1.0, 1.0], "c": ["a", "b", "b"], "o": ["lo", "hi", "hi"]})
     syn = pd.DataFrame({"x": [0.0, 1.0, 2.0, 0.0], "c": ["a", "b", "b", "a"], "o": ["lo", "hi", "hi", "lo"]})

@@ -65,9 +65,11 @@ def _table(rng, n, shift=0.0):
 
 
 def test_pmse_extremes(rng):
-    real = _table(rng, 400)
-    same = _table(rng, 400)
-    assert ut.pmse(real, same, SCHEMA, seed=0)["pmse"] < 0.03  # indistinguishable: ≈ 0
+    # indistinguishable: pMSE → 0 as n grows; a flexible classifier's overfit keeps it above
+    # 0 at small n (3 folds, 400 rows a side: 0.029–0.031 over 3 seeds; 2,000: about 0.015)
+    real = _table(rng, 2_000)
+    same = _table(rng, 2_000)
+    assert ut.pmse(real, same, SCHEMA, seed=0)["pmse"] < 0.03
     apart = real.assign(x=0.0, o="lo", c="a")
     far = real.assign(x=1.0, o="hi", c="b")
     out = ut.pmse(apart, far, SCHEMA, seed=0)

@@ -18,7 +18,7 @@ from prefect.settings import (
     temporary_settings,
 )
 
-from flows.prefect_server import prefect_api
+from flows.prefect_server import _uvicorn_command, prefect_api
 from tests.helpers import ROOT
 
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux-only")
@@ -142,3 +142,17 @@ def test_starts_nothing_when_prefect_would_not(settings):
         assert server is None
         assert PREFECT_API_URL.value() == settings[PREFECT_API_URL]
         assert psutil.Process().children() == before
+
+
+def test_the_server_is_started_with_prefect_s_own_command_and_environment(monkeypatch):
+    """``prefect_api`` starts the server before importing Prefect's server module, so it
+    builds the command itself: the same arguments and environment as Prefect's
+    ``SubprocessASGIServer`` (a Prefect upgrade that changes them fails here)."""
+    from prefect.server.api.server import SubprocessASGIServer
+
+    started: list[dict] = []
+    monkeypatch.setattr(subprocess, "Popen", lambda *args, **kwargs: started.append(kwargs))
+    SubprocessASGIServer(port=8765)._run_uvicorn_command()
+    SubprocessASGIServer._instances.pop(8765)
+    args, env = _uvicorn_command(8765)
+    assert started == [{"args": args, "env": env}]
