@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 
 from mechanisms.schema import Continuous, Schema
 
-__all__ = ["marginals_section", "render_report"]
+__all__ = ["render_report"]
 
 _REAL, _SYN = "#1f77b4", "#ff7f0e"
 _MARGINAL_SERIES = (("real", _REAL), ("synthetic", _SYN))
@@ -43,8 +43,8 @@ th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
 def _png(fig: Figure, key: Sequence[tuple[str, str]] = (), *, tight: bool = True) -> str:
     """The figure as an embedded PNG; with more than one series in ``key`` ((label,
     colour) pairs), inside a ``<figure>`` whose caption is the HTML key of the series.
-    Figures are built without pyplot (no global state: the marginals are drawn while the
-    checks run); ``tight=False`` for a figure laid out already (``bbox_inches="tight"``
+    Figures are built without pyplot (no global state, no figure manager);
+    ``tight=False`` for a figure laid out already (``bbox_inches="tight"``
     draws it twice)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, **({"bbox_inches": "tight"} if tight else {}))
@@ -319,21 +319,16 @@ def _section(draw, *args) -> str:
         return f"<p class='note'>This section could not be drawn ({html.escape(type(e).__name__)}).</p>"
 
 
-def marginals_section(real_bins: np.ndarray, syn_bins: np.ndarray, schema: Schema) -> str:
-    """The report's per-column marginals on the public bins (the slowest picture: the flow
-    draws it while the checks run), or a note saying it could not be drawn."""
-    return _section(_marginals, real_bins, syn_bins, schema)
-
-
 def render_report(
-    marginals: str,
+    real_bins: np.ndarray,
+    syn_bins: np.ndarray,
     schema: Schema,
     utility: dict,
     linkage: dict,
     gates: list[dict],
     document: dict,
 ) -> str:
-    """The whole page; ``marginals`` is :func:`marginals_section`'s HTML."""
+    """The whole page, from the two tables' public bins and the checks' reports."""
     led = document["privacy"]["ledger"]
     t = led["totals"]
     status = (
@@ -360,7 +355,7 @@ def render_report(
         "<h2>Summary (advisory)</h2>",
         _section(lambda: _table(_summary(utility, linkage), ["metric", "value"])),
         "<h2>Marginals on the public bins</h2>",
-        marginals,
+        _section(_marginals, real_bins, syn_bins, schema),
         "<h2>Association matrices</h2>",
         _section(
             lambda: (

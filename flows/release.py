@@ -71,7 +71,7 @@ from mechanisms.rowkeys import RowKeys
 from mechanisms.synthesizer import Stage
 from spec import ReleaseSpec, load_spec
 from tasks.budget import allocate_budget
-from tasks.post_release import check_gates, check_linkage, check_utility, draw_marginals, write_report
+from tasks.post_release import check_gates, check_linkage, check_utility, write_report
 from tasks.publish import write_bundle
 from tasks.scrub import scrub
 from tasks.streaming import (
@@ -289,9 +289,8 @@ def _advisory_checks(
     syn = (fit.synthetic_for_checks, table_to_bins(fit.synthetic_for_checks, schema))
     held = None if fit.holdout is None else (fit.holdout, table_to_bins(fit.holdout, schema))
     keeps_order = MECHANISMS[spec.mechanism.name].keeps_row_order
-    r.at("check_utility")  # the checks and the marginals picture run at once (issue 18)
-    utility_rng, linkage_rng = rng.spawn(2)  # each check on its own generator
-    marginals = draw_marginals.submit(fit.real, syn, schema)
+    r.at("check_utility")  # the utility and linkage checks run at once (issue 18), each on its own generator
+    utility_rng, linkage_rng = rng.spawn(2)
     checks = (
         check_utility.submit(
             fit.real,
@@ -307,15 +306,13 @@ def _advisory_checks(
             fit.real, syn, schema, keeps_order, held, internal, linkage_rng, step_detail("check_linkage")
         ),
     )
-    for future in (*checks, marginals):  # all end before an error is raised: none writes into a moved folder
-        future.wait()
+    for check in checks:  # both end before either's error is raised: neither writes into a moved folder
+        check.wait()
     utility = checks[0].result()
     r.at("check_linkage")
     linkage = checks[1].result()
     r.at("write_report")
-    write_report(
-        marginals.result(), schema, utility, linkage, [g.as_dict() for g in gates], document, internal
-    )
+    write_report(fit.real, syn, schema, utility, linkage, [g.as_dict() for g in gates], document, internal)
 
 
 def _undeclared_stages(spec: ReleaseSpec, plan: BudgetPlan) -> list[str]:

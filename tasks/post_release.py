@@ -24,7 +24,7 @@ from prefect.cache_policies import NO_CACHE
 
 from bundle.files import write_json
 from checks.gates import gate_metrics
-from checks.html import marginals_section, render_report
+from checks.html import render_report
 from checks.reports import linkage_report, utility_report
 from mechanisms.accounting import StageBudget
 from mechanisms.gates import GateResult, decide, measure_gates
@@ -32,15 +32,7 @@ from mechanisms.primitives import Measurement
 from mechanisms.schema import Schema
 from tasks.scrub import scrub_errors
 
-__all__ = [
-    "Binned",
-    "advisory",
-    "check_gates",
-    "check_linkage",
-    "check_utility",
-    "draw_marginals",
-    "write_report",
-]
+__all__ = ["Binned", "advisory", "check_gates", "check_linkage", "check_utility", "write_report"]
 
 Binned = tuple[pd.DataFrame, np.ndarray]  # a table and its public-bin indices
 
@@ -134,18 +126,11 @@ def check_linkage(
     return report
 
 
-@task(name="draw_marginals", cache_policy=NO_CACHE, persist_result=False)
-@scrub_errors
-def draw_marginals(real: Binned, synthetic: Binned, schema: Schema) -> str:
-    """The internal report's marginals picture (HTML), drawn while the checks run: it
-    needs only the two tables' public bins."""
-    return marginals_section(real[1], synthetic[1], schema)
-
-
 @task(name="write_report", cache_policy=NO_CACHE, persist_result=False)
 @scrub_errors
 def write_report(
-    marginals: str,
+    real: Binned,
+    synthetic: Binned,
     schema: Schema,
     utility: dict,
     linkage: dict,
@@ -154,7 +139,7 @@ def write_report(
     internal_dir: Path,
 ) -> Path:
     """``internal/report.html``: one self-contained page with embedded pictures (advisory:
-    a section that cannot be drawn says so); ``marginals`` from ``draw_marginals``."""
+    a section that cannot be drawn says so)."""
     path = internal_dir / "report.html"
-    path.write_text(render_report(marginals, schema, utility, linkage, gates, document))
+    path.write_text(render_report(real[1], synthetic[1], schema, utility, linkage, gates, document))
     return path

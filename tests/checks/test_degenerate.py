@@ -26,14 +26,14 @@ from prefect.logging import disable_run_logger
 from scipy.stats import spearmanr
 
 from checks.gates import gate_metrics
-from checks.html import marginals_section, render_report
+from checks.html import render_report
 from checks.reports import flat_metrics, linkage_report, utility_report
 from engines.tables import bins_to_table, rows_to_table, table_to_bins
 from mechanisms import factor_gauss as fg
 from mechanisms.accounting import account, plan_budget
 from mechanisms.gates import GATEABLE, GATES_STAGE, decide, measure_gates
 from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
-from tasks.post_release import check_linkage, check_utility, draw_marginals, write_report
+from tasks.post_release import check_linkage, check_utility, write_report
 from tests.mechanisms.small import SMALL, run, small_rows
 
 SCHEMA = Schema(
@@ -109,9 +109,7 @@ def _checks(synthetic: pd.DataFrame, target: str, schema: Schema = SCHEMA, real=
     for report in (utility, linkage, flat_metrics(utility, linkage)):
         json.dumps(report, allow_nan=False)  # raises on NaN / inf
     document = _document(plan, len(synthetic))
-    page = render_report(
-        marginals_section(real_b[1], syn_b[1], schema), schema, utility, linkage, gates, document
-    )
+    page = render_report(real_b[1], syn_b[1], schema, utility, linkage, gates, document)
     assert "could not be drawn" not in page
     return values, utility, linkage, page
 
@@ -204,7 +202,8 @@ def test_checks_on_the_mechanism_output_at_epsilon_1e_minus_9(tmp_path):
         utility = check_utility.fn(real_b, syn_b, SMALL, "flag", hold_b, tmp_path, rng)
         linkage = check_linkage.fn(real_b, syn_b, SMALL, False, hold_b, tmp_path, rng)
         page = write_report.fn(
-            draw_marginals.fn(real_b, syn_b, SMALL),
+            real_b,
+            syn_b,
             SMALL,
             utility,
             linkage,

@@ -15,7 +15,7 @@ import pytest
 
 import checks.html
 from checks.gates import gate_metrics
-from checks.html import marginals_section, render_report
+from checks.html import render_report
 from checks.reports import linkage_report, utility_report
 from ledger import Ledger, ledger_facts
 from mechanisms.accounting import BudgetPlan, account, plan_budget
@@ -80,8 +80,9 @@ def _document(plan: BudgetPlan, record: dict | None) -> dict:
 
 def _page(checked: dict, document: dict) -> str:
     c = checked
-    marginals = marginals_section(c["real_bins"], c["syn_bins"], SCHEMA)
-    page = render_report(marginals, SCHEMA, c["utility"], c["linkage"], c["gates"], document)
+    page = render_report(
+        c["real_bins"], c["syn_bins"], SCHEMA, c["utility"], c["linkage"], c["gates"], document
+    )
     assert "could not be drawn" not in page
     return page
 
