@@ -573,9 +573,9 @@ def main() -> None:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         if not _API_LOST:
             server = sys.modules.get("flows.prefect_server")  # imported only by release and demo
-            if server is not None and server.temporary_server_done():
-                # Its logs and events were sent and it is stopped: Prefect's remaining teardown
-                # (thread pools, its event loop, the drains, now of nothing) took 1.5 s of a demo
+            if server is not None and server.prefect_drained():
+                # The run's logs and events are sent (any temporary server stopped): Prefect's
+                # remaining teardown (thread pools, its event loop, drains of nothing) is skipped
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(code)

@@ -36,15 +36,29 @@ from prefect.settings import (
     temporary_settings,
 )
 
-__all__ = ["prefect_api", "temporary_server_done"]
+__all__ = ["prefect_api", "prefect_drained"]
 
-_DONE: list[bool] = []  # set once a temporary server's logs and events were sent and it stopped
+_ENDED: list[bool] = []  # a prefect_api block ended
+_DRAINED: list[bool] = []  # ... and its logs and events were sent (a temporary server's end does it)
 
 
-def temporary_server_done() -> bool:
-    """Whether this process ran a temporary server, sent it the queued logs and events, and
-    stopped it: nothing of Prefect's is left to send, so the CLI may exit at once."""
-    return bool(_DONE)
+def prefect_drained() -> bool:
+    """Whether a :func:`prefect_api` block ended; if so, its queued logs and events are sent
+    to the API now, unless its temporary server's end sent them already. Then nothing of
+    Prefect's is left to send and the CLI may exit at once instead of waiting for Prefect's
+    own teardown (1.3 s of a demo release on a running server, 1.5 s on a temporary one)."""
+    if _ENDED and not _DRAINED:
+        _drain()
+        _DRAINED.append(True)
+    return bool(_ENDED)
+
+
+def _drain() -> None:
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all()
+    EventsWorker.drain_all()
 
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -183,12 +197,13 @@ def prefect_api(meanwhile: Callable[[], object] | None = None) -> Iterator[Tempo
     if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
         if meanwhile is not None:
             meanwhile()
-        yield None
+        try:
+            yield None
+        finally:
+            _ENDED.append(True)
         return
     from prefect.context import _temporary_global_settings_context, get_settings_context
-    from prefect.events.worker import EventsWorker
     from prefect.logging.configuration import ensure_logging_setup
-    from prefect.logging.handlers import APILogWorker
 
     ensure_logging_setup()  # before the first log line (`import prefect` sets it up only later)
     port = _free_port()
@@ -208,8 +223,8 @@ def prefect_api(meanwhile: Callable[[], object] | None = None) -> Iterator[Tempo
             try:
                 yield server
             finally:
-                APILogWorker.drain_all()
-                EventsWorker.drain_all()
+                _drain()
+                _DRAINED.append(True)
     finally:
         server.stop()
-        _DONE.append(True)
+        _ENDED.append(True)
