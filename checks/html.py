@@ -47,7 +47,7 @@ def _png(fig: Figure, key: Sequence[tuple[str, str]] = (), *, tight: bool = True
     ``tight=False`` for a figure laid out already (``bbox_inches="tight"``
     draws it twice)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, **({"bbox_inches": "tight"} if tight else {}))
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight" if tight else None)
     img = f'<img alt="figure" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
     if len(key) < 2:
         return img
