@@ -74,8 +74,9 @@ def _pairs(p: int, rng: np.random.Generator) -> tuple[list[tuple[int, int]], boo
     return [pairs[i] for i in sorted(keep)], True
 
 
-def _joint(bins: np.ndarray, i: int, j: int, ki: int, kj: int) -> np.ndarray:
-    return np.bincount(bins[:, i].astype(np.int64) * kj + bins[:, j], minlength=ki * kj)
+def _joint(a: np.ndarray, b: np.ndarray, ka: int, kb: int) -> np.ndarray:
+    """Counts of the ka·kb cells of two columns of public-bin indices."""
+    return np.bincount(a.astype(np.int64, copy=False) * kb + b, minlength=ka * kb)
 
 
 def tvd_2way(real: np.ndarray, syn: np.ndarray, schema: Schema, rng: np.random.Generator) -> dict:
@@ -84,20 +85,16 @@ def tvd_2way(real: np.ndarray, syn: np.ndarray, schema: Schema, rng: np.random.G
     on 800,000 rows)."""
     k = schema.n_bins
     pairs, sampled = _pairs(len(schema), rng)
-    r_cols = [np.ascontiguousarray(real[:, j], dtype=np.int64) for j in range(len(schema))]
-    s_cols = [np.ascontiguousarray(syn[:, j], dtype=np.int64) for j in range(len(schema))]
-
-    def joint(cols: list[np.ndarray], i: int, j: int) -> np.ndarray:
-        return np.bincount(cols[i] * k[j] + cols[j], minlength=k[i] * k[j])
-
-    tv = [total_variation(joint(r_cols, i, j), joint(s_cols, i, j)) for i, j in pairs]
+    r = [np.ascontiguousarray(real[:, j], dtype=np.int64) for j in range(len(schema))]
+    s = [np.ascontiguousarray(syn[:, j], dtype=np.int64) for j in range(len(schema))]
+    tv = [total_variation(_joint(r[i], r[j], k[i], k[j]), _joint(s[i], s[j], k[i], k[j])) for i, j in pairs]
     return {"mean": float(np.mean(tv)) if tv else 0.0, "pairs": len(pairs), "sampled_pairs": sampled}
 
 
 def _cramers_v(bins: np.ndarray, i: int, j: int, ki: int, kj: int) -> float:
     """Cramér's V = √(χ²/(n·(min(r, c) − 1))) of the crosstab without empty rows and
     columns. A column with one observed bin leaves min(r, c) = 1: 0/0, NaN (undefined)."""
-    table = _joint(bins, i, j, ki, kj).reshape(ki, kj)
+    table = _joint(bins[:, i], bins[:, j], ki, kj).reshape(ki, kj)
     table = table[table.sum(1) > 0][:, table.sum(0) > 0]
     if min(table.shape) < 2:
         return float("nan")

@@ -18,6 +18,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from scipy.optimize import brentq
+
 from mechanisms.errors import BudgetError
 
 if TYPE_CHECKING:
@@ -55,9 +57,6 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
 
     def dlog(a: float) -> float:
         return (2 * a - 1) * rho - epsilon + math.log1p(-1 / a)
-
-    from scipy.optimize import brentq  # here: scipy.optimize takes 0.45 s to import, and the
-    # CLI's checks before Prefect import this module
 
     hi = max(2.0, (epsilon + 1) / (2 * rho) + 2)
     a = brentq(dlog, 1 + 1e-12, hi) if dlog(1 + 1e-12) < 0 < dlog(hi) else hi

@@ -257,6 +257,24 @@ def test_a_server_killed_mid_release_changes_nothing_but_its_notices(tmp_path):
             assert len(led.entries()) == rows
         assert (out / "during-checks" / "public" / "manifest.json").read_bytes() == manifest
         assert not (out / "failures").exists()
+
+        # 5. a release on the running server: the CLI exits at once after sending its queued
+        #    logs itself (prefect_drained), and every log line and task state is on the server
+        env = {k: v for k, v in server.env.items() if k != "PREFECT_LOGGING_LEVEL"}  # --verbose: INFO
+        args = ["release", str(spec), "--out", str(out), "--release-id", "plain", "--insecure-seed", "1"]
+        done = subprocess.run(
+            [str(BIN / "dprelease"), *args, "--verbose"], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        run_id = _seal(out, "plain")["flow_run_id"]
+        assert server.api("GET", f"/flow_runs/{run_id}")["state"]["type"] == "COMPLETED"
+        tasks = server.api("POST", "/task_runs/filter", json={"flow_runs": {"id": {"any_": [run_id]}}})
+        assert tasks and {t["state"]["type"] for t in tasks} == {"COMPLETED"}
+        logs = server.api(
+            "POST", "/logs/filter", json={"logs": {"flow_run_id": {"any_": [run_id]}}, "limit": 200}
+        )
+        assert any("published release bundle" in m["message"] for m in logs), [m["message"] for m in logs]
+        assert any("Finished in state Completed" in m["message"] for m in logs if m["task_run_id"] is None)
     finally:
         server.kill()
 
