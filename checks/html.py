@@ -58,14 +58,7 @@ def _png(fig: Figure, key: Sequence[tuple[str, str]] = (), *, tight: bool = True
 
 
 def _labels(col) -> list[str]:
-    if isinstance(col, Continuous):
-        e = col.edges
-        centres = (e[:-1] + e[1:]) / 2
-        return [
-            f"{(np.expm1(c) if col.transform == 'log' and not col.one_bin_per_integer else c):.3g}"
-            for c in centres
-        ]
-    return list(col.values)
+    return col.cell_labels() if isinstance(col, Continuous) else list(col.values)
 
 
 def _marginals(real: np.ndarray, syn: np.ndarray, schema: Schema) -> str:

@@ -104,6 +104,17 @@ def build_suite(schema: Schema, name: str) -> gx.ExpectationSuite:
                         meta=_rule(c.name, "values must be whole numbers (integer: true)"),
                     )
                 )
+            if c.values is not None:
+                expectations.append(
+                    gxe.ExpectColumnValuesToBeInSet(
+                        column=c.name,
+                        value_set=list(c.values),
+                        meta=_rule(
+                            c.name,
+                            f"values must be among the {len(c.values)} declared numbers (values: ...)",
+                        ),
+                    )
+                )
         else:
             what = "levels" if isinstance(c, Ordinal) else "categories"
             expectations += [

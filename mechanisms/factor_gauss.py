@@ -3,14 +3,18 @@ fresh Gaussian samples decoded through the private marginals.
 
 Stages and their budgets (default weights 0.5 / 0.5):
 
-1. ``marginals`` — one private histogram per column over public bins
-   (``mechanisms.marginals``), post-processed to private CDFs.
+1. ``marginals`` — one private histogram per column over public cells: the declared
+   bins, with a continuous column's intervals merged into the number of groups that
+   public n and the noise scale call for (``mechanisms.resolution``; atoms, declared
+   ``bins`` and ``values`` are kept), post-processed to private CDFs.
 2. encoding (post-processing) — latent scores z = Φ⁻¹(U) (``mechanisms.latent``),
    clipped to [−c, c] and each row to L2 norm ≤ B (public c and B; B = √p by default).
 3. ``moments`` — S = ZᵀZ/n released with noise on its upper triangle (mirrored).
 4. projection and sampling (post-processing) — eigendecomposition of the noisy S, r
    factors, Σ = ΛΛᵀ + Ψ rescaled to unit diagonal, m fresh rows z ~ N(0, Σ).
-5. decoding (post-processing) — z → U = Φ(z) → bin through the private CDF.
+5. decoding (post-processing) — z → U = Φ(z) → group through the private CDF → a
+   declared cell inside the group by the private piecewise-linear density
+   (``resolution.Cells.fine``).
 
 Privacy: stages 1 and 3 compose (adaptively): ρ = ρ₁ + ρ₂ (zCDP) or ε = ε₁ + ε₂ (pure).
 Synthetic rows are fresh draws: no output row corresponds to an input row. Not from a
@@ -38,6 +42,7 @@ from mechanisms.latent import (
 )
 from mechanisms.marginals import histogram, histogram_sensitivity, private_distribution
 from mechanisms.primitives import Measurement, measure_stage, stage_noise
+from mechanisms.resolution import Cells, resolve
 from mechanisms.rowkeys import RowKeys, row_uniforms
 from mechanisms.schema import Schema
 from mechanisms.synthesizer import HistogramNoise, MixedRows, Sensitivity, Stage, Streaming, Synthesizer
@@ -45,9 +50,11 @@ from mechanisms.synthesizer import HistogramNoise, MixedRows, Sensitivity, Stage
 __all__ = [
     "STAGE_WEIGHTS",
     "SYNTHESIZER",
+    "Code",
     "Encoded",
     "FactorGaussParams",
     "bound_rows",
+    "cells_for",
     "chunk_moment_sum",
     "code_from_marginals",
     "encode",
@@ -137,33 +144,61 @@ def bound_rows(z: np.ndarray, clip: float, bound: float) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class Code:
+    """The private code of every column: its ``cells`` (public groups, private placement
+    inside a group) and the ``latent`` CDFs over the groups."""
+
+    latent: LatentCode
+    cells: Cells
+
+
+def _histogram_noise(budget: StageBudget, p: int) -> list[tuple[Literal["gaussian", "laplace"], float]]:
+    """(mechanism, scale) of each of the p histograms' counts, as ``measure_marginals``
+    draws them."""
+    return [
+        stage_noise(
+            share, l2_sensitivity=histogram_sensitivity("l2"), l1_sensitivity=histogram_sensitivity("l1")
+        )
+        for share in budget.split(p)
+    ]
+
+
+def cells_for(schema: Schema, budget: StageBudget, n: int) -> Cells:
+    """Stage 1's public cells (``resolution.resolve``) for n rows and the noise its
+    ``budget`` puts on each count: E|noise| = σ√(2/π) (Gaussian) or b (Laplace)."""
+    noise = _histogram_noise(budget, len(schema))
+    return resolve(schema, n, [s * math.sqrt(2 / math.pi) if m == "gaussian" else s for m, s in noise])
+
+
+@dataclass(frozen=True)
 class Encoded:
     """Confidential latent rows ``z`` (‖z‖₂ ≤ ``bound``) and the private code behind them."""
 
     z: np.ndarray = field(repr=False)
-    code: LatentCode
+    code: Code
     marginals: tuple[Measurement, ...]
     bound: float
 
 
-def code_from_marginals(marginals: list[Measurement], n: int, schema: Schema) -> LatentCode:
-    """Post-processing of stage 1: private CDFs (nominal columns by private frequency)."""
+def code_from_marginals(marginals: list[Measurement], n: int, schema: Schema, cells: Cells) -> Code:
+    """Post-processing of stage 1: private CDFs over the groups (nominal columns by private
+    frequency) and the private placement of a group's rows in its declared cells."""
     distributions = [private_distribution(m, n) for m in marginals]
-    return latent_code(distributions, [c.kind == "nominal" for c in schema.columns])
+    return Code(
+        latent_code(distributions, [c.kind == "nominal" for c in schema.columns]),
+        cells.with_private(schema, distributions),
+    )
 
 
-def latent_rows(
-    bins: np.ndarray, code: LatentCode, params: FactorGaussParams, dither: np.ndarray
-) -> np.ndarray:
-    """Stage 2: bounded latent scores, placed inside their bins by ``dither`` (n, p) in
-    [0, 1): ``rowkeys.row_uniforms`` of the rows' positions, so that the same rows give
-    the same scores in any chunking. The bound ‖z‖₂ ≤ B holds for any dither."""
-    return bound_rows(to_latent(bins, code, dither), params.clip, params.bound(bins.shape[1]))
+def latent_rows(bins: np.ndarray, code: Code, params: FactorGaussParams, dither: np.ndarray) -> np.ndarray:
+    """Stage 2: bounded latent scores of the rows' groups, placed inside their groups by
+    ``dither`` (n, p) in [0, 1): ``rowkeys.row_uniforms`` of the rows' positions, so that
+    the same rows give the same scores in any chunking. ‖z‖₂ ≤ B holds for any dither."""
+    z = to_latent(code.cells.coarse(bins), code.latent, dither)
+    return bound_rows(z, params.clip, params.bound(bins.shape[1]))
 
 
-def moment_sum(
-    bins: np.ndarray, code: LatentCode, params: FactorGaussParams, dither: np.ndarray
-) -> np.ndarray:
+def moment_sum(bins: np.ndarray, code: Code, params: FactorGaussParams, dither: np.ndarray) -> np.ndarray:
     """ZᵀZ over some rows (a streaming pass sums it over chunks; exact)."""
     z = latent_rows(bins, code, params, dither)
     return z.T @ z
@@ -194,24 +229,20 @@ def measure_marginals(
     ]
 
 
-def marginal_noise(schema: Schema, params: FactorGaussParams, plan: BudgetPlan) -> list[HistogramNoise]:
+def marginal_noise(
+    schema: Schema, params: FactorGaussParams, plan: BudgetPlan, n: int | None
+) -> list[HistogramNoise]:
     """Stage 1's noise per histogram, from public facts, as ``measure_marginals`` draws it:
     the stage split evenly over the p columns (``StageBudget.split``), each count at
     Δ₂ = √2 / Δ₁ = 2 (``histogram_sensitivity``) calibrated by ``primitives.stage_noise``:
-    σ = √2/√(2ρ₁/p) (zCDP) or b = 2p/ε₁ (pure). Independent of n and of the data."""
-    shares = plan.stage("marginals").split(len(schema))
+    σ = √2/√(2ρ₁/p) (zCDP) or b = 2p/ε₁ (pure), over the column's groups for n rows
+    (``cells_for``; the declared cells while n is not known). Independent of the data."""
+    budget = plan.stage("marginals")
+    groups = schema.n_bins if n is None else cells_for(schema, budget, n).n_groups
+    noise = _histogram_noise(budget, len(schema))
     return [
-        HistogramNoise(
-            "marginals",
-            c.name,
-            c.n_bins,
-            *stage_noise(
-                share,
-                l2_sensitivity=histogram_sensitivity("l2"),
-                l1_sensitivity=histogram_sensitivity("l1"),
-            ),
-        )
-        for c, share in zip(schema.columns, shares, strict=True)
+        HistogramNoise("marginals", c.name, k, *m, declared=c.n_bins)
+        for c, k, m in zip(schema.columns, groups, noise, strict=True)
     ]
 
 
@@ -223,15 +254,19 @@ def encode(
     *,
     rng: np.random.Generator,
 ) -> Encoded:
-    """Stage 1 (private histograms → CDFs, nominal order) and stage 2 (bounded scores).
+    """Stage 1 (private histograms of the public groups ``cells_for`` → CDFs, nominal
+    order) and stage 2 (bounded scores).
 
-    Sensitivity, Noise, Privacy: ``measure_marginals``; stage 2 is post-processing.
+    Sensitivity, Noise, Privacy: ``measure_marginals`` (a histogram of groups is a
+    histogram: Δ₁ = 2, Δ₂ = √2); stage 2 is post-processing.
     Reference: ours (no paper); ``docs/proofs/factor_gauss.md``.
     """
-    counts = [histogram(bins[:, j], k) for j, k in enumerate(schema.n_bins)]
-    marginals = measure_marginals(counts, schema.names, budget, rng=rng)
-    code = code_from_marginals(marginals, bins.shape[0], schema)
     n, p = bins.shape
+    cells = cells_for(schema, budget, n)
+    coarse = cells.coarse(bins)
+    counts = [histogram(coarse[:, j], k) for j, k in enumerate(cells.n_groups)]
+    marginals = measure_marginals(counts, schema.names, budget, rng=rng)
+    code = code_from_marginals(marginals, n, schema, cells)
     z = latent_rows(bins, code, params, row_uniforms(RowKeys.draw(rng).dither, 0, n, p))
     return Encoded(z, code, tuple(marginals), params.bound(len(schema)))
 
@@ -279,10 +314,10 @@ def measure_moment_sum(
     )
 
 
-def latent_model(moments: Measurement, code: LatentCode, params: FactorGaussParams) -> tuple[np.ndarray, int]:
+def latent_model(moments: Measurement, code: Code, params: FactorGaussParams) -> tuple[np.ndarray, int]:
     """Stage 4's model: the factor correlation, with the attenuation correction if set."""
-    coefficients = hermite_coefficients(code) if params.attenuation_correction else None
-    return factor_correlation(moments, len(code.cdfs), params.factors, coefficients)
+    coefficients = hermite_coefficients(code.latent) if params.attenuation_correction else None
+    return factor_correlation(moments, len(code.latent.cdfs), params.factors, coefficients)
 
 
 def model_facts(params: FactorGaussParams, factors: int) -> dict:
@@ -345,17 +380,17 @@ def _estimate_stage(encoded: Encoded, plan: BudgetPlan, params: FactorGaussParam
     return Stage((moments, encoded.code), (moments,))
 
 
-def _sample_stage(state: tuple[Measurement, LatentCode], params: FactorGaussParams, m: int, rng) -> Stage:
+def _sample_stage(state: tuple[Measurement, Code], params: FactorGaussParams, m: int, rng) -> Stage:
     moments, code = state
     corr, r = latent_model(moments, code, params)
     return Stage((sample_latent(corr, m, rng=rng), code), facts=model_facts(params, r))
 
 
 def _decode_stage(
-    state: tuple[np.ndarray, LatentCode], schema: Schema, params: FactorGaussParams, rng
+    state: tuple[np.ndarray, Code], schema: Schema, params: FactorGaussParams, rng
 ) -> MixedRows:
     z, code = state
-    return MixedRows(from_latent(z, code))
+    return MixedRows(code.cells.fine(from_latent(z, code.latent), rng))
 
 
 # ---- the same steps from sums over chunks (the local and dask engines) -----------------
@@ -364,24 +399,27 @@ def _decode_stage(
 def encode_counts(
     counts: list[np.ndarray], n: int, schema: Schema, plan: BudgetPlan, params: FactorGaussParams, rng
 ) -> Stage:
-    """Stage 1 from the fitted rows' summed one-way histograms (noise drawn once, here).
+    """Stage 1 from the fitted rows' summed one-way histograms over the declared cells,
+    summed into the public groups (``cells_for``, exact); noise drawn once, here.
 
     Sensitivity, Noise, Privacy: ``measure_marginals``, as ``encode``.
     Reference: ours (no paper); ``docs/proofs/factor_gauss.md``.
     """
-    marginals = measure_marginals(counts, schema.names, plan.stage("marginals"), rng=rng)
-    return Stage(code_from_marginals(marginals, n, schema), tuple(marginals))
+    budget = plan.stage("marginals")
+    cells = cells_for(schema, budget, n)
+    marginals = measure_marginals(cells.coarse_counts(counts), schema.names, budget, rng=rng)
+    return Stage(code_from_marginals(marginals, n, schema, cells), tuple(marginals))
 
 
 def chunk_moment_sum(
-    bins: np.ndarray, dither: np.ndarray, code: LatentCode, params: FactorGaussParams
+    bins: np.ndarray, dither: np.ndarray, code: Code, params: FactorGaussParams
 ) -> np.ndarray:
     """Pass 2 on one chunk's fitted rows: ``moment_sum`` (exact; summed over chunks)."""
     return moment_sum(bins, code, params, dither)
 
 
 def estimate_moment_sum(
-    total: np.ndarray, n: int, code: LatentCode, plan: BudgetPlan, params: FactorGaussParams, rng
+    total: np.ndarray, n: int, code: Code, plan: BudgetPlan, params: FactorGaussParams, rng
 ) -> Stage:
     """Stage 3 from ZᵀZ summed over the chunks: ``measure_moment_sum``, once.
 
@@ -390,19 +428,21 @@ def estimate_moment_sum(
     Privacy: ρ₂-zCDP or ε₂-DP (stage ``moments``).
     Reference: ours (no paper); ``docs/proofs/factor_gauss.md``.
     """
-    moments = measure_moment_sum(total, n, params.bound(len(code.cdfs)), plan.stage("moments"), rng=rng)
+    moments = measure_moment_sum(
+        total, n, params.bound(len(code.latent.cdfs)), plan.stage("moments"), rng=rng
+    )
     return Stage((moments, code), (moments,))
 
 
-def _model_stage(state: tuple[Measurement, LatentCode], params: FactorGaussParams) -> Stage:
+def _model_stage(state: tuple[Measurement, Code], params: FactorGaussParams) -> Stage:
     moments, code = state
     corr, r = latent_model(moments, code, params)
     return Stage((corr, code), facts=model_facts(params, r))
 
 
-def _draw(state: tuple[np.ndarray, LatentCode], m: int, rng: np.random.Generator) -> MixedRows:
+def _draw(state: tuple[np.ndarray, Code], m: int, rng: np.random.Generator) -> MixedRows:
     corr, code = state
-    return MixedRows(from_latent(sample_latent(corr, m, rng=rng), code))
+    return MixedRows(code.cells.fine(from_latent(sample_latent(corr, m, rng=rng), code.latent), rng))
 
 
 SYNTHESIZER = Synthesizer(

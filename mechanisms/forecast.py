@@ -15,6 +15,9 @@ Laplace of scale b (s.d. √2·b); ``sd`` is that s.d., ``mean_abs`` = E|e| (σ�
   normalised histogram exceeds 0.5, i.e. the noise alone moves, on average, a quarter
   of the mass (L1 = 2·TV). This is the raw noise before the mechanism's post-processing
   (e.g. the projection onto the simplex), which can lower it: a forecast, not a bound.
+* **Warn** when a column is modelled on at most a quarter of its declared cells
+  (``COARSE``): a mechanism that merges cells against noise (``mechanisms.resolution``)
+  keeps the error above down, but its marginals are then coarse.
 
 Each message names the ε that removes it: the smallest ``privacy.epsilon`` (same δ,
 accountant and stage weights) at which the condition no longer holds, found by
@@ -33,8 +36,9 @@ from dataclasses import dataclass, field
 
 from mechanisms.synthesizer import HistogramNoise
 
-__all__ = ["MAX_EPSILON", "WARN_L1", "Forecast", "expected_l1", "histogram_forecast"]
+__all__ = ["COARSE", "MAX_EPSILON", "WARN_L1", "Forecast", "expected_l1", "histogram_forecast"]
 
+COARSE = 0.25  # share of its declared cells below which a merged column is warned about
 WARN_L1 = 0.5  # expected L1 error of a normalised histogram above which a column is warned about
 MAX_EPSILON = 100.0  # the largest privacy.epsilon a spec may ask for (spec.sections.PrivacySpec)
 _REL_TOL = 1e-3  # the bisection's relative precision on ε (the message rounds to 2 digits)
@@ -127,4 +131,17 @@ def histogram_forecast(noise_at: NoiseAt, epsilon: float, n: int | None) -> Fore
             f"normalised histogram above {WARN_L1:g} for {columns}; "
             f"{_raise_to(x, f'every one under {WARN_L1:g}')}, or supply more rows"
         )
+    coarse = [h for h in noise if _coarse(h)]
+    if coarse:
+        x = _threshold(everywhere(lambda h: not _coarse(h)), epsilon)
+        columns = ", ".join(f"'{h.column}' on {h.bins} of {h.declared}" for h in coarse)
+        warnings.append(
+            f"at privacy.epsilon {epsilon:g} and n = {n} fitted rows the noise allows only coarse "
+            f"marginals: {columns} declared cells are modelled; "
+            f"{_raise_to(x, f'every column to {COARSE:.0%} of its declared cells')}, or supply more rows"
+        )
     return Forecast(refuse, warnings, noise)
+
+
+def _coarse(h: HistogramNoise) -> bool:
+    return h.declared is not None and h.bins < COARSE * h.declared

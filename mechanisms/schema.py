@@ -2,9 +2,11 @@
 
 Nothing in this module looks at data. Every column is discretised on *public* bins:
 
-* continuous: equal-width bins on the public bounds (on the ``log1p`` scale for
-  ``transform="log"``); one bin per integer when ``integer`` is set and the range holds
-  at most ``MAX_INTEGER_BINS`` integers; otherwise ``DEFAULT_BINS`` bins;
+* continuous: equal-width interval bins on the public bounds (on the ``log1p`` scale
+  for ``transform="log"``): the declared ``bins`` of them, else one per integer when
+  ``integer`` is set and the range holds at most ``MAX_INTEGER_BINS`` integers, else
+  ``DEFAULT_BINS``; plus one cell per declared atom (a value such as 0 that many records
+  hold exactly), or, for a declared finite support (``values``), one cell per value;
 * ordinal: one bin per level, in the declared order;
 * nominal: one bin per category, in the declared order.
 
@@ -14,6 +16,7 @@ and ``Continuous.from_bins`` map raw values to and from it.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Literal, overload
@@ -25,6 +28,7 @@ from mechanisms.errors import SchemaError
 __all__ = [
     "DEFAULT_BINS",
     "MAX_INTEGER_BINS",
+    "MAX_INTERVALS",
     "Column",
     "Continuous",
     "Nominal",
@@ -34,17 +38,30 @@ __all__ = [
 
 MAX_INTEGER_BINS = 128
 DEFAULT_BINS = 64
+MAX_INTERVALS = 1024
 
 
 @dataclass(frozen=True)
 class Continuous:
-    """A numeric column with public bounds ``[lower, upper]``."""
+    """A numeric column with public bounds ``[lower, upper]``.
+
+    Its cells, in value order: the interval bins of the working scale (``intervals`` of
+    them, default ``DEFAULT_BINS``; one per integer for a short integer range) and one
+    cell per declared ``atoms`` value, placed by value among the intervals. A value equal
+    to an atom is counted in the atom's cell and an atom cell decodes to exactly its
+    value. ``values`` declares a finite support instead: one cell per value, no
+    intervals. ``decimals`` rounds decoded values (output precision only).
+    """
 
     name: str
     lower: float
     upper: float
     integer: bool = False
     transform: Literal["identity", "log"] = "identity"
+    atoms: tuple[float, ...] = ()
+    values: tuple[float, ...] | None = None
+    intervals: int | None = None
+    decimals: int | None = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
@@ -60,28 +77,89 @@ class Continuous:
             )
         if self.integer and math.ceil(self.lower) > math.floor(self.upper):
             raise SchemaError(f"column '{self.name}': the bounds hold no integer")
+        for what, points in (("atoms", self.atoms), ("values", self.values or ())):
+            self._check_points(what, points)
+        if self.values is not None:
+            if len(self.values) < 2:
+                raise SchemaError(f"column '{self.name}': values must list at least 2 numbers")
+            if self.atoms or self.intervals is not None:
+                raise SchemaError(f"column '{self.name}': values (a finite support) excludes atoms and bins")
+        if self.intervals is not None and not 1 <= self.intervals <= MAX_INTERVALS:
+            raise SchemaError(f"column '{self.name}': bins ({self.intervals}) must be in 1..{MAX_INTERVALS}")
+        if self.decimals is not None and not 0 <= self.decimals <= 15:
+            raise SchemaError(f"column '{self.name}': decimals ({self.decimals}) must be in 0..15")
+
+    def _check_points(self, what: str, points: tuple[float, ...]) -> None:
+        bad = [v for v in points if not (math.isfinite(v) and self.lower <= v <= self.upper)]
+        if bad:
+            raise SchemaError(
+                f"column '{self.name}': {what} {bad} must be finite and within the bounds "
+                f"[{self.lower:g}, {self.upper:g}]"
+            )
+        if len(set(points)) != len(points):
+            raise SchemaError(f"column '{self.name}': {what} must be distinct")
+        if self.integer and any(v != math.floor(v) for v in points):
+            raise SchemaError(f"column '{self.name}': {what} must be whole numbers (integer: true)")
 
     kind = "continuous"
 
     @property
     def one_bin_per_integer(self) -> bool:
-        return self.integer and self._n_integers <= MAX_INTEGER_BINS
+        """A short integer range (at most ``MAX_INTEGER_BINS`` integers, no ``bins`` or
+        ``values`` declared) gets one cell per integer; atoms are then cells already."""
+        return (
+            self.integer
+            and self.values is None
+            and self.intervals is None
+            and self._n_integers <= MAX_INTEGER_BINS
+        )
 
     @property
     def _n_integers(self) -> int:
         return math.floor(self.upper) - math.ceil(self.lower) + 1
 
     @property
+    def n_intervals(self) -> int:
+        """Interval bins on the working scale (0 for a ``values`` column)."""
+        if self.values is not None:
+            return 0
+        if self.one_bin_per_integer:
+            return self._n_integers
+        return self.intervals if self.intervals is not None else DEFAULT_BINS
+
+    @property
+    def cell_atoms(self) -> tuple[float, ...]:
+        """The points with a cell of their own: the ``values``, or the atoms (none when
+        every integer has its cell already)."""
+        if self.values is not None:
+            return tuple(sorted(self.values))
+        return () if self.one_bin_per_integer else tuple(sorted(self.atoms))
+
+    @property
     def n_bins(self) -> int:
-        return self._n_integers if self.one_bin_per_integer else DEFAULT_BINS
+        return self.n_intervals + len(self.cell_atoms)
 
     @property
     def edges(self) -> np.ndarray:
-        """Bin edges on the working scale (raw for integers-as-bins, else transformed)."""
+        """Edges of the interval bins on the working scale (raw for integers-as-bins,
+        else transformed)."""
         if self.one_bin_per_integer:
             lo = math.ceil(self.lower)
-            return np.arange(lo, lo + self.n_bins + 1, dtype=float) - 0.5
-        return np.linspace(self._forward(self.lower), self._forward(self.upper), self.n_bins + 1)
+            return np.arange(lo, lo + self.n_intervals + 1, dtype=float) - 0.5
+        return np.linspace(self._forward(self.lower), self._forward(self.upper), self.n_intervals + 1)
+
+    @functools.cached_property
+    def _layout(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(cell of each interval, cell of each atom, and per cell its interval index or
+        −1 − its atom index): cells sorted by value, intervals keyed by their centre."""
+        k, atoms = self.n_intervals, np.array(self.cell_atoms, dtype=float)
+        e = self.edges
+        keys = np.r_[(e[:-1] + e[1:]) / 2 if k else np.empty(0), self._forward(atoms)]
+        order = np.argsort(keys, kind="stable")  # cell c holds item order[c]
+        cell_of = np.empty(len(order), dtype=np.int32)
+        cell_of[order] = np.arange(len(order), dtype=np.int32)
+        item = np.where(order < k, order, -1 - (order - k))
+        return cell_of[:k], cell_of[k:], item.astype(np.int64)
 
     @overload
     def _forward(self, x: float) -> float: ...
@@ -97,10 +175,18 @@ class Continuous:
         return np.expm1(t) if self.transform == "log" and not self.one_bin_per_integer else t
 
     def to_bins(self, values: np.ndarray) -> np.ndarray:
-        """Bin index of each value; values must already lie within the public bounds."""
-        t = self._forward(np.asarray(values, dtype=float))
-        idx = np.searchsorted(self.edges, t, side="right") - 1
-        return np.clip(idx, 0, self.n_bins - 1).astype(np.int32)
+        """Cell index of each value; values must already lie within the public bounds (and
+        in ``values`` when declared: the nearest support point is taken)."""
+        x = np.asarray(values, dtype=float)
+        interval_cell, atom_cell, _ = self._layout
+        atoms = np.array(self.cell_atoms)
+        if self.values is not None:
+            return atom_cell[_nearest(x, atoms)]
+        idx = np.searchsorted(self.edges, self._forward(x), side="right") - 1
+        cells = interval_cell[np.clip(idx, 0, self.n_intervals - 1)]
+        for a, cell in zip(atoms, atom_cell, strict=True):
+            cells[x == a] = cell
+        return cells.astype(np.int32)
 
     def to_unit(self, values: np.ndarray) -> np.ndarray:
         """Position in [0, 1] of each value on the public working scale (log1p for
@@ -110,22 +196,46 @@ class Continuous:
         return np.clip((t - lo) / (hi - lo), 0.0, 1.0)
 
     def from_unit(self, unit: np.ndarray) -> np.ndarray:
-        """Inverse of ``to_unit`` after clipping to [0, 1]; rounded for integer columns."""
+        """Inverse of ``to_unit`` after clipping to [0, 1], then ``finish``ed (rounded,
+        snapped to the declared ``values``)."""
         lo, hi = self._forward(self.lower), self._forward(self.upper)
-        x = np.clip(self._inverse(lo + np.clip(unit, 0.0, 1.0) * (hi - lo)), self.lower, self.upper)
-        if self.integer:
-            x = np.clip(np.round(x), math.ceil(self.lower), math.floor(self.upper))
-        return x
+        return self.finish(self._inverse(lo + np.clip(unit, 0.0, 1.0) * (hi - lo)))
 
     def from_bins(self, bins: np.ndarray, uniform: np.ndarray) -> np.ndarray:
-        """A value uniform inside each bin (working scale), back-transformed, rounded
-        for integer columns and clipped to the public bounds."""
-        edges = self.edges
-        t = edges[bins] + uniform * (edges[bins + 1] - edges[bins])
-        x = np.clip(self._inverse(t), self.lower, self.upper)
+        """An atom cell's value exactly; for an interval cell a value at relative position
+        ``uniform`` inside the interval (working scale), back-transformed; ``finish``ed."""
+        _, _, item = self._layout
+        it = item[np.asarray(bins)]
+        atoms = np.array(self.cell_atoms, dtype=float)
+        out = atoms[np.clip(-1 - it, 0, None)] if len(atoms) else np.zeros(len(it))
+        inside = it >= 0
+        if inside.any():
+            e, i = self.edges, it[inside]
+            t = e[i] + np.asarray(uniform)[inside] * (e[i + 1] - e[i])
+            out = out.astype(float)
+            out[inside] = self._inverse(t)
+        return self.finish(out)
+
+    def finish(self, x: np.ndarray) -> np.ndarray:
+        """Output precision: clipped to the bounds; the nearest declared value of a
+        ``values`` column; whole numbers for ``integer``; ``decimals`` places otherwise."""
+        x = np.clip(np.asarray(x, dtype=float), self.lower, self.upper)
+        if self.values is not None:
+            support = np.array(self.cell_atoms)
+            return support[_nearest(x, support)]
         if self.integer:
-            x = np.clip(np.round(x), math.ceil(self.lower), math.floor(self.upper))
+            return np.clip(np.round(x), math.ceil(self.lower), math.floor(self.upper))
+        if self.decimals is not None:
+            return np.clip(np.round(x, self.decimals), self.lower, self.upper)
         return x
+
+    def cell_labels(self) -> list[str]:
+        """A short label per cell, in cell order: an interval's centre, "=v" for an atom."""
+        e = self.edges
+        centres = self._inverse((e[:-1] + e[1:]) / 2) if self.n_intervals else np.empty(0)
+        atoms = self.cell_atoms
+        _, _, item = self._layout
+        return [f"{centres[i]:.3g}" if i >= 0 else f"={atoms[-1 - i]:g}" for i in item]
 
 
 @dataclass(frozen=True)
@@ -171,6 +281,12 @@ class Nominal:
 
 
 Column = Continuous | Ordinal | Nominal
+
+
+def _nearest(x: np.ndarray, support: np.ndarray) -> np.ndarray:
+    """Index of the nearest point of the sorted ``support`` to each x (ties go low)."""
+    hi = np.clip(np.searchsorted(support, x), 1, len(support) - 1)
+    return np.where(np.abs(x - support[hi - 1]) <= np.abs(support[hi] - x), hi - 1, hi)
 
 
 def _check_labels(name: str, what: str, labels: tuple[str, ...]) -> None:

@@ -119,13 +119,15 @@ class HistogramNoise:
     """The noise on one count histogram over a column's public bins that a step publishes
     (e.g. factor_gauss's marginals), from public facts only: its plan ``stage``, the
     ``column``, its number of ``bins`` and the noise on each count, Gaussian of s.d.
-    ``scale`` or Laplace of scale ``scale`` (``primitives.stage_noise``)."""
+    ``scale`` or Laplace of scale ``scale`` (``primitives.stage_noise``); ``declared``: the
+    column's declared cells when the step merges them into fewer ``bins``."""
 
     stage: str
     column: str
     bins: int
     mechanism: Literal["gaussian", "laplace"]
     scale: float
+    declared: int | None = None
 
     @property
     def sd(self) -> float:
@@ -160,9 +162,10 @@ class Synthesizer:
     table before any noise is drawn (``tasks.validate.check_rows``). The default, 2:
     one row has no spread to model (its centred covariance is zero). ``streaming``: the
     steps from sums over chunks, for a synthesizer whose statistics allow it.
-    ``histograms(schema, params, plan)``: the noise on each count histogram over public
-    bins the steps publish (``HistogramNoise``), from public facts only, computed by the
-    calibration the steps use; empty for a synthesizer that publishes none (the default).
+    ``histograms(schema, params, plan, n)``: the noise on each count histogram over public
+    cells the steps publish for n fitted rows (None: not counted yet; ``HistogramNoise``),
+    from public facts only, computed by the calibration the steps use; empty for a
+    synthesizer that publishes none (the default).
     """
 
     name: str
@@ -181,7 +184,9 @@ class Synthesizer:
     check: Callable[[Schema, Any], None] = lambda schema, params: None
     min_rows: Callable[[Schema, Any], int] = lambda schema, params: 2
     streaming: Streaming | None = None
-    histograms: Callable[[Schema, Any, BudgetPlan], list[HistogramNoise]] = lambda schema, params, plan: []
+    histograms: Callable[[Schema, Any, BudgetPlan, int | None], list[HistogramNoise]] = (
+        lambda schema, params, plan, n: []
+    )
 
     def fit(
         self,

@@ -8,6 +8,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, ValidationInfo, field_validator
 
+from mechanisms.schema import MAX_INTERVALS
+
+MAX_VALUES = 256
+
 __all__ = ["ColumnSpec", "ContinuousSpec", "NominalSpec", "OrdinalSpec", "Strict"]
 
 
@@ -20,13 +24,23 @@ class Strict(BaseModel):
 class ContinuousSpec(Strict):
     """``out_of_bounds``: ``reject`` (default) refuses a value outside the bounds (±inf
     included); ``clip`` moves it to the nearer declared bound before validation. A
-    missing value (empty, NA, NaN) is an error under both."""
+    missing value (empty, NA, NaN) is an error under both.
+
+    Public resolution (``mechanisms.schema.Continuous``): ``atoms`` are values with a cell
+    of their own, decoded exactly (e.g. ``[0]`` for a zero-inflated amount); ``values``
+    is a known finite support (every value its own cell; any other value is refused);
+    ``bins`` the number of interval bins; ``decimals`` the output precision.
+    """
 
     type: Literal["continuous"]
     bounds: tuple[StrictFloat, StrictFloat]  # a quoted number is text, refused
     integer: bool = False
     transform: Literal["none", "log"] = "none"
     out_of_bounds: Literal["reject", "clip"] = "reject"
+    atoms: list[StrictFloat] = Field(default_factory=list, max_length=64)
+    values: list[StrictFloat] | None = Field(default=None, min_length=2, max_length=MAX_VALUES)
+    bins: int | None = Field(default=None, ge=1, le=MAX_INTERVALS, strict=True)
+    decimals: int | None = Field(default=None, ge=0, le=15, strict=True)
 
     @field_validator("bounds")
     @classmethod

@@ -27,6 +27,6 @@ def forecast(spec: ReleaseSpec, n: int | None) -> Forecast:
 
     def noise_at(epsilon: float) -> list[HistogramNoise]:
         plan = plan_budget(privacy.accountant, epsilon, privacy.delta, weights)
-        return synth.histograms(schema, params, plan)
+        return synth.histograms(schema, params, plan, n)
 
     return histogram_forecast(noise_at, privacy.epsilon, n)

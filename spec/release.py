@@ -179,7 +179,19 @@ class ReleaseSpec(Strict):
         for name, c in self.columns.items():
             if isinstance(c, ContinuousSpec):
                 transform: Literal["identity", "log"] = "log" if c.transform == "log" else "identity"
-                cols.append(Continuous(name, c.bounds[0], c.bounds[1], c.integer, transform))
+                cols.append(
+                    Continuous(
+                        name,
+                        c.bounds[0],
+                        c.bounds[1],
+                        c.integer,
+                        transform,
+                        atoms=tuple(c.atoms),
+                        values=None if c.values is None else tuple(c.values),
+                        intervals=c.bins,
+                        decimals=c.decimals,
+                    )
+                )
             elif isinstance(c, OrdinalSpec):
                 extra = [c.missing] if c.missing is not None and c.missing not in c.levels else []
                 cols.append(Ordinal(name, tuple(extra + c.levels)))

@@ -98,8 +98,14 @@ def streaming_spec(folder: Path, rows: int | None = None, fraction: float = 0.0,
 
 
 def latent_code_of(schema, counts):
-    """The factor_gauss latent code of these per-column histograms."""
-    return latent_code([c / c.sum() for c in counts], [c.kind == "nominal" for c in schema.columns])
+    """The factor_gauss code of these per-column histograms, over the declared cells."""
+    from mechanisms.factor_gauss import Code
+    from mechanisms.resolution import Cells
+
+    cells = Cells(tuple(np.arange(c.n_bins) for c in schema.columns))
+    dists = [c / c.sum() for c in counts]
+    latent = latent_code(dists, [c.kind == "nominal" for c in schema.columns])
+    return Code(latent, cells.with_private(schema, dists))
 
 
 def two_passes(engine, job, code):

@@ -54,7 +54,9 @@ def check(schema: Schema, params: RonGaussParams) -> None:
         raise ValueError(f"params.dims ({params.dims}) must be at most the design width ({width})")
 
 
-def class_count_noise(schema: Schema, params: RonGaussParams, plan: BudgetPlan) -> list[HistogramNoise]:
+def class_count_noise(
+    schema: Schema, params: RonGaussParams, plan: BudgetPlan, n: int | None
+) -> list[HistogramNoise]:
     """The ``class_counts`` histogram's noise (corrected classification; the paper variant
     and the other tasks publish no histogram), from public facts, as ``centre`` draws it:
     the whole stage on the label's L public classes at Δ₂ = √2 / Δ₁ = 2

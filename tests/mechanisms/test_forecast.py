@@ -21,6 +21,7 @@ from tests.mechanisms.small import SMALL, small_rows
 from tests.wiring import Probe, flow_stages, probing
 
 NOTIONS = {"zcdp": 1e-6, "pure": 0.0}
+N = 200  # the fitted rows of small_rows(N, ...)
 
 
 def _at_least(message: str) -> float:
@@ -32,13 +33,14 @@ def test_factor_gauss_forecast_noise_is_what_the_marginals_stage_draws(notion):
     plan = plan_budget(notion, 0.3, NOTIONS[notion], fg.STAGE_WEIGHTS)
     params = fg.FactorGaussParams()
     with probing(Probe()) as probe:
-        measured = flow_stages("factor_gauss", SMALL, plan, params)(small_rows(200, np.random.default_rng(0)))
+        measured = flow_stages("factor_gauss", SMALL, plan, params)(small_rows(N, np.random.default_rng(0)))
     drawn = {m.name: noise for m, noise in zip(measured, probe.noise, strict=True)}
-    declared = fg.SYNTHESIZER.histograms(SMALL, params, plan)
+    cells = {m.name: len(m.value) for m in measured}
+    declared = fg.SYNTHESIZER.histograms(SMALL, params, plan, N)
     assert [h.column for h in declared] == SMALL.names
     for h in declared:
         assert (h.mechanism, h.scale) == drawn[f"histogram[{h.column}]"]
-        assert h.stage == "marginals" and h.bins == SMALL[h.column].n_bins
+        assert h.stage == "marginals" and h.bins == cells[f"histogram[{h.column}]"]
 
 
 @pytest.mark.parametrize("notion", list(NOTIONS))
@@ -46,9 +48,9 @@ def test_ron_gauss_forecast_noise_is_what_the_class_counts_stage_draws(notion):
     params = RonGaussParams(task="classification", label="job")
     plan = plan_budget(notion, 0.3, NOTIONS[notion], rg.stage_weights("classification", "corrected"))
     with probing(Probe()) as probe:
-        measured = flow_stages("ron_gauss", SMALL, plan, params)(small_rows(200, np.random.default_rng(0)))
+        measured = flow_stages("ron_gauss", SMALL, plan, params)(small_rows(N, np.random.default_rng(0)))
     drawn = {m.name: noise for m, noise in zip(measured, probe.noise, strict=True)}
-    (h,) = rg.SYNTHESIZER.histograms(SMALL, params, plan)
+    (h,) = rg.SYNTHESIZER.histograms(SMALL, params, plan, N)
     assert (h.stage, h.column, h.bins) == ("class_counts", "job", 3)
     assert (h.mechanism, h.scale) == drawn["class_counts"]
 
@@ -56,7 +58,7 @@ def test_ron_gauss_forecast_noise_is_what_the_class_counts_stage_draws(notion):
 def _noise_at(name: str, params: object):
     synth = MECHANISMS[name]
     weights = synth.stage_weights(SMALL, params)
-    return lambda eps: synth.histograms(SMALL, params, plan_budget("zcdp", eps, 1e-6, weights))
+    return lambda eps: synth.histograms(SMALL, params, plan_budget("zcdp", eps, 1e-6, weights), N)
 
 
 @pytest.mark.parametrize(

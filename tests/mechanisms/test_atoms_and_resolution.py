@@ -1,0 +1,154 @@
+"""Issue 16: atoms, a declared finite support, declared bins and output precision
+(``mechanisms.schema.Continuous``), and the resolution factor_gauss models each column at
+(``mechanisms.resolution``): chosen from public facts only, atoms never merged, a group's
+private mass kept when its rows are placed back in the declared cells."""
+
+import inspect
+import math
+import re
+
+import numpy as np
+import pytest
+
+from mechanisms import factor_gauss as fg
+from mechanisms.accounting import plan_budget
+from mechanisms.errors import SchemaError
+from mechanisms.resolution import MIN_GROUPS, NOISE_TVD, column_groups, group_count, resolve
+from mechanisms.schema import DEFAULT_BINS, Continuous, Nominal, Schema
+from mechanisms.synthesizer import MixedRows
+
+INCOME = Continuous("income", 0, 5000, atoms=(0.0,), intervals=8, decimals=2)
+HOURS = Continuous("hours", 1, 99, integer=True, atoms=(40.0,))
+KIDS = Continuous("kids", 0, 3, values=(0.0, 0.5, 1.0, 3.0))
+
+
+def test_an_atom_is_a_cell_of_its_own_and_decodes_to_exactly_its_value(rng):
+    assert INCOME.n_bins == 8 + 1 and INCOME.cell_labels()[0] == "=0"
+    x = np.r_[np.zeros(50), rng.uniform(0, 5000, 50)]
+    cells = INCOME.to_bins(x)
+    assert set(cells[:50]) == {0} and 0 not in set(cells[50:])  # only an exact 0 is the atom
+    back = INCOME.from_bins(cells, rng.random(100))
+    assert np.all(back[:50] == 0.0) and np.all(back[50:] > 0)
+    np.testing.assert_array_equal(INCOME.to_bins(back), cells)
+
+
+def test_an_atom_inside_the_range_sits_between_its_neighbour_intervals():
+    col = Continuous("x", 0.0, 8.0, atoms=(4.0,), intervals=8)
+    assert col.cell_labels() == ["0.5", "1.5", "2.5", "3.5", "=4", "4.5", "5.5", "6.5", "7.5"]
+    np.testing.assert_array_equal(col.to_bins(np.array([3.9, 4.0, 4.1])), [3, 4, 5])
+
+
+def test_a_declared_support_is_decoded_exactly_and_snapped_from_the_unit_scale():
+    assert KIDS.n_bins == 4 and KIDS.n_intervals == 0
+    np.testing.assert_array_equal(KIDS.to_bins(np.array([0.0, 0.5, 1.0, 3.0])), [0, 1, 2, 3])
+    np.testing.assert_array_equal(KIDS.from_bins(np.array([3, 2, 1, 0]), np.zeros(4)), [3.0, 1.0, 0.5, 0.0])
+    np.testing.assert_array_equal(KIDS.from_unit(np.array([0.0, 0.2, 0.7, 1.0])), [0.0, 0.5, 3.0, 3.0])
+
+
+def test_decimals_round_the_output_and_bins_set_the_interval_count(rng):
+    back = INCOME.from_bins(rng.integers(1, 9, 1000), rng.random(1000))
+    np.testing.assert_array_equal(back, np.round(back, 2))
+    assert Continuous("x", 0.0, 1.0, intervals=10).n_bins == 10
+    assert Continuous("age", 17, 90, integer=True, intervals=10).n_bins == 10  # declared bins win
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: Continuous("a", 0, 1, atoms=(2.0,)), "column 'a': atoms [2.0] must be finite and within"),
+        (lambda: Continuous("a", 0, 1, atoms=(0.5, 0.5)), "column 'a': atoms must be distinct"),
+        (lambda: Continuous("a", 0, 9, integer=True, atoms=(0.5,)), "atoms must be whole numbers"),
+        (lambda: Continuous("a", 0, 1, values=(0.0,)), "values must list at least 2 numbers"),
+        (lambda: Continuous("a", 0, 1, values=(0.0, 1.0), intervals=4), "values (a finite support) excludes"),
+        (lambda: Continuous("a", 0, 1, intervals=0), "bins (0) must be in 1..1024"),
+        (lambda: Continuous("a", 0, 1, decimals=16), "decimals (16) must be in 0..15"),
+    ],
+)
+def test_inconsistent_declarations_are_refused_naming_the_column(make, message):
+    with pytest.raises(SchemaError, match=re.escape(message)):
+        make()
+
+
+# ---------------------------------------------------------------- the resolution rule
+
+NOISY = Continuous("x", 0.0, 1.0)
+
+
+def test_the_rule_reads_only_public_facts():
+    """No argument can carry data: n, a noise scale, and the declared column."""
+    assert list(inspect.signature(group_count).parameters) == ["n", "mean_abs_noise", "declared"]
+    assert list(inspect.signature(column_groups).parameters) == ["column", "n", "mean_abs_noise"]
+    assert list(inspect.signature(resolve).parameters) == ["schema", "n", "mean_abs_noise"]
+    assert list(inspect.signature(fg.cells_for).parameters) == ["schema", "budget", "n"]
+
+
+@pytest.mark.parametrize(
+    ("n", "e", "declared", "k"),
+    [
+        (26_048, 28.0, 64, 64),  # Adult at ε = 1: ⌊2·26048·0.05/28⌋ = 93 ≥ 64, as declared
+        (442, 25.0, 64, 2),  # ⌊1.77⌋ = 1 → MIN_GROUPS
+        (5_000, 25.0, 64, 20),  # ⌊20.0⌋
+        (442, 25.0, 1, 1),  # never more than declared
+        (100, 0.0, 64, 64),  # no noise: as declared
+    ],
+)
+def test_the_group_count_is_the_documented_formula(n, e, declared, k):
+    assert group_count(n, e, declared) == k
+    if e > 0 and declared > MIN_GROUPS:
+        assert k == min(declared, max(MIN_GROUPS, math.floor(2 * n * NOISE_TVD / e)))
+
+
+def test_groups_are_contiguous_and_atoms_are_never_merged():
+    gain = Continuous("g", 0, 99999, integer=True, transform="log", atoms=(0.0, 99999.0))
+    for col in (INCOME, HOURS, gain):
+        g = column_groups(col, n=300, mean_abs_noise=25.0)
+        assert len(g) == col.n_bins and g[0] == 0 and np.all(np.diff(g) >= 0) and np.all(np.diff(g) <= 1)
+        atom_cells = [c for c, label in enumerate(col.cell_labels()) if label.startswith("=")]
+        if col is HOURS:  # a cell per integer: the declared atom's integer is the cell
+            atom_cells = [40 - 1]
+        for c in atom_cells:
+            assert np.sum(g == g[c]) == 1, (col.name, c)
+    for col in (KIDS, Continuous("x", 0, 1, intervals=64), Nominal("c", ("a", "b", "c"))):
+        np.testing.assert_array_equal(column_groups(col, 10, 1e6), np.arange(col.n_bins))
+
+
+def test_placing_rows_back_keeps_each_groups_mass_and_stays_inside_it(rng):
+    schema = Schema((NOISY, HOURS))
+    cells = resolve(schema, 300, [25.0, 25.0])
+    assert cells.n_groups == [MIN_GROUPS, 1 + MIN_GROUPS + 1]  # hours: [1..39], 40, [41..99] (split in 2)
+    probs = [np.array([0.2, 0.8]), np.array([0.1, 0.5, 0.3, 0.1])]
+    private = cells.with_private(schema, probs)
+    groups = np.column_stack([rng.choice(2, 20_000, p=probs[0]), rng.choice(4, 20_000, p=probs[1])])
+    fine = private.fine(groups, rng)
+    for j in range(2):
+        np.testing.assert_array_equal(cells.groups[j][fine[:, j]], groups[:, j])  # inside its group
+    assert np.all(fine[groups[:, 1] == 1, 1] == 39)  # the atom's group is the atom's cell
+    # the piecewise-linear density rises from group 0 (0.2/0.5) to group 1 (0.8/0.5) inside
+    # group 0: its upper cells get more of its rows than its lower ones
+    low = fine[groups[:, 0] == 0, 0]
+    assert np.mean(low >= 16) > 0.55
+
+
+def test_factor_gauss_measures_the_groups_with_the_histogram_sensitivity(rng):
+    """Through the stage's own code path (``fg.encode``): on a small table each merged
+    column's measurement has one value per group, its recorded Δ is a histogram's (√2),
+    and the synthetic rows are in declared cells (atoms exact)."""
+    schema = Schema((INCOME, HOURS, NOISY, Nominal("c", ("a", "b"))))
+    n = 300
+    bins = np.column_stack(
+        [
+            np.where(rng.random(n) < 0.4, 0, rng.integers(1, 9, n)),
+            rng.integers(0, 99, n),
+            rng.integers(0, 64, n),
+            rng.integers(0, 2, n),
+        ]
+    ).astype(np.int32)
+    plan = plan_budget("zcdp", 1.0, 1e-6, fg.STAGE_WEIGHTS)
+    enc = fg.encode(bins, schema, plan.stage("marginals"), fg.FactorGaussParams(), rng=rng)
+    expected = fg.cells_for(schema, plan.stage("marginals"), n).n_groups
+    assert [len(m.value) for m in enc.marginals] == expected and expected[2] < DEFAULT_BINS
+    assert {m.sensitivity for m in enc.marginals} == {math.sqrt(2)}
+    fit = fg.SYNTHESIZER.fit(MixedRows(bins), schema, plan, fg.FactorGaussParams(), m=2_000, rng=rng)
+    out = fit.rows.bins
+    assert all(out[:, j].max() < k for j, k in enumerate(schema.n_bins))
+    assert 0.25 < np.mean(out[:, 0] == 0) < 0.55  # the atom's share is modelled (0.4 real)
