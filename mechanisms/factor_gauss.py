@@ -16,7 +16,13 @@ Stages and their budgets (default weights 0.5 / 0.5):
    declared cell inside the group by the private piecewise-linear density
    (``resolution.Cells.fine``).
 
-Privacy: stages 1 and 3 compose (adaptively): ρ = ρ₁ + ρ₂ (zCDP) or ε = ε₁ + ε₂ (pure).
+With ``params.target`` (a nominal or ordinal column), stage 3 also measures ``refine``:
+the 2-way tables of the target with every other column (``mechanisms.refine``), and the
+sampling draws ``refine.OVERSAMPLE``·m candidates that decoding rakes to those tables and
+resamples to m rows (post-processing). Default weights then 0.45 / 0.25 / 0.3.
+
+Privacy: stages 1 and 3 compose (adaptively): ρ = ρ₁ + ρ₂ (+ ρ_refine) (zCDP) or
+ε = ε₁ + ε₂ (+ ε_refine) (pure).
 Synthetic rows are fresh draws: no output row corresponds to an input row. Not from a
 paper: no paper variant, no defects.
 
@@ -26,7 +32,7 @@ The privacy argument and the derivations: ``docs/proofs/factor_gauss.md``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -42,12 +48,22 @@ from mechanisms.latent import (
 )
 from mechanisms.marginals import histogram, histogram_sensitivity, private_distribution
 from mechanisms.primitives import Measurement, measure_stage, stage_noise
+from mechanisms.refine import (
+    OVERSAMPLE,
+    Pairs,
+    measure_pairs,
+    pair_cells,
+    pair_counts,
+    pair_name,
+    refined_rows,
+)
 from mechanisms.resolution import Cells, resolve
 from mechanisms.rowkeys import RowKeys, row_uniforms
 from mechanisms.schema import Schema
 from mechanisms.synthesizer import HistogramNoise, MixedRows, Sensitivity, Stage, Streaming, Synthesizer
 
 __all__ = [
+    "REFINE_WEIGHTS",
     "STAGE_WEIGHTS",
     "SYNTHESIZER",
     "Code",
@@ -75,18 +91,21 @@ __all__ = [
 ]
 
 STAGE_WEIGHTS = {"marginals": 0.5, "moments": 0.5}
+REFINE_WEIGHTS = {"marginals": 0.45, "moments": 0.25, "refine": 0.3}
 
 
 @dataclass(frozen=True)
 class FactorGaussParams:
     """Public hyperparameters. ``row_norm`` None means B = √p; ``factors`` None means r is
     chosen from the *noisy* eigenvalues; ``attenuation_correction`` undoes the shrinkage
-    of latent correlations by coarse bins (both post-processing)."""
+    of latent correlations by coarse bins (both post-processing); ``target`` (a nominal or
+    ordinal column) adds the ``refine`` stage: its 2-way tables with every other column."""
 
     clip: float = 4.0
     row_norm: float | None = None
     factors: int | None = None
     attenuation_correction: bool = True
+    target: str | None = None
 
     def __post_init__(self) -> None:
         if not (self.clip > 0 and math.isfinite(self.clip)):
@@ -98,6 +117,24 @@ class FactorGaussParams:
 
     def bound(self, p: int) -> float:
         return self.row_norm if self.row_norm is not None else math.sqrt(p)
+
+
+def check(schema: Schema, params: FactorGaussParams) -> None:
+    """``target``, when set, names a nominal or ordinal column and leaves another column."""
+    if params.target is None:
+        return
+    if params.target not in schema.names:
+        raise ValueError(f"params.target ({params.target!r}) must be a column of the schema")
+    if schema[params.target].kind == "continuous":
+        raise ValueError(
+            f"params.target ({params.target!r}) must be a nominal or ordinal column, not continuous"
+        )
+    if len(schema) < 2:
+        raise ValueError(f"params.target ({params.target!r}) must leave at least one other column")
+
+
+def stage_weights(schema: Schema, params: FactorGaussParams) -> dict[str, float]:
+    return dict(STAGE_WEIGHTS if params.target is None else REFINE_WEIGHTS)
 
 
 def second_moment_sensitivity(n: int, bound: float, p: int, norm: Literal["l1", "l2"]) -> float:
@@ -120,7 +157,8 @@ def sensitivities(schema: Schema, params: FactorGaussParams, n: int, facts=None)
     (Δ₁ = 2, Δ₂ = √2, ``marginals.histogram_sensitivity``; attained by any record moving
     bins) and the latent second moment (``second_moment_sensitivity`` with B =
     ``params.bound(p)``; its Δ₂ is attained by z = B·e₁ vs z' = B·e₂ when B ≤ c, its Δ₁
-    by no pair in general)."""
+    by no pair in general); with a ``target``, each 2-way table with it (a count
+    histogram over public cells: Δ₁ = 2, Δ₂ = √2, attained; ``mechanisms.refine``)."""
     p = len(schema)
     out = {
         f"histogram[{name}]": Sensitivity(
@@ -132,6 +170,12 @@ def sensitivities(schema: Schema, params: FactorGaussParams, n: int, facts=None)
     out["latent_second_moment"] = Sensitivity(
         "moments", second_moment_sensitivity(n, b, p, "l1"), second_moment_sensitivity(n, b, p, "l2")
     )
+    target = params.target
+    if target is not None:
+        for name in (name for name in schema.names if name != target):
+            out[pair_name(name, target)] = Sensitivity(
+                "refine", histogram_sensitivity("l1"), histogram_sensitivity("l2"), tight=True
+            )
     return out
 
 
@@ -150,6 +194,7 @@ class Code:
 
     latent: LatentCode
     cells: Cells
+    pairs: Pairs | None = None
 
 
 def _histogram_noise(budget: StageBudget, p: int) -> list[tuple[Literal["gaussian", "laplace"], float]]:
@@ -163,11 +208,29 @@ def _histogram_noise(budget: StageBudget, p: int) -> list[tuple[Literal["gaussia
     ]
 
 
+def _mean_abs(mechanism: str, scale: float) -> float:
+    """E|noise| per count: σ√(2/π) (Gaussian) or b (Laplace)."""
+    return scale * math.sqrt(2 / math.pi) if mechanism == "gaussian" else scale
+
+
 def cells_for(schema: Schema, budget: StageBudget, n: int) -> Cells:
-    """Stage 1's public cells (``resolution.resolve``) for n rows and the noise its
-    ``budget`` puts on each count: E|noise| = σ√(2/π) (Gaussian) or b (Laplace)."""
-    noise = _histogram_noise(budget, len(schema))
-    return resolve(schema, n, [s * math.sqrt(2 / math.pi) if m == "gaussian" else s for m, s in noise])
+    """Stage 1's public cells (``resolution.resolve``) for n rows and the E|noise| its
+    ``budget`` puts on each count."""
+    return resolve(schema, n, [_mean_abs(*noise) for noise in _histogram_noise(budget, len(schema))])
+
+
+def _target(schema: Schema, params: FactorGaussParams) -> int | None:
+    return None if params.target is None else schema.names.index(params.target)
+
+
+def refine_cells(schema: Schema, plan: BudgetPlan, params: FactorGaussParams, n: int) -> Pairs | None:
+    """The ``refine`` tables' public cells (``refine.pair_cells``) for n rows, or None
+    without a target."""
+    t = _target(schema, params)
+    if t is None:
+        return None
+    (noise, *_) = _histogram_noise(plan.stage("refine"), len(schema) - 1)
+    return pair_cells(schema, t, n, _mean_abs(*noise))
 
 
 @dataclass(frozen=True)
@@ -178,6 +241,7 @@ class Encoded:
     code: Code
     marginals: tuple[Measurement, ...]
     bound: float
+    pair_counts: tuple[np.ndarray, ...] = field(default=(), repr=False)
 
 
 def code_from_marginals(marginals: list[Measurement], n: int, schema: Schema, cells: Cells) -> Code:
@@ -370,27 +434,59 @@ def sample_latent(corr: np.ndarray, m: int, *, rng: np.random.Generator) -> np.n
     return rng.standard_normal((m, corr.shape[0])) @ chol.T
 
 
+Refinement = tuple[tuple[Measurement, ...], int]  # the noisy tables, and n they count
+
+
 def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: FactorGaussParams, rng) -> Stage:
     encoded = encode(rows.bins, schema, plan.stage("marginals"), params, rng=rng)
+    pairs = refine_cells(schema, plan, params, len(rows))
+    if pairs is not None:
+        encoded = replace(
+            encoded,
+            code=replace(encoded.code, pairs=pairs),
+            pair_counts=tuple(pair_counts(rows.bins, pairs)),
+        )
     return Stage(encoded, encoded.marginals)
+
+
+def _measure_refine(counts: list[np.ndarray], code: Code, plan: BudgetPlan, rng) -> tuple[Measurement, ...]:
+    """Stage ``refine`` (``refine.measure_pairs``), when the code has tables."""
+    if code.pairs is None:
+        return ()
+    return tuple(measure_pairs(counts, code.pairs, plan.stage("refine"), rng=rng))
 
 
 def _estimate_stage(encoded: Encoded, plan: BudgetPlan, params: FactorGaussParams, rng) -> Stage:
     moments = measure_moments(encoded.z, encoded.bound, plan.stage("moments"), rng=rng)
-    return Stage((moments, encoded.code), (moments,))
+    tables = _measure_refine(list(encoded.pair_counts), encoded.code, plan, rng)
+    return Stage((moments, encoded.code, (tables, encoded.z.shape[0])), (moments, *tables))
 
 
-def _sample_stage(state: tuple[Measurement, Code], params: FactorGaussParams, m: int, rng) -> Stage:
-    moments, code = state
+def _draw_cells(corr: np.ndarray, code: Code, refinement: Refinement, m: int, rng) -> np.ndarray:
+    """m synthetic rows of declared cells: decoded from fresh latent rows, or, with
+    tables, ``OVERSAMPLE``·m candidates raked to them and resampled to m
+    (``refine.refined_rows``; post-processing)."""
+    tables, n = refinement
+    candidates = m * OVERSAMPLE if tables else m
+    cells = code.cells.fine(from_latent(sample_latent(corr, candidates, rng=rng), code.latent), rng)
+    if not tables or code.pairs is None:
+        return cells
+    return refined_rows(cells, code.pairs, list(tables), n, m, rng, margins=code.cells)
+
+
+def _sample_stage(
+    state: tuple[Measurement, Code, Refinement], params: FactorGaussParams, m: int, rng
+) -> Stage:
+    moments, code, refinement = state
     corr, r = latent_model(moments, code, params)
-    return Stage((sample_latent(corr, m, rng=rng), code), facts=model_facts(params, r))
+    return Stage((corr, code, refinement, m), facts=model_facts(params, r))
 
 
 def _decode_stage(
-    state: tuple[np.ndarray, Code], schema: Schema, params: FactorGaussParams, rng
+    state: tuple[np.ndarray, Code, Refinement, int], schema: Schema, params: FactorGaussParams, rng
 ) -> MixedRows:
-    z, code = state
-    return MixedRows(code.cells.fine(from_latent(z, code.latent), rng))
+    corr, code, refinement, m = state
+    return MixedRows(_draw_cells(corr, code, refinement, m, rng))
 
 
 # ---- the same steps from sums over chunks (the local and dask engines) -----------------
@@ -400,7 +496,8 @@ def encode_counts(
     counts: list[np.ndarray], n: int, schema: Schema, plan: BudgetPlan, params: FactorGaussParams, rng
 ) -> Stage:
     """Stage 1 from the fitted rows' summed one-way histograms over the declared cells,
-    summed into the public groups (``cells_for``, exact); noise drawn once, here.
+    summed into the public groups (``cells_for``, exact); noise drawn once, here. The
+    code also carries the ``refine`` tables' public cells, for pass 2.
 
     Sensitivity, Noise, Privacy: ``measure_marginals``, as ``encode``.
     Reference: ours (no paper); ``docs/proofs/factor_gauss.md``.
@@ -408,60 +505,75 @@ def encode_counts(
     budget = plan.stage("marginals")
     cells = cells_for(schema, budget, n)
     marginals = measure_marginals(cells.coarse_counts(counts), schema.names, budget, rng=rng)
-    return Stage(code_from_marginals(marginals, n, schema, cells), tuple(marginals))
+    code = replace(
+        code_from_marginals(marginals, n, schema, cells), pairs=refine_cells(schema, plan, params, n)
+    )
+    return Stage(code, tuple(marginals))
 
 
 def chunk_moment_sum(
     bins: np.ndarray, dither: np.ndarray, code: Code, params: FactorGaussParams
 ) -> np.ndarray:
-    """Pass 2 on one chunk's fitted rows: ``moment_sum`` (exact; summed over chunks)."""
-    return moment_sum(bins, code, params, dither)
+    """Pass 2 on one chunk's fitted rows: ``moment_sum`` (exact; summed over chunks); with
+    tables, ZᵀZ flattened and their counts after it (``refine.pair_counts``)."""
+    total = moment_sum(bins, code, params, dither)
+    if code.pairs is None:
+        return total
+    return np.concatenate([total.ravel(), *pair_counts(bins, code.pairs)])
 
 
 def estimate_moment_sum(
     total: np.ndarray, n: int, code: Code, plan: BudgetPlan, params: FactorGaussParams, rng
 ) -> Stage:
-    """Stage 3 from ZᵀZ summed over the chunks: ``measure_moment_sum``, once.
+    """Stage 3 from ZᵀZ summed over the chunks: ``measure_moment_sum``, once; with tables,
+    stage ``refine`` on their summed counts (``refine.measure_pairs``), once.
 
-    Sensitivity: ``second_moment_sensitivity`` with B = ``params.bound(p)``.
-    Noise: as ``measure_moment_sum`` (drawn once, on the sum).
-    Privacy: ρ₂-zCDP or ε₂-DP (stage ``moments``).
+    Sensitivity: ``second_moment_sensitivity`` with B = ``params.bound(p)``; Δ₁ = 2,
+    Δ₂ = √2 per table.
+    Noise: as ``measure_moment_sum`` and ``refine.measure_pairs`` (drawn once, on the sums).
+    Privacy: ρ₂-zCDP or ε₂-DP (stage ``moments``), ρ_refine or ε_refine (stage ``refine``).
     Reference: ours (no paper); ``docs/proofs/factor_gauss.md``.
     """
-    moments = measure_moment_sum(
-        total, n, params.bound(len(code.latent.cdfs)), plan.stage("moments"), rng=rng
-    )
-    return Stage((moments, code), (moments,))
+    p = len(code.latent.cdfs)
+    counts: list[np.ndarray] = []
+    if code.pairs is not None:  # ZᵀZ, then the tables (``chunk_moment_sum``)
+        counts = np.split(total[p * p :], np.cumsum(code.pairs.sizes)[:-1])
+        total = total[: p * p].reshape(p, p)
+    moments = measure_moment_sum(total, n, params.bound(p), plan.stage("moments"), rng=rng)
+    tables = _measure_refine(counts, code, plan, rng)
+    return Stage((moments, code, (tables, n)), (moments, *tables))
 
 
-def _model_stage(state: tuple[Measurement, Code], params: FactorGaussParams) -> Stage:
-    moments, code = state
+def _model_stage(state: tuple[Measurement, Code, Refinement], params: FactorGaussParams) -> Stage:
+    moments, code, refinement = state
     corr, r = latent_model(moments, code, params)
-    return Stage((corr, code), facts=model_facts(params, r))
+    return Stage((corr, code, refinement), facts=model_facts(params, r))
 
 
-def _draw(state: tuple[np.ndarray, Code], m: int, rng: np.random.Generator) -> MixedRows:
-    corr, code = state
-    return MixedRows(code.cells.fine(from_latent(sample_latent(corr, m, rng=rng), code.latent), rng))
+def _draw(state: tuple[np.ndarray, Code, Refinement], m: int, rng: np.random.Generator) -> MixedRows:
+    corr, code, refinement = state
+    return MixedRows(_draw_cells(corr, code, refinement, m, rng))
 
 
 SYNTHESIZER = Synthesizer(
     name="factor_gauss",
     summary=(
-        "private marginals + private latent second moment -> factor model -> "
-        "fresh Gaussian rows decoded through the private marginals"
+        "private marginals + private latent second moment (+ 2-way tables with a target) -> "
+        "factor model -> fresh Gaussian rows decoded through the private marginals (and raked "
+        "to the tables)"
     ),
     notions=("zcdp", "pure"),
     params_type=FactorGaussParams,
-    stage_weights=lambda schema, params: dict(STAGE_WEIGHTS),
+    stage_weights=stage_weights,
     defects=lambda params: [],
     keeps_row_order=False,
-    spends={"encode": ("marginals",), "estimate": ("moments",)},
+    spends={"encode": ("marginals",), "estimate": ("moments", "refine")},
     encode=_encode_stage,
     estimate=_estimate_stage,
     sample=_sample_stage,
     decode=_decode_stage,
     sensitivities=sensitivities,
+    check=check,
     streaming=Streaming(encode_counts, chunk_moment_sum, estimate_moment_sum, _model_stage, _draw),
     histograms=marginal_noise,
 )

@@ -79,10 +79,12 @@ def column_groups(column: Column, n: int, mean_abs_noise: float) -> np.ndarray:
 @dataclass(frozen=True)
 class Cells:
     """Per column: the group of each declared cell (public), and after the private
-    marginals, the cumulative probability of each cell inside its group."""
+    marginals, the cumulative probability of each cell inside its group and each group's
+    private probability."""
 
     groups: tuple[np.ndarray, ...]
     within: tuple[np.ndarray, ...] = ()
+    probs: tuple[np.ndarray, ...] = ()
 
     @property
     def n_groups(self) -> list[int]:
@@ -103,12 +105,14 @@ class Cells:
         ]
 
     def with_private(self, schema: Schema, distributions: list[np.ndarray]) -> Cells:
-        """Post-processing of the private group distributions: ``within`` for decoding."""
+        """Post-processing of the private group distributions: ``within`` for decoding,
+        and the distributions themselves (``probs``)."""
         return Cells(
             self.groups,
             tuple(
                 _within(c, g, p) for c, g, p in zip(schema.columns, self.groups, distributions, strict=True)
             ),
+            tuple(distributions),
         )
 
     def fine(self, groups: np.ndarray, rng: np.random.Generator) -> np.ndarray:

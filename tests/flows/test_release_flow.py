@@ -56,7 +56,7 @@ def test_demo_release_end_to_end(tmp_path):
     assert ledger["totals"]["rho"] <= plan["rho"]
     for stage in ledger["stages"]:
         assert stage["rho_spent"] <= stage["rho_allocated"]
-    assert len(ledger["measurements"]) == 19  # 15 histograms + the second moment + 3 gates
+    assert len(ledger["measurements"]) == 33  # 15 histograms, the second moment, 14 tables, 3 gates
     assert doc["privacy"]["input_rows_n_public"] == 32561
     assert doc["privacy"]["rows_fitted"] == 32561 - 6512  # the demo holds 20 % out for the checks
     assert doc["status"] == "released"
@@ -80,7 +80,7 @@ def test_demo_release_end_to_end(tmp_path):
     assert [g["gate"] for g in gates] == ["tvd_1way", "tvd_2way", "wasserstein_max"]
     assert all(g["passed"] and g["noise_sd"] > 0 for g in gates)
     assert doc["checks"]["compared_rows"] == doc["privacy"]["rows_fitted"]
-    assert {r["stage"] for r in ledger["measurements"]} == {"marginals", "moments", "gates"}
+    assert {r["stage"] for r in ledger["measurements"]} == {"marginals", "moments", "refine", "gates"}
     assert doc["outputs"]["synthetic.csv"]["rows"] == doc["privacy"]["synthetic_rows"]
     assert "replacing one record" in doc["privacy"]["statement"]
     assert doc["randomness"] == {**doc["randomness"], "source": "insecure-seed", "fit_for_publication": False}
@@ -136,7 +136,7 @@ def test_existing_release_is_never_overwritten_and_pure_dp_works(tmp_path):
     assert doc["randomness"]["source"] == "os-entropy"
     assert len(pd.read_csv(out / "r1" / "public" / "synthetic.csv")) == 123
     weights = {s["stage"]: s["weight"] for s in doc["privacy"]["ledger"]["stages"]}
-    assert weights == {"marginals": 0.5, "moments": 3.0}
+    assert weights == {"marginals": 0.45, "moments": 3.0, "refine": 0.3}
 
 
 PURE = {"epsilon": 2.0, "delta": 0.0, "accountant": "pure"}

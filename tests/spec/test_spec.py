@@ -18,7 +18,7 @@ def test_demo_spec_loads():
     assert spec.public_schema().names[0] == "age"
     assert spec.missing_tokens() == {"workclass": "?", "occupation": "?", "native-country": "?"}
     assert "?" in spec.public_schema()["workclass"].values
-    assert spec.stage_weights() == {"marginals": 0.5, "moments": 0.5, "gates": 0.05}
+    assert spec.stage_weights() == {"marginals": 0.45, "moments": 0.25, "refine": 0.3, "gates": 0.05}
     assert "path" not in spec.public_dict()["dataset"]
 
 
@@ -96,7 +96,7 @@ CASES = [
     (
         "unknown stage",
         lambda s: s.update(allocation={"noise": 1}),
-        "allocation stages ['noise'] must be among ['gates', 'marginals', 'moments']",
+        "allocation stages ['noise'] must be among ['gates', 'marginals', 'moments', 'refine']",
     ),
     (
         "zero weight",

@@ -1,0 +1,148 @@
+"""Issue 16, interactions: factor_gauss's ``refine`` stage (``mechanisms.refine``). The
+tables are chosen from public facts; each table's Δ, as the stage really passes it to the
+noise, bounds the change on random neighbours and is attained on a worst case (in memory
+and through the streaming passes); ``sensitivities`` (what ``audit verify`` re-derives)
+lists exactly what the stages record; raking post-processes toward the tables."""
+
+import functools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mechanisms import factor_gauss as fg
+from mechanisms.accounting import plan_budget
+from mechanisms.primitives import Measurement
+from mechanisms.refine import Pairs, pair_cells, rake
+from mechanisms.resolution import Cells
+from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from tests.wiring import compare, flow_stages, rows_of
+
+SCHEMA = Schema(
+    (
+        Continuous("x", 0.0, 1.0),
+        Continuous("k", 0, 9, integer=True),
+        Ordinal("o", ("lo", "mid", "hi")),
+        Nominal("y", ("no", "yes")),
+    )
+)
+PARAMS = fg.FactorGaussParams(target="y")
+PAIRS = ["pair[x,y]", "pair[k,y]", "pair[o,y]"]
+
+
+def _record(rng: np.random.Generator) -> dict:
+    return {
+        "x": float(rng.random()),
+        "k": int(rng.integers(0, 10)),
+        "o": str(rng.choice(["lo", "mid", "hi"])),
+        "y": str(rng.choice(["no", "yes"])),
+    }
+
+
+def _table(rng: np.random.Generator, n: int) -> pd.DataFrame:
+    return pd.DataFrame([_record(rng) for _ in range(n)])
+
+
+def _replace(table: pd.DataFrame, i: int, record: dict) -> pd.DataFrame:
+    out = table.copy()
+    out.loc[i] = record
+    return out.astype(table.dtypes.to_dict())
+
+
+def _plan(notion: str):
+    return plan_budget(notion, 1.0, 1e-6 if notion == "zcdp" else 0.0, fg.stage_weights(SCHEMA, PARAMS))
+
+
+def _run(plan):
+    stages = flow_stages("factor_gauss", SCHEMA, plan, PARAMS)
+    return lambda table: stages(rows_of(table, SCHEMA))
+
+
+@pytest.mark.parametrize("notion", ["zcdp", "pure"])
+def test_each_table_changes_within_its_recorded_sensitivity(notion):
+    plan = _plan(notion)
+    rng = np.random.default_rng(11)
+    seen = set()
+    for trial in range(100):
+        d = _table(rng, int(rng.integers(5, 40)))
+        d2 = _replace(d, int(rng.integers(len(d))), _record(rng))
+        jitter = (lambda shape: rng.normal(0, 2.0, shape)) if trial % 2 else None
+        for c in compare(_run(plan), d, d2, jitter):
+            assert c.within, c
+            seen.add(c.name)
+    assert set(PAIRS) <= seen
+
+
+@pytest.mark.parametrize("notion", ["zcdp", "pure"])
+def test_a_record_moving_cell_in_every_table_attains_the_sensitivity(notion):
+    """x, k and o at opposite ends and y flipped: the record leaves one cell of every
+    table and enters another, so each table changes by exactly √2 (L2) / 2 (L1)."""
+    d = _table(np.random.default_rng(1), 30)
+    d2 = _replace(d, 3, {"x": 0.99, "k": 9, "o": "hi", "y": "yes"})
+    d = _replace(d, 3, {"x": 0.01, "k": 0, "o": "lo", "y": "no"})
+    pairs = [c for c in compare(_run(_plan(notion)), d, d2) if c.name.startswith("pair")]
+    assert [c.name for c in pairs] == PAIRS
+    for c in pairs:
+        assert c.observed == pytest.approx(c.recorded, rel=1e-12), c
+
+
+def test_sensitivities_are_what_the_stages_record():
+    for notion in ("zcdp", "pure"):
+        measured = _run(_plan(notion))(_table(np.random.default_rng(3), 25))
+        derived = fg.sensitivities(SCHEMA, PARAMS, 25)
+        assert {m.name for m in measured} == set(derived)
+        assert {m.stage for m in measured if m.name in PAIRS} == {"refine"}
+        for m in measured:
+            assert m.sensitivity == derived[m.name].bound(m.norm)
+
+
+def test_the_tables_cells_come_from_public_facts_only(rng):
+    """Two different tables of the same n give the same cells: the layout is a function
+    of (schema, target, n, noise), never of the rows."""
+    a = pair_cells(SCHEMA, 3, n=200, mean_abs_noise=30.0)
+    b = pair_cells(SCHEMA, 3, n=200, mean_abs_noise=30.0)
+    assert all(np.array_equal(g, h) for g, h in zip(a.cells.groups, b.cells.groups, strict=True))
+    assert a.sizes == [len(set(a.cells.groups[j])) * 2 for j in range(3)]
+    # more rows, more cells; the target always keeps its declared cells
+    big = pair_cells(SCHEMA, 3, n=200_000, mean_abs_noise=30.0)
+    assert big.cells.n_groups == [64, 10, 3, 2] and a.cells.n_groups[3] == 2
+
+
+def test_the_streaming_pass_sums_the_same_tables_as_memory(rng):
+    """``chunk_moment_sum`` over two chunks, split back by ``estimate_moment_sum``'s rule,
+    gives the memory path's tables exactly."""
+    n = 400
+    bins = np.column_stack([rng.integers(0, k, n) for k in SCHEMA.n_bins]).astype(np.int32)
+    plan = _plan("zcdp")
+    enc = fg._encode_stage(fg.MixedRows(bins), SCHEMA, plan, PARAMS, rng).state
+    dither = rng.random(bins.shape)
+    parts = [
+        fg.chunk_moment_sum(bins[s], dither[s], enc.code, PARAMS) for s in (slice(0, 150), slice(150, n))
+    ]
+    total = functools.reduce(np.add, parts)
+    p = len(SCHEMA)
+    tables = np.split(total[p * p :], np.cumsum(enc.code.pairs.sizes)[:-1])
+    for got, want in zip(tables, enc.pair_counts, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_raking_fits_candidates_to_the_tables_and_margins(rng):
+    """Post-processing: candidates drawn independently of y, raked to a table in which y
+    depends on x, take on that dependence (the weighted table equals the target)."""
+    pairs = Pairs(Cells((np.arange(2), np.arange(2))), 1, ("x", "y"))
+    candidates = rng.integers(0, 2, (20_000, 2)).astype(np.int32)
+    n = 1_000
+    truth = np.array([0.45, 0.05, 0.1, 0.4])  # (x, y) cells: y follows x
+    table = Measurement("pair[x,y]", "refine", truth * n, "gaussian", 2**0.5, "l2", 1.0, 0.1, None, None)
+    w = rake(candidates, pairs, [table], n)
+    got = np.bincount(pairs.keys(candidates)[0], weights=w, minlength=4)
+    np.testing.assert_allclose(got, truth, atol=1e-9)
+
+
+def test_a_target_must_be_a_nominal_or_ordinal_column():
+    with pytest.raises(ValueError, match="must be a nominal or ordinal column"):
+        fg.check(SCHEMA, fg.FactorGaussParams(target="x"))
+    with pytest.raises(ValueError, match="must be a column of the schema"):
+        fg.check(SCHEMA, fg.FactorGaussParams(target="nope"))
+    assert fg.stage_weights(SCHEMA, PARAMS) == fg.REFINE_WEIGHTS
+    assert fg.stage_weights(SCHEMA, fg.FactorGaussParams()) == fg.STAGE_WEIGHTS
