@@ -13,7 +13,7 @@ import pytest
 from mechanisms import factor_gauss as fg
 from mechanisms.accounting import plan_budget
 from mechanisms.primitives import Measurement
-from mechanisms.refine import Pairs, pair_cells, rake
+from mechanisms.refine import Pairs, pair_cells, rake, weights
 from mechanisms.resolution import Cells
 from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 from tests.wiring import compare, flow_stages, rows_of
@@ -134,7 +134,7 @@ def test_raking_fits_candidates_to_the_tables_and_margins(rng):
     n = 1_000
     truth = np.array([0.45, 0.05, 0.1, 0.4])  # (x, y) cells: y follows x
     table = Measurement("pair[x,y]", "refine", truth * n, "gaussian", 2**0.5, "l2", 1.0, 0.1, None, None)
-    w = rake(candidates, pairs, [table], n)
+    w = weights(candidates, pairs, rake(candidates, pairs, [table], n))
     got = np.bincount(pairs.keys(candidates)[0], weights=w, minlength=4)
     np.testing.assert_allclose(got, truth, atol=1e-9)
 
