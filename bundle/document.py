@@ -11,12 +11,13 @@ from importlib import metadata
 from pathlib import Path
 
 from mechanisms.accounting import BudgetPlan, account
+from mechanisms.accuracy import expected_error
 from mechanisms.errors import BudgetError
 from mechanisms.primitives import Measurement
 from mechanisms.registry import MECHANISMS
 from spec import ReleaseSpec
 
-__all__ = ["GATES_STATEMENT", "NEIGHBOUR_STATEMENT", "readme", "release_document"]
+__all__ = ["GATES_STATEMENT", "NEIGHBOUR_STATEMENT", "accuracy_of", "readme", "release_document"]
 
 NEIGHBOUR_STATEMENT = (
     "Neighbouring data sets differ by replacing one record (bounded DP). Under this "
@@ -61,6 +62,16 @@ def _check_sensitivities(measurements: list[Measurement], derived: dict) -> None
     missing = sorted(set(derived) - {m.name for m in measurements})
     if missing:
         raise BudgetError(f"internal error: statistics {missing} were derived but never measured")
+
+
+def accuracy_of(book: dict, n_fitted: int) -> list[dict]:
+    """``privacy.accuracy``: per measurement of the ledger, the error its noise implies
+    (``mechanisms.accuracy.expected_error``; no data: the noise scale, the dimension and
+    the public n of fitted rows)."""
+    return [
+        expected_error(r["statistic"], r["mechanism"], r["noise_scale"], r["dimension"], n_fitted)
+        for r in book["measurements"]
+    ]
 
 
 def _git_commit() -> str:
@@ -149,6 +160,7 @@ def release_document(
             "synthetic_rows": m,
             "budget_plan": plan.as_dict(),
             "ledger": book,
+            "accuracy": accuracy_of(book, n if n_fitted is None else n_fitted),
             "numerics": numerics,
             "ledger_record": ledger_record,
         },

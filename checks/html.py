@@ -17,6 +17,7 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
+from mechanisms.accuracy import describe
 from mechanisms.schema import Continuous, Schema
 
 __all__ = ["render_report"]
@@ -224,9 +225,10 @@ def _footnotes(notes: dict[str, str]) -> str:
     return "".join(f"<p class='note'>{mark} {html.escape(reason)}.</p>" for reason, mark in notes.items())
 
 
-def _budget(ledger: dict) -> str:
+def _budget(ledger: dict, accuracy: dict[str, dict]) -> str:
     """This release's account in its accountant's own unit — ρ per stage and measurement
-    under zCDP, ε under pure DP — and its total (ε, δ) with the conversion used."""
+    under zCDP, ε under pure DP — with each measurement's expected error (``accuracy`` by
+    statistic), and its total (ε, δ) with the conversion used."""
     t = ledger["totals"]
     zcdp = "rho" in t
     key, unit, name = ("rho", "ρ (zCDP)", "zCDP") if zcdp else ("epsilon", "ε (pure DP)", "pure")
@@ -253,7 +255,13 @@ def _budget(ledger: dict) -> str:
                 else f"this row records no {symbol}; the {name} accountant adds only {symbol}, so it "
                 "charged this row nothing",
             )
-        rows.append({**{c: m[c] for c in _MEASUREMENT_COLUMNS}, unit: cost})
+        rows.append(
+            {
+                **{c: m[c] for c in _MEASUREMENT_COLUMNS},
+                unit: cost,
+                "expected error": describe(accuracy.get(m["statistic"])),
+            }
+        )
     total = (
         f"ρ = {t['rho']:.6g}, which is (ε, δ) = ({t['epsilon']:.6g}, {t['delta']:.3g})"
         if zcdp
@@ -263,8 +271,11 @@ def _budget(ledger: dict) -> str:
         [
             f"<p>Accountant: <b>{name}</b>. This release is {html.escape(ledger['status'])}.</p>",
             _table(stages, ["stage", "weight", f"{unit} allocated", f"{unit} spent"]),
-            _table(rows, [*_MEASUREMENT_COLUMNS, unit]),
+            _table(rows, [*_MEASUREMENT_COLUMNS, unit, "expected error"]),
             _footnotes(notes),
+            "<p class='note'>Expected error: E|noise| per entry, and for a count table the total "
+            "variation the noise alone moves it by, before post-processing. It follows from the noise "
+            "scale alone (no data) and is published in release.json (privacy.accuracy).</p>",
             f"<p>Release total: {total} ({html.escape(t['conversion'])}).</p>",
         ]
     )
@@ -368,7 +379,7 @@ def render_report(
         ),
         _section(_dcr, linkage),
         "<h2>Budget</h2>",
-        _budget(led),
+        _budget(led, {a["statistic"]: a for a in document["privacy"].get("accuracy") or []}),
         "<h2>Lifetime budget of the dataset</h2>",
         _lifetime(document["privacy"].get("ledger_record")),
         "</body></html>",

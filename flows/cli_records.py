@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from flows.console import console, fail
+from mechanisms.accuracy import describe
 from mechanisms.errors import DPReleaseError
 
 __all__ = ["audit_app", "ledger_app"]
@@ -71,8 +72,8 @@ def audit_show(
         bool,
         typer.Option(
             "--json",
-            help="Print JSON: the release's stages, measurements, totals, lifetime account and "
-            "dataset guarantee, as public/release.json records them.",
+            help="Print JSON: the release's stages, measurements, their expected errors, totals, "
+            "lifetime account and dataset guarantee, as public/release.json records them.",
         ),
     ] = False,
 ) -> None:
@@ -111,20 +112,30 @@ def audit_show(
             f"{st[key + '_spent']:.6g}",
         )
     out.print(stages)
+    accuracy = {a["statistic"]: a for a in priv.get("accuracy") or []}
     for stage in dict.fromkeys(r["stage"] for r in book["measurements"]):
         rows = Table(title=f"measurements of stage '{escape(stage)}'", box=box.SIMPLE_HEAD, pad_edge=False)
-        for col in ("statistic", "noise, scale", "sensitivity", key, "dim"):
+        names = [r["statistic"] for r in book["measurements"] if r["stage"] == stage]
+        rows.add_column("statistic", overflow="fold", min_width=max(map(len, names)))  # names whole
+        rows.add_column("noise, scale (expected error)", overflow="fold", max_width=18)
+        for col in ("sensitivity", key):
             rows.add_column(col, overflow="fold")
+        rows.add_column("dim", no_wrap=True)
         for r in book["measurements"]:
             if r["stage"] == stage:
                 rows.add_row(
                     escape(r["statistic"]),
-                    f"{escape(r['mechanism'])} {r['noise_scale']:.6g}",
-                    f"{r['sensitivity']:.6g} ({escape(r['sensitivity_norm'])})",
-                    f"{(r[key] or 0.0):.6g}",
+                    f"{escape(r['mechanism'])} {r['noise_scale']:.6g} "
+                    f"({escape(describe(accuracy.get(r['statistic'])))})",
+                    f"{r['sensitivity']:.6g} {escape(r['sensitivity_norm'])}",
+                    f"{(r[key] or 0.0):.4g}",
                     escape(str(r["dimension"])),
                 )
         out.print(rows)
+    out.print(
+        "expected error: E|noise| per entry, and for a count table the total variation the noise "
+        "alone moves it by (before post-processing); from the noise scale only, no data"
+    )
     t = book["totals"]
     out.print(f"total: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP; {escape(t['conversion'])}")
     record = priv.get("ledger_record") or {}
@@ -161,6 +172,7 @@ def _shown(doc: dict) -> dict:
         "fit_for_publication": doc["randomness"]["fit_for_publication"],
         "stages": book["stages"],
         "measurements": book["measurements"],
+        "accuracy": priv.get("accuracy"),
         "totals": book["totals"],
         "lifetime": record.get("lifetime"),
         "dataset_guarantee": record.get("dataset_guarantee"),

@@ -14,6 +14,7 @@ from engines.inputs import InputValidationError
 from flows.release import release
 from mechanisms import factor_gauss as fg
 from mechanisms.accounting import plan_budget
+from mechanisms.accuracy import describe, expected_error
 from spec import load_spec
 from tests.helpers import assert_nothing_published, write_spec
 
@@ -25,6 +26,7 @@ SCHEMA = {
     "group": {"type": "nominal", "categories": ["a", "b"]},
 }
 ZEROS = 0.4
+MECHANISM = {"name": "factor_gauss", "params": {"target": "group"}}  # with the refine stage
 
 
 def _table(n: int = 3_000, seed: int = 0) -> pd.DataFrame:
@@ -37,7 +39,13 @@ def _table(n: int = 3_000, seed: int = 0) -> pd.DataFrame:
 def _spec(folder, engine):
     output = {"formats": ["csv"]}  # the local engine's default is Parquet
     return write_spec(
-        folder, _table(), schema=SCHEMA, checks={"target": "group"}, engine=engine, output=output
+        folder,
+        _table(),
+        schema=SCHEMA,
+        checks={"target": "group"},
+        mechanism=MECHANISM,
+        engine=engine,
+        output=output,
     )
 
 
@@ -60,16 +68,26 @@ def test_atoms_support_and_precision_reach_the_published_table(tmp_path, engine)
     assert spent["histogram[kids]"]["sensitivity"] == pytest.approx(2**0.5)
     # the published histograms are over the groups the public rule gives for the fitted n
     spec = load_spec(tmp_path / "spec.yaml")
-    plan = plan_budget("zcdp", 1.0, 1e-6, fg.STAGE_WEIGHTS)
+    plan = plan_budget("zcdp", 1.0, 1e-6, spec.stage_weights())
     groups = fg.cells_for(spec.public_schema(), plan.stage("marginals"), doc["privacy"]["rows_fitted"])
     assert [spent[f"histogram[{c}]"]["dimension"] for c in SCHEMA] == groups.n_groups
     assert groups.n_groups[0] < 64 + 1 and groups.n_groups[1] == 4  # income merged; kids as declared
+    # the accuracy statement: one entry per measurement, from its noise scale and n alone
+    accuracy = {a["statistic"]: a for a in doc["privacy"]["accuracy"]}
+    assert set(accuracy) == set(spent)
+    kids = spent["histogram[kids]"]
+    n_fit = doc["privacy"]["rows_fitted"]
+    assert accuracy["histogram[kids]"] == expected_error(
+        "histogram[kids]", "gaussian", kids["noise_scale"], 4, n_fit
+    )
+    report = (tmp_path / "out" / "atoms" / "internal" / "report.html").read_text()
+    assert "expected error" in report and describe(accuracy["histogram[kids]"]) in report
 
 
 def test_a_value_outside_the_declared_support_is_refused_by_name(tmp_path):
     bad = _table()
     bad.loc[7, "kids"] = 2.0
-    spec = write_spec(tmp_path, bad, schema=SCHEMA, checks={"target": "group"})
+    spec = write_spec(tmp_path, bad, schema=SCHEMA, checks={"target": "group"}, mechanism=MECHANISM)
     with pytest.raises(InputValidationError) as e:
         release(str(spec), str(tmp_path / "out"), release_id="bad", insecure_seed=3)
     assert "kids" in str(e.value) and "declared numbers (values: ...)" in str(e.value)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from bundle.document import accuracy_of
 from flows.cli import app
 from mechanisms.factor_gauss import FactorGaussParams
 from mechanisms.registry import MECHANISMS
@@ -91,6 +92,7 @@ def _bundle(folder: Path) -> tuple[Path, dict]:
             },
         },
     }
+    doc["privacy"]["accuracy"] = accuracy_of(doc["privacy"]["ledger"], 30162)
     bundle = folder / doc["release_id"]
     (bundle / "public").mkdir(parents=True)
     (bundle / "public" / "release.json").write_text(json.dumps(doc))
@@ -130,6 +132,10 @@ def test_audit_show_prints_full_names_at_80_columns(tmp_path):
     _fits(output)
     for name in (*STATISTICS, "latent_second_moment", "marginals", "moments", "gaussian 35.096"):
         assert name in output, name
+    # issue 16: each statistic's expected error: E|e| = σ√(2/π) = 28.0 per count, and a
+    # 42-cell histogram of 30,162 rows moves by 42·28.0/(2·30162) = 0.0195 in TVD
+    assert "±28, TVD 0.019" in " ".join(output.split())
+    assert "expected error" in output
 
 
 def test_audit_show_json_has_the_bundle_totals(tmp_path):
@@ -140,6 +146,7 @@ def test_audit_show_json_has_the_bundle_totals(tmp_path):
     book, record = doc["privacy"]["ledger"], doc["privacy"]["ledger_record"]
     assert shown["totals"] == book["totals"]
     assert shown["stages"] == book["stages"] and shown["measurements"] == book["measurements"]
+    assert shown["accuracy"] == doc["privacy"]["accuracy"]
     assert shown["lifetime"] == record["lifetime"]
     assert shown["dataset_guarantee"] == record["dataset_guarantee"]
 

@@ -53,7 +53,7 @@ def test_lifetime_budget_refuses_before_the_data_is_read(tmp_path):
     missing = runner.invoke(app, ["ledger", "show", "--out", str(tmp_path / "elsewhere")])
     assert missing.exit_code == 2 and "there is no ledger at" in missing.output
     assert by_id["first"]["status"] == "released" and 0 < by_id["first"]["epsilon"] <= 1.0
-    assert {s["stage"] for s in by_id["first"]["stages"]} == {"marginals", "moments"}
+    assert {s["stage"] for s in by_id["first"]["stages"]} == {"marginals", "moments", "refine"}
     assert (by_id["second"]["status"], by_id["second"]["epsilon"], by_id["second"]["stages"]) == (
         "refused",
         0.0,
@@ -85,10 +85,10 @@ def test_a_crash_after_noise_keeps_the_spend_and_a_rerun_never_redraws(tmp_path,
     monkeypatch.undo()
     with Ledger(f"sqlite:///{out / 'ledger.db'}") as led:
         (r,) = led.releases()
-        assert r["status"] == "failed" and r["epsilon"] > 0  # both stages' noise was drawn
-        assert [s["stage"] for s in r["stages"]] == ["marginals", "moments"]
+        assert r["status"] == "failed" and r["epsilon"] > 0  # every stage's noise was drawn
+        assert [s["stage"] for s in r["stages"]] == ["marginals", "moments", "refine"]
         assert all(s["measurements"] for s in r["stages"])
-    with pytest.raises(BudgetRefused, match=r"already drew noise for stage\(s\) \['marginals', 'moments'\]"):
+    with pytest.raises(BudgetRefused, match=r"already drew noise for stage\(s\) \['marginals', 'moments', 'refine'\]"):
         release(str(spec), str(out), release_id="crash")
     assert not (out / "crash").exists()
 
