@@ -17,7 +17,19 @@ from mechanisms.primitives import Measurement
 from mechanisms.registry import MECHANISMS
 from spec import ReleaseSpec
 
-__all__ = ["GATES_STATEMENT", "NEIGHBOUR_STATEMENT", "accuracy_of", "readme", "release_document"]
+IDENTIFIERS_STATEMENT = (
+    "identifier columns (type: id) are never read into the model; each synthetic row gets a fresh "
+    "identifier from the declared format and its position, which matches no real record"
+)
+
+__all__ = [
+    "GATES_STATEMENT",
+    "IDENTIFIERS_STATEMENT",
+    "NEIGHBOUR_STATEMENT",
+    "accuracy_of",
+    "readme",
+    "release_document",
+]
 
 NEIGHBOUR_STATEMENT = (
     "Neighbouring data sets differ by replacing one record (bounded DP). Under this "
@@ -169,9 +181,15 @@ def release_document(
             "compared_rows": compared_rows,
             "statement": GATES_STATEMENT,
         },
+        "columns": {
+            "modelled": spec.public_schema().names,
+            "identifiers": spec.identifiers(),
+            "dropped": spec.dropped_columns(),
+            "statement": IDENTIFIERS_STATEMENT,
+        },
         "engine": engine or {"name": "memory"},
         "outputs": {
-            f"synthetic.{f}": {"rows": m, "format": f, "columns": list(spec.columns)}
+            f"synthetic.{f}": {"rows": m, "format": f, "columns": spec.output_columns()}
             for f in spec.output_formats
         },
         "randomness": (
@@ -211,6 +229,16 @@ def readme(doc: dict) -> str:
         *(
             f"{name:<18} the synthetic data ({out['format']}), the public schema's columns and types"
             for name, out in doc["outputs"].items()
+        ),
+        *(
+            [f"Left out of the release (type: drop): {', '.join(doc['columns']['dropped'])}."]
+            if doc.get("columns", {}).get("dropped")
+            else []
+        ),
+        *(
+            [f"Identifiers {', '.join(doc['columns']['identifiers'])}: {IDENTIFIERS_STATEMENT}"]
+            if doc.get("columns", {}).get("identifiers")
+            else []
         ),
         "release.json       schema, mechanism, parameters, budget ledger, software versions",
         "budget_plan.json   the budget split fixed before the data was read",

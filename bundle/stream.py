@@ -15,6 +15,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from bundle.files import write_json
+from bundle.identifiers import publishable
 from bundle.write import csv_header, io_error
 from engines.chunks import add_counts
 from mechanisms.schema import Continuous, Schema
@@ -34,13 +35,17 @@ class Synthetic:
     validation: list[dict] = field(repr=False)
 
 
-def _arrow_schema(schema: Schema) -> pa.Schema:
-    def kind(c) -> pa.DataType:
+def _arrow_schema(schema: Schema, columns: list[str]) -> pa.Schema:
+    """The published columns' types; a column the schema does not model (an identifier)
+    is text."""
+
+    def kind(name: str) -> pa.DataType:
+        c = schema[name] if name in schema.names else None
         if isinstance(c, Continuous):
             return pa.int64() if c.integer else pa.float64()
         return pa.string()
 
-    return pa.schema([(c.name, kind(c)) for c in schema.columns])
+    return pa.schema([(name, kind(name)) for name in columns])
 
 
 def write_synthetic_chunks(
@@ -53,11 +58,17 @@ def write_synthetic_chunks(
     sample_rows: int,
     staging: Path,
     progress: Callable[[int], None] | None = None,
+    *,
+    identifiers: dict[str, str] | None = None,
+    columns: list[str] | None = None,
 ) -> Synthetic:
     """``draw(k)`` k rows as a table, ``validate`` them (validation records), append them to
-    the formats asked for; an OSError is a clear error saying the budget stays spent."""
+    the formats asked for, as the published ``columns`` (default: the schema's) with fresh
+    ``identifiers`` (``bundle.identifiers.publishable``); the checks' sample keeps the
+    modelled columns only. An OSError is a clear error saying the budget stays spent."""
     public = staging / "public"
-    arrow = _arrow_schema(schema)
+    columns = list(columns or schema.names)
+    arrow = _arrow_schema(schema, columns)
     records, kept, done, chunks = None, [], 0, 0
     kept_rows = 0
     parquet = csv = None
@@ -66,13 +77,14 @@ def write_synthetic_chunks(
             parquet = pq.ParquetWriter(public / "synthetic.parquet", arrow)
         if "csv" in formats:
             csv = pa.OSFile(str(public / "synthetic.csv"), "wb")
-            csv.write(csv_header(list(schema.names)))
+            csv.write(csv_header(columns))
         while done < m:
             k = min(chunk_rows, m - done)
             table = draw(k)
             recs = validate(table)
             records = recs if records is None else add_counts(records, recs)
-            frame = pa.Table.from_pandas(table, schema=arrow, preserve_index=False)
+            published = publishable(table, identifiers or {}, columns, start=done)
+            frame = pa.Table.from_pandas(published, schema=arrow, preserve_index=False)
             if parquet is not None:
                 parquet.write_table(frame)
             if csv is not None:

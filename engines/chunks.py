@@ -15,7 +15,7 @@ split the file at line ends).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,10 +137,13 @@ def read_row_group(path: str, index: int) -> pa.Table:
     return pq.ParquetFile(path).read_row_group(index)
 
 
-def to_frame(table: pa.Table, schema: Schema, missing: dict[str, str]) -> pd.DataFrame:
-    """A chunk as the validation suite sees it: the schema's columns in order, continuous
-    ones numeric where they can be, text cells empty → missing → the declared token."""
-    check_columns(table.column_names, schema)
+def to_frame(
+    table: pa.Table, schema: Schema, missing: dict[str, str], ignored: Sequence[str] = ()
+) -> pd.DataFrame:
+    """A chunk as the validation suite sees it: the schema's columns in order (the
+    ``ignored`` ones checked present, then left out), continuous ones numeric where they
+    can be, text cells empty → missing → the declared token."""
+    check_columns(table.column_names, schema, ignored=ignored)
     data = {}
     for c in schema.columns:
         col = table.column(c.name)
@@ -244,10 +247,11 @@ class ChunkJob:
     holdout_fraction: float
     sample_rows: int
     chunk_sum: Callable[..., np.ndarray]
+    ignored: tuple[str, ...] = ()
 
     def frame(self, table: pa.Table) -> tuple[pd.DataFrame, dict[str, dict[str, int]]]:
         """The chunk as a table with the declared policies applied, and their counts."""
-        df = to_frame(table, self.schema, self.missing)
+        df = to_frame(table, self.schema, self.missing, self.ignored)
         return df, {
             "out_of_bounds_clipped": clip_to_bounds(df, self.schema, list(self.clip)),
             "unknown_mapped_to_other": map_unknown(df, self.schema, self.other),

@@ -11,6 +11,7 @@ import csv
 import gzip
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from mechanisms.errors import DPReleaseError
@@ -78,16 +79,20 @@ def _header_names(extra: list[str], columns: list[str], schema: Schema) -> list[
     return None
 
 
-def check_columns(columns: list[str], schema: Schema, *, quote: bool = False) -> None:
-    """The data's header must hold exactly the schema's columns (any order). Undeclared
+def check_columns(
+    columns: list[str], schema: Schema, *, quote: bool = False, ignored: Sequence[str] = ()
+) -> None:
+    """The data's header must hold exactly the schema's columns and the ``ignored`` ones
+    (declared ``id`` or ``drop``: read past, never modelled), in any order. Undeclared
     names come from the confidential file, so they are counted, never shown, except with
     ``quote`` (the CLI's check before Prefect starts, whose message reaches only the
     steward's terminal) when the line looks like a header (``_header_names``): in a file
     whose header line is missing they would be a record. The flow's readers never quote
     them: their messages reach Prefect's logs and the failure record."""
-    declared = set(schema.names)
+    expected = [*schema.names, *ignored]
+    declared = set(expected)
     extra = [c for c in columns if c not in declared]
-    absent = [c for c in schema.names if c not in columns]
+    absent = [c for c in expected if c not in columns]
     dup = sorted({c for c in columns if columns.count(c) > 1})
     if dup:
         named = [c for c in dup if c in declared]
@@ -106,6 +111,4 @@ def check_columns(columns: list[str], schema: Schema, *, quote: bool = False) ->
                 "line looks like a header)"
             )
         parts += [f"column '{c}' is declared in the schema but missing from the data" for c in absent]
-        raise DataError(
-            "; ".join(parts) + f"; make the data header exactly the schema's columns: {list(schema.names)}"
-        )
+        raise DataError("; ".join(parts) + f"; make the data header exactly the schema's columns: {expected}")

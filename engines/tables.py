@@ -7,6 +7,7 @@ column and the rule; they never quote a data value or a count.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -37,9 +38,12 @@ __all__ = [
 NUMERIC_NA = ["", "NA", "NaN", "nan", "null", "NULL"]
 
 
-def read_table(path: Path, schema: Schema, missing: dict[str, str]) -> pd.DataFrame:
+def read_table(
+    path: Path, schema: Schema, missing: dict[str, str], ignored: Sequence[str] = ()
+) -> pd.DataFrame:
     """CSV (optionally gzipped) or Parquet. Categorical columns are read as text; a
-    declared ``missing`` token replaces empty cells of its column."""
+    declared ``missing`` token replaces empty cells of its column; the ``ignored`` columns
+    (declared ``id`` or ``drop``) must be in the header and are left out."""
     numeric = [c.name for c in schema.columns if isinstance(c, Continuous)]
     text = [c.name for c in schema.columns if not isinstance(c, Continuous)]
     kind = input_format(path)
@@ -50,7 +54,7 @@ def read_table(path: Path, schema: Schema, missing: dict[str, str]) -> pd.DataFr
             f"dataset file '{path}' could not be read ({type(e).__name__}); check that it "
             "is a complete, well-formed file with one header row"
         ) from None
-    check_columns(list(df.columns), schema)
+    check_columns(list(df.columns), schema, ignored=ignored)
     df = df[schema.names].copy()
     for name in text:
         col = df[name]

@@ -279,9 +279,9 @@ def _before_prefect(spec: Path, out: Path, release_id: str | None, ledger_url: s
     else:
         check_destination(out, rid)
     _refused_by_the_ledger(s, out, rid, ledger_url)
-    check_columns(
-        read_header(s.data_path), s.public_schema(), quote=True
-    )  # last: a refused release never opens it
+    check_columns(  # last: a refused release never opens it
+        read_header(s.data_path), s.public_schema(), quote=True, ignored=s.ignored_columns()
+    )
 
 
 def _refused_by_the_ledger(s: ReleaseSpec, out: Path, rid: str | None, ledger_url: str | None) -> None:

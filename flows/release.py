@@ -39,6 +39,7 @@ from prefect import flow, get_run_logger
 from prefect.runtime import deployment, flow_run
 
 from bundle.document import release_document
+from bundle.identifiers import publishable
 from bundle.staging import prepare_staging
 from checks.gates import GateError, failed_gates_message
 from engines.inputs import check_rows, holdout_split
@@ -232,6 +233,8 @@ def _synthesise_streaming(r: _Release, staging: Path, streams: Streams) -> _Fitt
         staging,
         streams.decode,
         rows_done("decode"),
+        spec.identifiers(),
+        spec.output_columns(),
     )
     fitted_sample, held_sample = scan.samples()
     counting = "; before them, a pass counting each chunk's rows" if facts.get("counting_pass") else ""
@@ -530,7 +533,12 @@ def _run(
                 )
                 sealed = True
 
-            write_bundle(staging, dest, fit.synthetic, document, publish=passed, seal=seal)
+            published = (
+                None
+                if fit.synthetic is None
+                else publishable(fit.synthetic, spec.identifiers(), spec.output_columns())
+            )
+            write_bundle(staging, dest, published, document, publish=passed, seal=seal)
         except BaseException as e:
             if not _in_place(sealed, dest, staging):
                 record_failure(record, ledger, e, staging, sealed)

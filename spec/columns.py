@@ -12,7 +12,7 @@ from mechanisms.schema import MAX_INTERVALS
 
 MAX_VALUES = 256
 
-__all__ = ["ColumnSpec", "ContinuousSpec", "NominalSpec", "OrdinalSpec", "Strict"]
+__all__ = ["ColumnSpec", "ContinuousSpec", "DropSpec", "IdSpec", "NominalSpec", "OrdinalSpec", "Strict"]
 
 
 class Strict(BaseModel):
@@ -94,4 +94,39 @@ class NominalSpec(Strict):
         return _other_declared(v, info, "categories")
 
 
-ColumnSpec = Annotated[ContinuousSpec | OrdinalSpec | NominalSpec, Field(discriminator="type")]
+class IdSpec(Strict):
+    """An identifier: never read into the model, never published. The synthetic table gets
+    fresh identifiers ``format.format(i)`` for i = 1…m: a Python format with one integer
+    field and literal text beside it (e.g. ``SYN-{:09d}``), which must be text real
+    identifiers never carry, so a fresh one cannot equal a real one (nothing checks the
+    real ones: that would read them)."""
+
+    type: Literal["id"]
+    format: str = "SYN-{:09d}"
+
+    @field_validator("format")
+    @classmethod
+    def _one_integer_field(cls, v: str) -> str:
+        try:
+            a, b = v.format(1), v.format(2)
+        except (IndexError, KeyError, ValueError) as e:
+            raise ValueError(f"format ({v!r}) must hold one integer field such as {{:09d}} ({e})") from None
+        literal = v.replace("{", "\0").split("\0")[0] + v.rsplit("}", 1)[-1]
+        if a == b or not literal:
+            raise ValueError(
+                f"format ({v!r}) must hold one integer field and literal text beside it that real "
+                "identifiers never carry, e.g. 'SYN-{:09d}'"
+            )
+        return v
+
+
+class DropSpec(Strict):
+    """A column read past and left out of the model and the release (free text, a field not
+    to publish); ``release.json`` lists it."""
+
+    type: Literal["drop"]
+
+
+ColumnSpec = Annotated[
+    ContinuousSpec | OrdinalSpec | NominalSpec | IdSpec | DropSpec, Field(discriminator="type")
+]

@@ -20,7 +20,7 @@ from mechanisms.gates import GATES_STAGE, GATES_WEIGHT, gate_sensitivities
 from mechanisms.registry import MECHANISMS
 from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 from mechanisms.synthesizer import Sensitivity
-from spec.columns import ColumnSpec, ContinuousSpec, OrdinalSpec, Strict
+from spec.columns import ColumnSpec, ContinuousSpec, DropSpec, IdSpec, NominalSpec, OrdinalSpec, Strict
 from spec.sections import ChecksSpec, DatasetSpec, EngineSpec, MechanismSpec, OutputSpec, PrivacySpec
 
 __all__ = ["RELEASE_ID", "ContinuousSpec", "EngineSpec", "ReleaseSpec", "SpecError", "load_spec"]
@@ -95,8 +95,10 @@ class ReleaseSpec(Strict):
 
     def _check_checks(self) -> None:
         c = self.checks
-        if c.target is not None and c.target not in self.columns:
-            raise ValueError(f"checks.target ({c.target!r}) must be a column of the schema")
+        if c.target is not None and c.target not in self.public_schema().names:
+            raise ValueError(
+                f"checks.target ({c.target!r}) must be a modelled column of the schema (not id or drop)"
+            )
         gates = set(c.gates)
         if not c.enabled and gates:
             raise ValueError("checks.gates need checks.enabled: true")
@@ -155,7 +157,7 @@ class ReleaseSpec(Strict):
         return {
             name: c.missing
             for name, c in self.columns.items()
-            if not isinstance(c, ContinuousSpec) and c.missing is not None
+            if isinstance(c, OrdinalSpec | NominalSpec) and c.missing is not None
         }
 
     def clip_columns(self) -> list[str]:
@@ -169,12 +171,28 @@ class ReleaseSpec(Strict):
         return {
             n: c.other
             for n, c in self.columns.items()
-            if not isinstance(c, ContinuousSpec) and c.unknown == "other" and c.other is not None
+            if isinstance(c, OrdinalSpec | NominalSpec) and c.unknown == "other" and c.other is not None
         }
 
+    def ignored_columns(self) -> list[str]:
+        """Columns read past and never modelled: identifiers (``type: id``) and dropped
+        columns (``type: drop``). The readers check they are in the header, then leave them."""
+        return [n for n, c in self.columns.items() if isinstance(c, IdSpec | DropSpec)]
+
+    def identifiers(self) -> dict[str, str]:
+        """Identifier columns and the format of their fresh synthetic values."""
+        return {n: c.format for n, c in self.columns.items() if isinstance(c, IdSpec)}
+
+    def dropped_columns(self) -> list[str]:
+        return [n for n, c in self.columns.items() if isinstance(c, DropSpec)]
+
+    def output_columns(self) -> list[str]:
+        """The published table's columns, in the declared order: all but the dropped ones."""
+        return [n for n, c in self.columns.items() if not isinstance(c, DropSpec)]
+
     def public_schema(self) -> Schema:
-        """The public schema; a declared ``missing`` token is one more category/level
-        (for ordinal columns, the lowest)."""
+        """The public schema of the modelled columns (not ``id`` or ``drop``); a declared
+        ``missing`` token is one more category/level (for ordinal columns, the lowest)."""
         cols: list[Continuous | Ordinal | Nominal] = []
         for name, c in self.columns.items():
             if isinstance(c, ContinuousSpec):
@@ -195,7 +213,7 @@ class ReleaseSpec(Strict):
             elif isinstance(c, OrdinalSpec):
                 extra = [c.missing] if c.missing is not None and c.missing not in c.levels else []
                 cols.append(Ordinal(name, tuple(extra + c.levels)))
-            else:
+            elif isinstance(c, NominalSpec):
                 extra = [c.missing] if c.missing is not None and c.missing not in c.categories else []
                 cols.append(Nominal(name, tuple(c.categories + extra)))
         return Schema(tuple(cols))

@@ -69,6 +69,7 @@ def chunk_job(spec: ReleaseSpec, keys: RowKeys) -> ChunkJob:
         holdout_fraction=spec.checks.holdout_fraction,
         sample_rows=spec.checks.sample_rows,
         chunk_sum=streaming_steps(spec).chunk_sum,
+        ignored=tuple(spec.ignored_columns()),
     )
 
 
@@ -152,6 +153,8 @@ def stream_decode(
     staging: Path,
     rng: np.random.Generator,
     progress: Progress = None,
+    identifiers: dict[str, str] | None = None,
+    columns: list[str] | None = None,
 ) -> Synthetic:
     """m fresh rows in chunks of ``chunk_rows`` (``Streaming.draw``), decoded to the
     schema's values, validated with the schema's GX suite chunk by chunk and appended to
@@ -168,6 +171,8 @@ def stream_decode(
         sample_rows,
         staging,
         progress,
+        identifiers=identifiers,
+        columns=columns,
     )
     refuse_output(failing_rules(synthetic.validation))
     names = ", ".join(f"synthetic.{f}" for f in formats)

@@ -88,7 +88,9 @@ def test_a_crash_after_noise_keeps_the_spend_and_a_rerun_never_redraws(tmp_path,
         assert r["status"] == "failed" and r["epsilon"] > 0  # every stage's noise was drawn
         assert [s["stage"] for s in r["stages"]] == ["marginals", "moments", "refine"]
         assert all(s["measurements"] for s in r["stages"])
-    with pytest.raises(BudgetRefused, match=r"already drew noise for stage\(s\) \['marginals', 'moments', 'refine'\]"):
+    with pytest.raises(
+        BudgetRefused, match=r"already drew noise for stage\(s\) \['marginals', 'moments', 'refine'\]"
+    ):
         release(str(spec), str(out), release_id="crash")
     assert not (out / "crash").exists()
 

@@ -69,6 +69,7 @@ def test_demo_release_end_to_end(tmp_path):
         "mechanism",
         "privacy",
         "checks",
+        "columns",
         "engine",
         "outputs",
         "randomness",
