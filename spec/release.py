@@ -97,7 +97,7 @@ class ReleaseSpec(Strict):
         c = self.checks
         if c.target is not None and c.target not in self.public_schema().names:
             raise ValueError(
-                f"checks.target ({c.target!r}) must be a modelled column of the schema (not id or drop)"
+                f"checks.target ({c.target!r}) must be a column of the schema, not an id or drop column"
             )
         gates = set(c.gates)
         if not c.enabled and gates:

@@ -36,8 +36,11 @@ def adult_rows(n: int, seed: int = 0) -> pd.DataFrame:
 
 def write_spec(folder: Path, data: pd.DataFrame | None = None, **overrides) -> Path:
     """A spec with the demo schema and checks without gates (small data cannot pass the
-    demo's); ``data`` is written to data.csv beside it."""
+    demo's); ``data`` is written to data.csv beside it. With another ``schema``, the
+    mechanism is plain factor_gauss unless ``mechanism`` is given."""
     base = {**DEMO_SPEC, "dataset": {"name": "adult", "path": "data.csv"}, "checks": {"target": "income"}}
+    if "schema" in overrides:  # the demo's mechanism refines with income, a demo column
+        base["mechanism"] = {"name": "factor_gauss", "params": {}}
     spec = {**base, **overrides}
     if data is not None:
         data.to_csv(folder / "data.csv", index=False)

@@ -136,8 +136,8 @@ def test_zcdp_budget_shows_rho_per_stage_and_measurement_and_the_total_epsilon_d
             in page
         )
     for m in led["measurements"][:-1]:
-        assert f"<td>{m['rho']:.6g}</td></tr>" in page
-    assert "<td>raw count</td>" in page and "<td>—¹</td></tr>" in page  # no noise: no ρ
+        assert f"<td>{m['rho']:.6g}</td><td>" in page  # then the expected error (issue 16)
+    assert "<td>raw count</td>" in page and "<td>—¹</td><td>" in page  # no noise: no ρ
     assert "¹ used without noise: it costs no budget" in page
     assert "hist[a&lt;0]" in page and "hist[a<0]" not in page  # names from the data stay escaped
     t = led["totals"]
@@ -155,8 +155,8 @@ def test_pure_budget_shows_epsilon_and_no_blank_cell(checked, tmp_path):
     assert all(cell.strip() for cell in _cells(page))
     assert "<th>ε (pure DP)</th>" in page and "ρ (zCDP)" not in page
     for m in led["measurements"][:-1]:
-        assert f"<td>{m['epsilon']:.6g}</td></tr>" in page
-    assert "<td>—¹</td></tr>" in page and "¹ used without noise" in page
+        assert f"<td>{m['epsilon']:.6g}</td><td>" in page
+    assert "<td>—¹</td><td>" in page and "¹ used without noise" in page
     t = led["totals"]
     assert f"Release total: ε = {t['epsilon']:.6g}, δ = 0 (basic composition)." in page
 
