@@ -85,9 +85,10 @@ def test_the_rule_reads_only_public_facts():
 @pytest.mark.parametrize(
     ("n", "e", "declared", "k"),
     [
-        (26_048, 28.0, 64, 64),  # Adult at ε = 1: ⌊2·26048·0.05/28⌋ = 93 ≥ 64, as declared
-        (442, 25.0, 64, 2),  # ⌊1.77⌋ = 1 → MIN_GROUPS
-        (5_000, 25.0, 64, 20),  # ⌊20.0⌋
+        (26_048, 28.0, 64, 64),  # Adult at ε = 1: ⌊2·26048·0.25/28⌋ = 465 ≥ 64, as declared
+        (442, 25.0, 64, 8),  # ⌊8.84⌋
+        (1_000, 25.0, 64, 20),  # ⌊20.0⌋
+        (50, 25.0, 64, 2),  # ⌊1.0⌋ = 1 → MIN_GROUPS
         (442, 25.0, 1, 1),  # never more than declared
         (100, 0.0, 64, 64),  # no noise: as declared
     ],
@@ -114,7 +115,7 @@ def test_groups_are_contiguous_and_atoms_are_never_merged():
 
 def test_placing_rows_back_keeps_each_groups_mass_and_stays_inside_it(rng):
     schema = Schema((NOISY, HOURS))
-    cells = resolve(schema, 300, [25.0, 25.0])
+    cells = resolve(schema, 60, [25.0, 25.0])  # ⌊2·60·0.25/25⌋ = 1 → MIN_GROUPS
     assert cells.n_groups == [MIN_GROUPS, 1 + MIN_GROUPS + 1]  # hours: [1..39], 40, [41..99] (split in 2)
     probs = [np.array([0.2, 0.8]), np.array([0.1, 0.5, 0.3, 0.1])]
     private = cells.with_private(schema, probs)

@@ -5,6 +5,7 @@ flow's own tasks draw under the flow's plan."""
 
 import copy
 import inspect
+import math
 import re
 from pathlib import Path
 
@@ -59,15 +60,17 @@ def _diabetes_like() -> dict:
 
 
 def test_a_442_row_table_at_epsilon_1_with_64_bins_is_warned_about():
-    """factor_gauss merges the 64 declared bins into 2 groups (``mechanisms.resolution``:
-    ⌊2·442·0.05/E|e|⌋ < 2), so the noise no longer swamps the histograms, but the
-    marginals are coarse: the warning says so, and names the ε that keeps a quarter."""
+    """factor_gauss merges the 64 declared bins into k = ⌊2·442·0.25/E|e|⌋ groups
+    (``mechanisms.resolution``; E|e| = σ√(2/π), σ = 1/√(ρ/11) for the marginals' ρ), so
+    the noise no longer swamps the histograms, but the marginals are coarse: the warning
+    says so, and names the ε that keeps a quarter."""
     spec = _spec(_diabetes_like())
     f = forecast(spec, 442)
     assert f.refuse is None and len(f.warnings) == 1
     warning = f.warnings[0]
-    assert "'bmi' on 2 of 64" in warning and "'sex'" not in warning  # 2 declared bins: kept
-    assert {h.bins for h in f.histograms} == {2}
+    (bmi,) = [h for h in f.histograms if h.column == "bmi"]
+    assert bmi.bins == math.floor(2 * 442 * 0.25 / bmi.mean_abs) < 16
+    assert f"'bmi' on {bmi.bins} of 64" in warning and "'sex'" not in warning  # 2 declared bins: kept
     x = _at_least(warning)
     assert x > 1.0 and forecast(_spec(_diabetes_like(), epsilon=x), 442).warnings == []
 
