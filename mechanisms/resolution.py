@@ -13,7 +13,7 @@ Merging trades noise for discretisation error, which is small for smooth densiti
 large for spiky ones (Adult's hours-per-week at 40: declare such a value as an atom), and
 the projection onto the simplex already removes much of the noise of a sparse histogram,
 so the rule merges only where noise would swamp the histogram. τ was measured, not
-derived: at τ = 0.05, three real tables (BENCHMARKS.md §15) lost up to 0.14 of 1-way
+derived: at τ = 0.05, three real tables (BENCHMARKS.md §15) lost up to 0.07 of 1-way
 TVD against no merging; at τ = 0.25 they gained up to 0.09 (``benchmarks/quality.py``,
 2 seeds, ε = 1). At ε = 1 the rule leaves Adult (n = 26,048) as declared and gives a
 442-row, 11-column table 9 groups per column.
