@@ -34,8 +34,10 @@ domain stops the run, naming the column; nothing is clipped), then split 80/20 w
 
 **Methods.** ``factor_gauss`` in-process (``plan_budget("zcdp", ε, δ, weights)`` with the
 spec's mechanism stage weights, no gates → ``SYNTHESIZER.fit`` → ``rows_to_table``, as the
-release flow decodes), in two variants of the same spec: ``factor_gauss (today)`` with the
-continuous columns' ``atoms``, ``values``, ``bins`` and ``decimals`` removed, and
+release flow decodes), in two variants of the same spec: ``factor_gauss (copula only)`` with
+the continuous columns' ``atoms``, ``values``, ``bins`` and ``decimals`` and the parameter
+``target`` (the ``refine`` stage) removed, i.e. the copula of before issue 16 except that the
+resolution rule merges intervals, and
 ``factor_gauss`` with the full spec (reported "not available", with pydantic's message,
 when the spec model does not accept those fields). Both use the spec's ``mechanism.params``.
 smartnoise-synth MST and AIM through ``peer_smartnoise.py`` in the peer venv on the same
@@ -110,7 +112,7 @@ DEFAULT_AIM_TIMEOUT_S = 300.0
 QUICK_TABLE = "creditcard"
 
 NEW_FIELDS = ("atoms", "values", "bins", "decimals")
-"""The continuous-column fields of issue 16, removed for ``factor_gauss (today)``."""
+"""The continuous-column fields of issue 16, removed for ``factor_gauss (copula only)``."""
 
 JUDGE_BINS = 20
 JUDGE_ATOM_SHARE = 0.05
@@ -164,7 +166,7 @@ TABLES: dict[str, TableDef] = {
 }
 
 METHODS = {
-    "factor_gauss_today": "factor_gauss (today)",
+    "factor_gauss_today": "factor_gauss (copula only)",
     "factor_gauss": "factor_gauss",
     "mst": "smartnoise-synth MST",
     "aim": "smartnoise-synth AIM",
@@ -201,12 +203,16 @@ def raw_spec(path: Path) -> dict[str, Any]:
 
 
 def strip_new_fields(raw: dict[str, Any]) -> dict[str, Any]:
-    """The spec without ``atoms``, ``values``, ``bins``, ``decimals`` on any column."""
+    """The spec without ``atoms``, ``values``, ``bins``, ``decimals`` on any column and without
+    ``mechanism.params.target`` (no ``refine`` stage): the copula path of ``factor_gauss (copula
+    only)``."""
     schema = {
         name: {k: v for k, v in col.items() if not (col.get("type") == "continuous" and k in NEW_FIELDS)}
         for name, col in raw["schema"].items()
     }
-    return {**raw, "schema": schema}
+    mechanism = dict(raw.get("mechanism") or {})
+    mechanism["params"] = {k: v for k, v in (mechanism.get("params") or {}).items() if k != "target"}
+    return {**raw, "schema": schema, "mechanism": mechanism}
 
 
 def validate(raw: dict[str, Any], path: Path) -> tuple[ReleaseSpec | None, str | None]:
@@ -664,7 +670,7 @@ def run_table(
         "test_rows": len(judge.test),
         "columns": schema.names,
         "target": t.d.target,
-        "mechanism_params": t.today.mechanism.params,
+        "mechanism_params": (t.full or t.today).mechanism.params,
         "trtr_auc": uniform["trtr_auc"],
         "declared_atoms": t.atoms,
         "judge_atoms": {j.column.name: list(j.atoms) for j in judge.columns if j.atoms},

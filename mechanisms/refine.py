@@ -20,8 +20,10 @@ The stage's ρ (or ε) is split evenly over the p − 1 tables: σ = √2/√(2�
 **Refinement (post-processing).** ``OVERSAMPLE``·m candidate rows are drawn from the
 factor model (2·m: on Adult 4·m scored the same at twice the cost); their weights are
 raked (iterative proportional fitting, ``SWEEPS`` sweeps, fitted on at most ``FIT_ROWS`` of
-them) to the noisy tables, each projected onto the simplex, and to stage 1's private
-marginals; m rows are then chosen by systematic resampling. Raking only re-weights
+them) to the noisy tables, each shrunk towards the candidates' own table by its
+James–Stein weight (``shrunk_distribution``: a table of noise alone, e.g. 600 rows at
+ε = 0.3, leaves the candidates as they are) and projected onto the simplex, and to stage
+1's private marginals; m rows are then chosen by systematic resampling. Raking only re-weights
 candidates: a row that no candidate holds cannot be created. With the target shared by
 every table the tables stay consistent enough for the weights not to collapse (the
 prototype's collapse came from matching all 105 pairs).
@@ -34,7 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from mechanisms.accounting import StageBudget
-from mechanisms.marginals import histogram_sensitivity, private_distribution
+from mechanisms.accuracy import entry_noise
+from mechanisms.marginals import histogram_sensitivity, project_to_simplex
 from mechanisms.primitives import Measurement, measure_stage
 from mechanisms.resolution import Cells, column_groups
 from mechanisms.schema import Schema
@@ -50,6 +53,7 @@ __all__ = [
     "pair_name",
     "rake",
     "refined_rows",
+    "shrunk_distribution",
     "weights",
 ]
 
@@ -135,10 +139,31 @@ def measure_pairs(
     ]
 
 
-def _tables(pairs: Pairs, tables: list[Measurement], n: int, margins: Cells | None) -> list[np.ndarray]:
-    """The distributions to rake to: each noisy table projected onto the simplex at the
-    public total n (``private_distribution``), then stage 1's one-way distributions."""
-    out = [private_distribution(m, n) for m in tables]
+def shrunk_distribution(measurement: Measurement, model: np.ndarray, n: int) -> np.ndarray:
+    """A noisy count table shrunk towards the model's own table, then projected onto the
+    simplex at the public total n (post-processing of published values only).
+
+    With d = ŷ − n·p̂ (ŷ the noisy counts, p̂ the candidates' distribution over the same K
+    cells), E‖d‖² = ‖n(p − p̂)‖² + K·σ² for noise of variance σ² per cell
+    (``accuracy.entry_noise``), so λ = max(0, 1 − K·σ²/‖d‖²) is the positive-part
+    James–Stein weight of the measurement: near 1 when the table says more than its noise,
+    0 when it is noise alone (a small table at small ε), and the target is n·p̂ + λ·d."""
+    sd, _ = entry_noise(measurement.mechanism, measurement.scale)
+    d = measurement.value - n * model
+    ss = float(d @ d)
+    lam = max(0.0, 1.0 - len(d) * sd * sd / ss) if ss > 0 else 0.0
+    return project_to_simplex((n * model + lam * d) / n, 1.0)
+
+
+def _tables(
+    pairs: Pairs, tables: list[Measurement], n: int, margins: Cells | None, keys: list[np.ndarray]
+) -> list[np.ndarray]:
+    """The distributions to rake to: each noisy table shrunk towards the candidates' own
+    table (``shrunk_distribution``), then stage 1's one-way distributions."""
+    out = [
+        shrunk_distribution(m, np.bincount(key, minlength=len(m.value)) / len(key), n)
+        for m, key in zip(tables, keys, strict=False)
+    ]
     return out + list(margins.probs) if margins is not None else out
 
 
@@ -153,13 +178,13 @@ def _keys(bins: np.ndarray, pairs: Pairs, margins: Cells | None) -> list[np.ndar
 def rake(
     bins: np.ndarray, pairs: Pairs, tables: list[Measurement], n: int, margins: Cells | None = None
 ) -> list[np.ndarray]:
-    """Raking factors: one per cell of each noisy table (projected onto the simplex at the
-    public total n, ``private_distribution``) and of each of stage 1's one-way private
+    """Raking factors: one per cell of each noisy table (shrunk and projected onto the
+    simplex at the public total n, ``shrunk_distribution``) and of each of stage 1's one-way private
     distributions in ``margins`` (already published: free, and it keeps refining the pairs
     from pulling the marginals away). Iterative proportional fitting on the candidate rows
     ``bins``: a row's weight is the product of its cells' factors (``weights``)."""
-    targets = _tables(pairs, tables, n, margins)
     keys = _keys(bins, pairs, margins)
+    targets = _tables(pairs, tables, n, margins, keys)
     factors = [np.ones(len(t)) for t in targets]
     w = np.full(len(bins), 1.0 / len(bins))
     for _ in range(SWEEPS):

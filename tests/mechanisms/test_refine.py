@@ -13,7 +13,7 @@ import pytest
 from mechanisms import factor_gauss as fg
 from mechanisms.accounting import plan_budget
 from mechanisms.primitives import Measurement
-from mechanisms.refine import Pairs, pair_cells, rake, weights
+from mechanisms.refine import Pairs, pair_cells, rake, shrunk_distribution, weights
 from mechanisms.resolution import Cells
 from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 from tests.wiring import compare, flow_stages, rows_of
@@ -133,10 +133,39 @@ def test_raking_fits_candidates_to_the_tables_and_margins(rng):
     candidates = rng.integers(0, 2, (20_000, 2)).astype(np.int32)
     n = 1_000
     truth = np.array([0.45, 0.05, 0.1, 0.4])  # (x, y) cells: y follows x
-    table = Measurement("pair[x,y]", "refine", truth * n, "gaussian", 2**0.5, "l2", 1.0, 0.1, None, None)
+    # noise scale 1e-6: the shrinkage weight is 1 − 4e-12/‖d‖², i.e. the table itself
+    table = Measurement("pair[x,y]", "refine", truth * n, "gaussian", 2**0.5, "l2", 1e-6, 0.1, None, None)
     w = weights(candidates, pairs, rake(candidates, pairs, [table], n))
     got = np.bincount(pairs.keys(candidates)[0], weights=w, minlength=4)
     np.testing.assert_allclose(got, truth, atol=1e-9)
+
+
+def _noisy(value: np.ndarray, sd: float) -> Measurement:
+    return Measurement("pair[x,y]", "refine", value, "gaussian", 2**0.5, "l2", sd, 0.1, None, None)
+
+
+def test_a_table_of_noise_alone_is_shrunk_to_the_model(rng):
+    """K = 100 cells of pure noise (σ = 50 per count, n = 1,000): ‖d‖² = σ²·χ²_K, so the
+    James–Stein weight is max(0, 1 − K/χ²_K) ≤ 1 − 100/200 = 0.5 unless χ²_100 > 200
+    (probability < 1e-8): the shrunk target's error is at most half the raw table's."""
+    n, k, sd = 1_000, 100, 50.0
+    model = rng.dirichlet(np.ones(k))
+    table = _noisy(n * model + rng.normal(0, sd, k), sd)
+    got = shrunk_distribution(table, model, n)
+    raw = np.abs(table.value / n - model).sum()
+    assert np.abs(got - model).sum() <= 0.5 * raw
+
+
+def test_a_table_far_from_the_model_is_kept(rng):
+    """Signal ‖n(p − p̂)‖² = 1e6·Σ(p − p̂)² far above K·σ² = 4: λ = 1 − 4/‖d‖² ≈ 1, and
+    the target is the measured table itself (to 1e-5 in probability)."""
+    n = 1_000
+    truth, model = np.array([0.45, 0.05, 0.1, 0.4]), np.full(4, 0.25)
+    d = n * (truth - model)
+    lam = 1 - 4 / float(d @ d)
+    got = shrunk_distribution(_noisy(n * truth, 1.0), model, n)
+    np.testing.assert_allclose(got, model + lam * (truth - model), atol=1e-12)
+    np.testing.assert_allclose(got, truth, atol=1e-5)
 
 
 def test_a_target_must_be_a_nominal_or_ordinal_column():
