@@ -17,13 +17,21 @@ def fresh_identifiers(fmt: str, start: int, k: int) -> list[str]:
 
 
 def publishable(
-    table: pd.DataFrame, identifiers: Mapping[str, str], columns: Sequence[str], start: int = 0
+    table: pd.DataFrame,
+    identifiers: Mapping[str, str],
+    columns: Sequence[str],
+    start: int = 0,
+    integers: Sequence[str] = (),
 ) -> pd.DataFrame:
     """``table`` (the modelled columns) with a fresh identifier column per declared
-    ``id``, in the published ``columns`` order; rows numbered from ``start`` + 1."""
-    if not identifiers and list(table.columns) == list(columns):
+    ``id``, in the published ``columns`` order; rows numbered from ``start`` + 1. The
+    ``integers`` columns (``integer: true`` with ``missing: allowed``: floats with NaN in
+    the model's table) become nullable integers, written as 51 and an empty cell."""
+    if not identifiers and not integers and list(table.columns) == list(columns):
         return table
     out = table.copy()
+    for name in integers:
+        out[name] = out[name].astype("Int64")
     for name, fmt in identifiers.items():
         out[name] = fresh_identifiers(fmt, start, len(table))
     return out[list(columns)]

@@ -38,7 +38,8 @@ def gate_metrics(
 ) -> dict[str, float]:
     """The exact (confidential) value of each gated metric on the k = len(real) compared
     rows: ``tvd_1way`` and ``tvd_2way`` on the public bins, ``wasserstein_max`` on the
-    continuous columns' values over their public ranges (0.0 without continuous columns).
+    continuous columns' values over their public ranges (columns without ``missing:
+    allowed``; 0.0 without such columns).
     ``rng`` only samples column pairs above 30 columns (never looks at the data)."""
     out = {}
     for name in names:
@@ -49,8 +50,8 @@ def gate_metrics(
         elif name == "tvd_2way":
             out[name] = ut.tvd_2way(real_bins, syn_bins, schema, rng)["mean"]
         else:
-            scaled = ut.wasserstein_scaled(real, synthetic, schema)
-            out[name] = max(scaled.values()) if scaled else 0.0
+            scaled = ut.wasserstein_scaled(real, synthetic, schema, complete_only=True)
+            out[name] = max(v for v in scaled.values() if v is not None) if scaled else 0.0
     return out
 
 

@@ -30,11 +30,15 @@ _CHUNK = 512
 
 
 def gower_features(df: pd.DataFrame, bins: np.ndarray, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
-    """(n, p) float32 features on [0, 1] (nominal: the category code) and the nominal mask."""
+    """(n, p) float32 features on [0, 1] (nominal: the category code) and the nominal mask.
+    A missing value (``missing: allowed``) is −1: ``nearest`` caps each column's |x − y|
+    at 1, so it is at distance 1 from every present value and 0 from another missing one
+    (Gower's convention for a missing cell scored as a mismatch)."""
     out = np.empty((len(df), len(schema)), dtype=np.float32)
     for j, c in enumerate(schema.columns):
         if isinstance(c, Continuous):
-            out[:, j] = (df[c.name].to_numpy(float) - c.lower) / (c.upper - c.lower)
+            x = (df[c.name].to_numpy(float, na_value=np.nan) - c.lower) / (c.upper - c.lower)
+            out[:, j] = np.where(np.isnan(x), -1.0, x)
         elif isinstance(c, Nominal):
             out[:, j] = bins[:, j]
         else:
@@ -67,6 +71,7 @@ def nearest(
         np.maximum(query[:, nominal].max(initial=0, axis=0), ref[:, nominal].max(initial=0, axis=0)) + 1
     ).astype(np.int64)
     q_hot, r_hot_t = _one_hot(query[:, nominal], sizes), _one_hot(ref[:, nominal], sizes).T
+    capped = {j for j in numeric if min(query[:, j].min(initial=0), ref[:, j].min(initial=0)) < 0}
     dist = np.empty(len(query))
     idx = np.empty(len(query), dtype=np.int64)
     with threadpool_limits(limits=1, user_api="blas"):  # the utility check runs meanwhile
@@ -76,7 +81,10 @@ def nearest(
             step = np.empty_like(d)  # in place: half the time of d += np.abs(q − r)
             for j in numeric:
                 np.subtract(q[:, j, None], ref[None, :, j], out=step)
-                d += np.abs(step, out=step)
+                np.abs(step, out=step)
+                if j in capped:  # a missing value (−1) against a present one: 1
+                    np.minimum(step, 1.0, out=step)
+                d += step
             if self_index is not None:
                 d[np.arange(len(q)), self_index[start : start + _CHUNK]] = np.inf
             idx[start : start + len(q)] = np.argmin(d, axis=1)

@@ -179,7 +179,7 @@ def flat_metrics(utility: dict, linkage: dict) -> dict[str, float | None]:
         "tvd_2way": utility["tvd_2way"]["mean"],
         "corr_diff": utility["corr_diff"]["mean"],
         "pmse": utility["pmse"]["pmse"],
-        "wasserstein_max": max(wass.values()) if wass else None,
+        "wasserstein_max": max((v for v in wass.values() if v is not None), default=None),
         "tstr_auc": tstr.get("tstr") if tstr.get("metric") == "roc_auc" else None,
         "tstr_r2": tstr.get("tstr") if tstr.get("metric") == "r2" else None,
         "tstr_ratio": tstr.get("ratio"),

@@ -124,6 +124,13 @@ def rank_correlation(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def _ranked_values(column: pd.Series, c: Continuous) -> np.ndarray:
+    """A continuous column's values for ranking; a missing value ranks lowest (below the
+    public lower bound), as its cell does in the model."""
+    x = column.to_numpy(float, na_value=np.nan)
+    return np.where(np.isnan(x), c.lower - 1.0, x)
+
+
 def association_matrix(bins: np.ndarray, values: pd.DataFrame, schema: Schema) -> np.ndarray:
     """Pairwise association: Spearman's ρ between two non-nominal columns (continuous
     values, ordinal level codes; ``rank_correlation``); Cramér's V on the public-bin
@@ -135,7 +142,7 @@ def association_matrix(bins: np.ndarray, values: pd.DataFrame, schema: Schema) -
     numeric = [j for j, c in enumerate(schema.columns) if not isinstance(c, Nominal)]
     if numeric:
         cols = [
-            values[c.name].to_numpy(float) if isinstance(c, Continuous) else bins[:, j].astype(float)
+            _ranked_values(values[c.name], c) if isinstance(c, Continuous) else bins[:, j].astype(float)
             for j, c in ((j, schema.columns[j]) for j in numeric)
         ]
         out[np.ix_(numeric, numeric)] = rank_correlation(np.column_stack(cols))
@@ -270,11 +277,18 @@ def wasserstein_1d(u: np.ndarray, v: np.ndarray) -> float:
     return float(wasserstein_distance(u, v))
 
 
-def wasserstein_scaled(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema) -> dict:
-    """Wasserstein-1 distance per continuous column divided by its public range."""
-    return {
-        c.name: wasserstein_1d(real[c.name].to_numpy(float), synthetic[c.name].to_numpy(float))
-        / (c.upper - c.lower)
-        for c in schema.columns
-        if isinstance(c, Continuous)
-    }
+def wasserstein_scaled(
+    real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema, *, complete_only: bool = False
+) -> dict:
+    """Wasserstein-1 distance per continuous column divided by its public range; for a
+    column with ``missing: allowed``, between the present values (None when either side
+    has none; the missing share is in the 1-way TVD, on its own cell). ``complete_only``
+    leaves those columns out (the ``wasserstein_max`` gate: its Δ = 1/k needs k values)."""
+    out: dict[str, float | None] = {}
+    for c in schema.columns:
+        if not isinstance(c, Continuous) or (complete_only and c.missing):
+            continue
+        u, v = (df[c.name].to_numpy(float, na_value=np.nan) for df in (real, synthetic))
+        u, v = u[~np.isnan(u)], v[~np.isnan(v)]
+        out[c.name] = wasserstein_1d(u, v) / (c.upper - c.lower) if len(u) and len(v) else None
+    return out

@@ -193,7 +193,9 @@ def bins_to_table(
                 values = c.from_unit(unit[:, j])
             else:
                 values = c.from_bins(bins[:, j], np.asarray(rng.random(bins.shape[0])))
-            data[c.name] = values.astype(np.int64) if c.integer else values
+            # whole numbers; floats with NaN when the column may be missing (as the reader
+            # gives it; the published files write them as integers, ``bundle.identifiers``)
+            data[c.name] = values.astype(np.int64) if c.integer and not c.missing else values
         else:
             labels = pa.DictionaryArray.from_arrays(pa.array(bins[:, j]), pa.array(list(c.values)))
             data[c.name] = pd.array(labels.cast(pa.string()), dtype="str")

@@ -74,13 +74,18 @@ def build_suite(schema: Schema, name: str) -> gx.ExpectationSuite:
     expectations = []
     for c in schema.columns:
         if isinstance(c, Continuous):
+            if not c.missing:
+                expectations.append(
+                    gxe.ExpectColumnValuesToNotBeNull(
+                        column=c.name,
+                        meta=_rule(
+                            c.name,
+                            "missing values (empty, NA, NaN) are not allowed in a continuous column "
+                            "(or declare `missing: allowed`)",
+                        ),
+                    )
+                )
             expectations += [
-                gxe.ExpectColumnValuesToNotBeNull(
-                    column=c.name,
-                    meta=_rule(
-                        c.name, "missing values (empty, NA, NaN) are not allowed in a continuous column"
-                    ),
-                ),
                 gxe.ExpectColumnValuesToBeInTypeList(
                     column=c.name, type_list=_NUMBER_TYPES, meta=_rule(c.name, "values must be numbers")
                 ),

@@ -536,7 +536,12 @@ def _run(
             published = (
                 None
                 if fit.synthetic is None
-                else publishable(fit.synthetic, spec.identifiers(), spec.output_columns())
+                else publishable(
+                    fit.synthetic,
+                    spec.identifiers(),
+                    spec.output_columns(),
+                    integers=spec.nullable_integers(),
+                )
             )
             write_bundle(staging, dest, published, document, publish=passed, seal=seal)
         except BaseException as e:

@@ -576,4 +576,5 @@ SYNTHESIZER = Synthesizer(
     check=check,
     streaming=Streaming(encode_counts, chunk_moment_sum, estimate_moment_sum, _model_stage, _draw),
     histograms=marginal_noise,
+    models_missing=True,
 )

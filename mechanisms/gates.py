@@ -18,7 +18,8 @@ the synthetic table S is fixed (adaptive composition: S is an earlier DP output)
 * ``tvd_2way`` = the mean over column pairs (all, or a sample drawn without looking at
   the data) of TV of the two-way histograms: each changes by at most 1/k, **Δ = 1/k**.
 * ``wasserstein_max`` = maxⱼ W₁(D_j, S_j)/(uⱼ − lⱼ) over continuous columns with public
-  bounds [lⱼ, uⱼ]. |W₁(P, S) − W₁(P', S)| ≤ W₁(P, P') = |x − x'|/k ≤ (uⱼ − lⱼ)/k, so each
+  bounds [lⱼ, uⱼ] and a value in every row (not ``missing: allowed``: k values each).
+  |W₁(P, S) − W₁(P', S)| ≤ W₁(P, P') = |x − x'|/k ≤ (uⱼ − lⱼ)/k, so each
   scaled term and their maximum change by at most **Δ = 1/k**, attained by moving one
   value from lⱼ to uⱼ when every other value sits at lⱼ.
 

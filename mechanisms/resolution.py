@@ -67,10 +67,8 @@ def column_groups(column: Column, n: int, mean_abs_noise: float) -> np.ndarray:
     if k == k_declared:
         return identity
     part = np.repeat(np.arange(k), [len(a) for a in np.array_split(np.arange(k_declared), k)])
-    _, _, item = column._layout  # per cell: interval index, or −1 − atom index
-    alone = item < 0
-    if column.one_bin_per_integer and column.atoms:  # an integer's cell that is a declared atom
-        alone |= np.isin(np.arange(column.n_bins) + math.ceil(column.lower), column.atoms)
+    _, _, item = column._layout  # per cell: interval index, or −1 − atom index (or missing)
+    alone = column.atom_cells
     groups = np.empty(column.n_bins, dtype=np.int64)
     g, previous = -1, None
     for cell, i in enumerate(item):
@@ -142,9 +140,7 @@ def _within(column: Column, groups: np.ndarray, probs: np.ndarray) -> np.ndarray
     _, _, item = column._layout
     e = column.edges
     weight = np.ones(k)
-    interval = item >= 0
-    if column.one_bin_per_integer and column.atoms:  # a declared atom is no knot of the density
-        interval &= ~np.isin(np.arange(k) + math.ceil(column.lower), column.atoms)
+    interval = ~column.atom_cells  # a declared atom (or the missing cell) is no knot
     if interval.any():
         lo, hi = e[item[interval]], e[item[interval] + 1]
         g = groups[interval]

@@ -50,7 +50,10 @@ class Continuous:
     cell per declared ``atoms`` value, placed by value among the intervals. A value equal
     to an atom is counted in the atom's cell and an atom cell decodes to exactly its
     value. ``values`` declares a finite support instead: one cell per value, no
-    intervals. ``decimals`` rounds decoded values (output precision only).
+    intervals. ``decimals`` rounds decoded values (output precision only). ``missing``
+    (public: the steward declares that the column may be empty) adds one cell, the lowest,
+    for a missing value (NaN): it is counted, modelled and refined as any other cell and
+    decodes to NaN, so missingness is carried jointly with the other columns.
     """
 
     name: str
@@ -62,6 +65,7 @@ class Continuous:
     values: tuple[float, ...] | None = None
     intervals: int | None = None
     decimals: int | None = None
+    missing: bool = False
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
@@ -137,7 +141,23 @@ class Continuous:
 
     @property
     def n_bins(self) -> int:
-        return self.n_intervals + len(self.cell_atoms)
+        return self.n_intervals + len(self.cell_atoms) + self.missing
+
+    @property
+    def atom_cells(self) -> np.ndarray:
+        """Per cell: is it a declared atom (its own cell, or an integer's cell on a column
+        with a cell per integer) or the missing cell; such cells are never merged."""
+        _, _, item = self._layout
+        alone = item < 0
+        if self.one_bin_per_integer and self.atoms:
+            value = np.arange(self.n_bins) - self.missing + math.ceil(self.lower)
+            alone |= np.isin(value, self.atoms) & (item >= 0)
+        return alone
+
+    @property
+    def missing_item(self) -> int:
+        """The ``_layout`` item code of the missing cell (one past the atoms' codes)."""
+        return -1 - len(self.cell_atoms)
 
     @property
     def edges(self) -> np.ndarray:
@@ -151,14 +171,17 @@ class Continuous:
     @functools.cached_property
     def _layout(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(cell of each interval, cell of each atom, and per cell its interval index or
-        −1 − its atom index): cells sorted by value, intervals keyed by their centre."""
+        −1 − its atom index, or ``missing_item``): cells sorted by value, intervals keyed by
+        their centre, after the missing cell (cell 0) when the column declares one."""
         k, atoms = self.n_intervals, np.array(self.cell_atoms, dtype=float)
         e = self.edges
         keys = np.r_[(e[:-1] + e[1:]) / 2 if k else np.empty(0), self._forward(atoms)]
         order = np.argsort(keys, kind="stable")  # cell c holds item order[c]
         cell_of = np.empty(len(order), dtype=np.int32)
-        cell_of[order] = np.arange(len(order), dtype=np.int32)
+        cell_of[order] = np.arange(len(order), dtype=np.int32) + self.missing
         item = np.where(order < k, order, -1 - (order - k))
+        if self.missing:
+            item = np.r_[self.missing_item, item]
         return cell_of[:k], cell_of[k:], item.astype(np.int64)
 
     @overload
@@ -176,8 +199,17 @@ class Continuous:
 
     def to_bins(self, values: np.ndarray) -> np.ndarray:
         """Cell index of each value; values must already lie within the public bounds (and
-        in ``values`` when declared: the nearest support point is taken)."""
+        in ``values`` when declared: the nearest support point is taken); NaN goes to the
+        missing cell of a ``missing`` column (validation refuses it elsewhere)."""
         x = np.asarray(values, dtype=float)
+        if self.missing:
+            absent = np.isnan(x)
+            cells = np.zeros(len(x), dtype=np.int32)
+            cells[~absent] = self._value_cells(x[~absent])
+            return cells
+        return self._value_cells(x)
+
+    def _value_cells(self, x: np.ndarray) -> np.ndarray:
         interval_cell, atom_cell, _ = self._layout
         atoms = np.array(self.cell_atoms)
         if self.values is not None:
@@ -202,12 +234,13 @@ class Continuous:
         return self.finish(self._inverse(lo + np.clip(unit, 0.0, 1.0) * (hi - lo)))
 
     def from_bins(self, bins: np.ndarray, uniform: np.ndarray) -> np.ndarray:
-        """An atom cell's value exactly; for an interval cell a value at relative position
-        ``uniform`` inside the interval (working scale), back-transformed; ``finish``ed."""
+        """An atom cell's value exactly, NaN for the missing cell; for an interval cell a
+        value at relative position ``uniform`` inside the interval (working scale),
+        back-transformed; ``finish``ed."""
         _, _, item = self._layout
         it = item[np.asarray(bins)]
-        atoms = np.array(self.cell_atoms, dtype=float)
-        out = atoms[np.clip(-1 - it, 0, None)] if len(atoms) else np.zeros(len(it))
+        atoms = np.r_[np.array(self.cell_atoms, dtype=float), np.nan]  # the missing item last
+        out = atoms[np.clip(-1 - it, 0, None)]
         inside = it >= 0
         if inside.any():
             e, i = self.edges, it[inside]
@@ -222,7 +255,7 @@ class Continuous:
         x = np.clip(np.asarray(x, dtype=float), self.lower, self.upper)
         if self.values is not None:
             support = np.array(self.cell_atoms)
-            return support[_nearest(x, support)]
+            return np.where(np.isnan(x), np.nan, support[_nearest(np.nan_to_num(x), support)])
         if self.integer:
             return np.clip(np.round(x), math.ceil(self.lower), math.floor(self.upper))
         if self.decimals is not None:
@@ -235,7 +268,10 @@ class Continuous:
         centres = self._inverse((e[:-1] + e[1:]) / 2) if self.n_intervals else np.empty(0)
         atoms = self.cell_atoms
         _, _, item = self._layout
-        return [f"{centres[i]:.3g}" if i >= 0 else f"={atoms[-1 - i]:g}" for i in item]
+        return [
+            f"{centres[i]:.3g}" if i >= 0 else "missing" if i == self.missing_item else f"={atoms[-1 - i]:g}"
+            for i in item
+        ]
 
 
 @dataclass(frozen=True)

@@ -165,7 +165,10 @@ class Synthesizer:
     ``histograms(schema, params, plan, n)``: the noise on each count histogram over public
     cells the steps publish for n fitted rows (None: not counted yet; ``HistogramNoise``),
     from public facts only, computed by the calibration the steps use; empty for a
-    synthesizer that publishes none (the default).
+    synthesizer that publishes none (the default). ``models_missing``: the steps work on
+    cells only (never on ``MixedRows.unit``), so a continuous column's missing cell
+    (``missing: allowed``) is modelled like any other; the spec refuses that field for a
+    synthesizer without it.
     """
 
     name: str
@@ -187,6 +190,7 @@ class Synthesizer:
     histograms: Callable[[Schema, Any, BudgetPlan, int | None], list[HistogramNoise]] = (
         lambda schema, params, plan, n: []
     )
+    models_missing: bool = False
 
     def fit(
         self,

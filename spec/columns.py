@@ -24,7 +24,9 @@ class Strict(BaseModel):
 class ContinuousSpec(Strict):
     """``out_of_bounds``: ``reject`` (default) refuses a value outside the bounds (±inf
     included); ``clip`` moves it to the nearer declared bound before validation. A
-    missing value (empty, NA, NaN) is an error under both.
+    missing value (empty, NA, NaN) is an error under both, unless ``missing: allowed``:
+    then it is a cell of its own, modelled jointly with the other columns, and the
+    synthetic table has empty cells (``mechanisms.schema.Continuous.missing``).
 
     Public resolution (``mechanisms.schema.Continuous``): ``atoms`` are values with a cell
     of their own, decoded exactly (e.g. ``[0]`` for a zero-inflated amount); ``values``
@@ -41,6 +43,7 @@ class ContinuousSpec(Strict):
     values: list[StrictFloat] | None = Field(default=None, min_length=2, max_length=MAX_VALUES)
     bins: int | None = Field(default=None, ge=1, le=MAX_INTERVALS, strict=True)
     decimals: int | None = Field(default=None, ge=0, le=15, strict=True)
+    missing: Literal["reject", "allowed"] = "reject"
 
     @field_validator("bounds")
     @classmethod

@@ -84,6 +84,15 @@ class ReleaseSpec(Strict):
                 "fitted input row; remove synthetic_rows"
             )
         self._check_checks()
+        empty = [
+            n for n, c in self.columns.items() if isinstance(c, ContinuousSpec) and c.missing == "allowed"
+        ]
+        if empty and not synth.models_missing:
+            models = sorted(name for name, m in MECHANISMS.items() if m.models_missing)
+            raise ValueError(
+                f"column '{empty[0]}': missing: allowed needs a mechanism that models a missing value as "
+                f"a cell ({models}); {synth.name} decodes continuous values without one"
+            )
         if self.engine.streaming and synth.streaming is None:
             streamable = sorted(name for name, m in MECHANISMS.items() if m.streaming is not None)
             raise ValueError(
@@ -99,13 +108,21 @@ class ReleaseSpec(Strict):
             raise ValueError(
                 f"checks.target ({c.target!r}) must be a column of the schema, not an id or drop column"
             )
+        declared = self.columns.get(c.target) if c.target is not None else None
+        if isinstance(declared, ContinuousSpec) and declared.missing == "allowed":
+            raise ValueError(
+                f"checks.target ({c.target!r}) must not be a column with missing: allowed (the "
+                "utility models need a value in every row)"
+            )
         gates = set(c.gates)
         if not c.enabled and gates:
             raise ValueError("checks.gates need checks.enabled: true")
         if "wasserstein_max" in gates and not any(
-            isinstance(col, ContinuousSpec) for col in self.columns.values()
+            isinstance(col, ContinuousSpec) and col.missing == "reject" for col in self.columns.values()
         ):
-            raise ValueError("gate wasserstein_max needs a continuous column in the schema")
+            raise ValueError(
+                "gate wasserstein_max needs a continuous column without missing: allowed in the schema"
+            )
 
     @property
     def output_formats(self) -> list[str]:
@@ -183,6 +200,14 @@ class ReleaseSpec(Strict):
         """Identifier columns and the format of their fresh synthetic values."""
         return {n: c.format for n, c in self.columns.items() if isinstance(c, IdSpec)}
 
+    def nullable_integers(self) -> list[str]:
+        """``integer: true`` columns with ``missing: allowed``: published as nullable integers."""
+        return [
+            n
+            for n, c in self.columns.items()
+            if isinstance(c, ContinuousSpec) and c.integer and c.missing == "allowed"
+        ]
+
     def dropped_columns(self) -> list[str]:
         return [n for n, c in self.columns.items() if isinstance(c, DropSpec)]
 
@@ -208,6 +233,7 @@ class ReleaseSpec(Strict):
                         values=None if c.values is None else tuple(c.values),
                         intervals=c.bins,
                         decimals=c.decimals,
+                        missing=c.missing == "allowed",
                     )
                 )
             elif isinstance(c, OrdinalSpec):

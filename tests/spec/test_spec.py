@@ -74,9 +74,9 @@ CASES = [
     ),
     ("unknown type", lambda s: s["schema"]["age"].update(type="date"), "spec field 'schema.age'"),
     (
-        "missing on continuous",
+        "a token as missing on a continuous column",
         lambda s: s["schema"]["age"].update(missing="?"),
-        "spec field 'schema.age.continuous.missing': Extra inputs are not permitted",
+        "spec field 'schema.age.continuous.missing': Input should be 'reject' or 'allowed'",
     ),
     (
         "duplicate levels",
@@ -162,7 +162,7 @@ CASES = [
             s.update(schema={"sex": s["schema"]["sex"], "income": s["schema"]["income"]})
             or s["checks"].update(gates={"wasserstein_max": {"max": 0.1}})
         ),
-        "gate wasserstein_max needs a continuous column in the schema",
+        "gate wasserstein_max needs a continuous column without missing: allowed in the schema",
     ),
     (
         "paper variant without allow_non_dp",
