@@ -37,11 +37,11 @@ class Synthetic:
 
 def _arrow_schema(schema: Schema, columns: list[str]) -> pa.Schema:
     """The published columns' types; a column the schema does not model (an identifier)
-    is text."""
+    and a date (ISO 8601 text) are text."""
 
     def kind(name: str) -> pa.DataType:
         c = schema[name] if name in schema.names else None
-        if isinstance(c, Continuous):
+        if isinstance(c, Continuous) and c.calendar is None:
             return pa.int64() if c.integer else pa.float64()
         return pa.string()
 
@@ -83,7 +83,7 @@ def write_synthetic_chunks(
             table = draw(k)
             recs = validate(table)
             records = recs if records is None else add_counts(records, recs)
-            published = publishable(table, identifiers or {}, columns, start=done)
+            published = publishable(table, schema, identifiers or {}, columns, start=done)
             frame = pa.Table.from_pandas(published, schema=arrow, preserve_index=False)
             if parquet is not None:
                 parquet.write_table(frame)

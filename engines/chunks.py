@@ -30,6 +30,7 @@ from fsspec.utils import read_block
 
 from engines.tables import (
     DataError,
+    calendar_units,
     check_columns,
     clip_to_bounds,
     input_format,
@@ -148,7 +149,10 @@ def to_frame(
     for c in schema.columns:
         col = table.column(c.name)
         if isinstance(c, Continuous):
-            data[c.name] = numbers(col)
+            if c.calendar is not None:
+                data[c.name] = calendar_units(col.to_pandas(), c)
+            else:
+                data[c.name] = numbers(col)
             continue
         text = col.cast(pa.string()).to_pandas() if not pa.types.is_string(col.type) else col.to_pandas()
         text = text.where(text != "")

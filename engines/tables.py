@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from engines.header import DataError, check_columns, input_format
+from mechanisms.calendar import to_units
 from mechanisms.schema import Continuous, Schema
 from mechanisms.synthesizer import MixedRows
 
@@ -44,8 +45,8 @@ def read_table(
     """CSV (optionally gzipped) or Parquet. Categorical columns are read as text; a
     declared ``missing`` token replaces empty cells of its column; the ``ignored`` columns
     (declared ``id`` or ``drop``) must be in the header and are left out."""
-    numeric = [c.name for c in schema.columns if isinstance(c, Continuous)]
-    text = [c.name for c in schema.columns if not isinstance(c, Continuous)]
+    numeric = [c.name for c in schema.columns if isinstance(c, Continuous) and c.calendar is None]
+    text = [c.name for c in schema.columns if not isinstance(c, Continuous) or c.calendar is not None]
     kind = input_format(path)
     try:
         df = pd.read_parquet(path) if kind == "parquet" else _read_csv(path, numeric, text)
@@ -56,13 +57,28 @@ def read_table(
         ) from None
     check_columns(list(df.columns), schema, ignored=ignored)
     df = df[schema.names].copy()
-    for name in text:
+    for c in schema.columns:
+        if isinstance(c, Continuous) and c.calendar is not None:
+            df[c.name] = calendar_units(df[c.name], c)
+    for name in (c.name for c in schema.columns if not isinstance(c, Continuous)):
         col = df[name]
         if not (pd.api.types.is_string_dtype(col) or col.isna().all()):
             df[name] = col.astype("string").astype(str).where(col.notna())
         if name in missing:
             df[name] = df[name].fillna(missing[name])
     return df
+
+
+def calendar_units(col: pd.Series, c: Continuous) -> pd.Series:
+    """A date or timestamp column (ISO 8601 text, or a Parquet file's dates) → whole units
+    of the column's resolution since the epoch (``mechanisms.calendar``), NaN where empty.
+    A cell that is not an ISO 8601 date stays as its text, so the suite's type rule
+    refuses it, naming the column ("values must be ISO 8601 dates")."""
+    empty = col.isna() | (col.astype("string") == "").fillna(True)
+    parsed = pd.to_datetime(col.where(~empty), format="ISO8601", errors="coerce", utc=True)
+    units = pd.Series(to_units(parsed.dt.tz_localize(None).to_numpy(), c.calendar), index=col.index)
+    bad = parsed.isna() & ~empty
+    return units.astype(object).where(~bad, col) if bad.any() else units
 
 
 def _read_csv(path: Path, numeric: list[str], text: list[str]) -> pd.DataFrame:

@@ -27,6 +27,7 @@ from great_expectations.expectations.metrics.map_metric_provider import (
     column_condition_partial,
 )
 
+from mechanisms.calendar import to_iso
 from mechanisms.schema import Continuous, Ordinal, Schema
 
 for _name in [n for n in logging.root.manager.loggerDict if n.startswith("great_expectations")]:
@@ -85,22 +86,23 @@ def build_suite(schema: Schema, name: str) -> gx.ExpectationSuite:
                         ),
                     )
                 )
+            if c.calendar is None:
+                kind, bounds = "numbers", f"[{c.lower:g}, {c.upper:g}] (or declare `out_of_bounds: clip`)"
+            else:
+                lo, hi = to_iso(np.array([c.lower, c.upper]), c.calendar)
+                kind, bounds = f"ISO 8601 dates (e.g. {lo})", f"[{lo}, {hi}] at {c.calendar} resolution"
             expectations += [
                 gxe.ExpectColumnValuesToBeInTypeList(
-                    column=c.name, type_list=_NUMBER_TYPES, meta=_rule(c.name, "values must be numbers")
+                    column=c.name, type_list=_NUMBER_TYPES, meta=_rule(c.name, f"values must be {kind}")
                 ),
                 gxe.ExpectColumnValuesToBeBetween(
                     column=c.name,
                     min_value=c.lower,
                     max_value=c.upper,
-                    meta=_rule(
-                        c.name,
-                        f"values must lie within the public bounds [{c.lower:g}, {c.upper:g}] "
-                        "(or declare `out_of_bounds: clip`)",
-                    ),
+                    meta=_rule(c.name, f"values must lie within the public bounds {bounds}"),
                 ),
             ]
-            if c.integer:
+            if c.integer and c.calendar is None:
                 expectations.append(
                     ExpectColumnValuesToBeWholeNumbers(
                         column=c.name,

@@ -537,10 +537,7 @@ def _run(
                 None
                 if fit.synthetic is None
                 else publishable(
-                    fit.synthetic,
-                    spec.identifiers(),
-                    spec.output_columns(),
-                    integers=spec.nullable_integers(),
+                    fit.synthetic, spec.public_schema(), spec.identifiers(), spec.output_columns()
                 )
             )
             write_bundle(staging, dest, published, document, publish=passed, seal=seal)

@@ -23,6 +23,7 @@ from typing import Literal, overload
 
 import numpy as np
 
+from mechanisms.calendar import Unit, to_iso
 from mechanisms.errors import SchemaError
 
 __all__ = [
@@ -53,7 +54,9 @@ class Continuous:
     intervals. ``decimals`` rounds decoded values (output precision only). ``missing``
     (public: the steward declares that the column may be empty) adds one cell, the lowest,
     for a missing value (NaN): it is counted, modelled and refined as any other cell and
-    decodes to NaN, so missingness is carried jointly with the other columns.
+    decodes to NaN, so missingness is carried jointly with the other columns. ``calendar``
+    marks a date or timestamp column: whole ``calendar`` units since the epoch
+    (``mechanisms.calendar``), read from and written as ISO 8601 text.
     """
 
     name: str
@@ -66,6 +69,7 @@ class Continuous:
     intervals: int | None = None
     decimals: int | None = None
     missing: bool = False
+    calendar: Unit | None = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
@@ -268,6 +272,9 @@ class Continuous:
         centres = self._inverse((e[:-1] + e[1:]) / 2) if self.n_intervals else np.empty(0)
         atoms = self.cell_atoms
         _, _, item = self._layout
+        if self.calendar is not None:
+            dates = to_iso(np.floor(centres), self.calendar)
+            return [str(dates[i]) if i >= 0 else "missing" for i in item]
         return [
             f"{centres[i]:.3g}" if i >= 0 else "missing" if i == self.missing_item else f"={atoms[-1 - i]:g}"
             for i in item

@@ -4,15 +4,27 @@ the policies for values the schema does not allow (``out_of_bounds``, ``unknown`
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from datetime import date, datetime, time
+from typing import Annotated, Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, ValidationInfo, field_validator
 
+from mechanisms.calendar import DATE_UNITS, DATETIME_UNITS, Unit, to_units
 from mechanisms.schema import MAX_INTERVALS
 
 MAX_VALUES = 256
 
-__all__ = ["ColumnSpec", "ContinuousSpec", "DropSpec", "IdSpec", "NominalSpec", "OrdinalSpec", "Strict"]
+__all__ = [
+    "ColumnSpec",
+    "ContinuousSpec",
+    "DateSpec",
+    "DropSpec",
+    "IdSpec",
+    "NominalSpec",
+    "OrdinalSpec",
+    "Strict",
+]
 
 
 class Strict(BaseModel):
@@ -123,6 +135,65 @@ class IdSpec(Strict):
         return v
 
 
+class DateSpec(Strict):
+    """A date (``type: date``, resolution ``day``, ``month`` or ``year``) or a timestamp
+    (``type: datetime``, ``hour``, ``minute`` or ``second``), read as ISO 8601 text and
+    modelled as whole units of the public ``resolution`` since 1970-01-01 between the
+    public ``bounds`` (``mechanisms.calendar``); written back as ISO text at that
+    resolution. ``bins`` and ``missing`` as for continuous columns."""
+
+    type: Literal["date", "datetime"]
+    bounds: tuple[datetime, datetime]
+    resolution: Unit | None = None
+    bins: int | None = Field(default=None, ge=1, le=MAX_INTERVALS, strict=True)
+    missing: Literal["reject", "allowed"] = "reject"
+
+    @field_validator("bounds", mode="before")
+    @classmethod
+    def _dates(cls, v: Any) -> Any:
+        """A YAML date (2024-01-31, which the loader reads as a ``date``) is its midnight;
+        a number is refused (pydantic would read it as seconds since the epoch)."""
+        if isinstance(v, list | tuple):
+            if any(isinstance(b, int | float) for b in v):
+                raise ValueError(
+                    f"bounds ({list(v)}) must be two ISO 8601 dates, e.g. [1920-01-01, 2010-12-31]"
+                )
+            return [
+                datetime.combine(b, time()) if isinstance(b, date) and not isinstance(b, datetime) else b
+                for b in v
+            ]
+        return v
+
+    @field_validator("bounds")
+    @classmethod
+    def _ordered_dates(cls, v: tuple[datetime, datetime]) -> tuple[datetime, datetime]:
+        if any(b.tzinfo is not None for b in v):
+            raise ValueError("bounds must be local dates or times without a time zone")
+        if not v[0] < v[1]:
+            raise ValueError(
+                f"bounds ({v[0].isoformat()}, {v[1].isoformat()}) must be ordered, lower < upper"
+            )
+        return v
+
+    @field_validator("resolution")
+    @classmethod
+    def _resolution(cls, v: Unit | None, info: ValidationInfo) -> Unit | None:
+        allowed = DATE_UNITS if info.data.get("type") == "date" else DATETIME_UNITS
+        if v is not None and v not in allowed:
+            raise ValueError(
+                f"resolution {v!r} must be one of {list(allowed)} for type {info.data.get('type')}"
+            )
+        return v
+
+    @property
+    def unit(self) -> Unit:
+        return self.resolution or ("day" if self.type == "date" else "minute")
+
+    def unit_bounds(self) -> tuple[float, float]:
+        lo, hi = to_units(np.array(self.bounds, dtype="datetime64[s]"), self.unit)
+        return float(lo), float(hi)
+
+
 class DropSpec(Strict):
     """A column read past and left out of the model and the release (free text, a field not
     to publish); ``release.json`` lists it."""
@@ -131,5 +202,5 @@ class DropSpec(Strict):
 
 
 ColumnSpec = Annotated[
-    ContinuousSpec | OrdinalSpec | NominalSpec | IdSpec | DropSpec, Field(discriminator="type")
+    ContinuousSpec | DateSpec | OrdinalSpec | NominalSpec | IdSpec | DropSpec, Field(discriminator="type")
 ]

@@ -20,7 +20,16 @@ from mechanisms.gates import GATES_STAGE, GATES_WEIGHT, gate_sensitivities
 from mechanisms.registry import MECHANISMS
 from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 from mechanisms.synthesizer import Sensitivity
-from spec.columns import ColumnSpec, ContinuousSpec, DropSpec, IdSpec, NominalSpec, OrdinalSpec, Strict
+from spec.columns import (
+    ColumnSpec,
+    ContinuousSpec,
+    DateSpec,
+    DropSpec,
+    IdSpec,
+    NominalSpec,
+    OrdinalSpec,
+    Strict,
+)
 from spec.sections import ChecksSpec, DatasetSpec, EngineSpec, MechanismSpec, OutputSpec, PrivacySpec
 
 __all__ = ["RELEASE_ID", "ContinuousSpec", "EngineSpec", "ReleaseSpec", "SpecError", "load_spec"]
@@ -85,7 +94,9 @@ class ReleaseSpec(Strict):
             )
         self._check_checks()
         empty = [
-            n for n, c in self.columns.items() if isinstance(c, ContinuousSpec) and c.missing == "allowed"
+            n
+            for n, c in self.columns.items()
+            if isinstance(c, ContinuousSpec | DateSpec) and c.missing == "allowed"
         ]
         if empty and not synth.models_missing:
             models = sorted(name for name, m in MECHANISMS.items() if m.models_missing)
@@ -109,7 +120,7 @@ class ReleaseSpec(Strict):
                 f"checks.target ({c.target!r}) must be a column of the schema, not an id or drop column"
             )
         declared = self.columns.get(c.target) if c.target is not None else None
-        if isinstance(declared, ContinuousSpec) and declared.missing == "allowed":
+        if isinstance(declared, ContinuousSpec | DateSpec) and declared.missing == "allowed":
             raise ValueError(
                 f"checks.target ({c.target!r}) must not be a column with missing: allowed (the "
                 "utility models need a value in every row)"
@@ -200,14 +211,6 @@ class ReleaseSpec(Strict):
         """Identifier columns and the format of their fresh synthetic values."""
         return {n: c.format for n, c in self.columns.items() if isinstance(c, IdSpec)}
 
-    def nullable_integers(self) -> list[str]:
-        """``integer: true`` columns with ``missing: allowed``: published as nullable integers."""
-        return [
-            n
-            for n, c in self.columns.items()
-            if isinstance(c, ContinuousSpec) and c.integer and c.missing == "allowed"
-        ]
-
     def dropped_columns(self) -> list[str]:
         return [n for n, c in self.columns.items() if isinstance(c, DropSpec)]
 
@@ -234,6 +237,13 @@ class ReleaseSpec(Strict):
                         intervals=c.bins,
                         decimals=c.decimals,
                         missing=c.missing == "allowed",
+                    )
+                )
+            elif isinstance(c, DateSpec):
+                lo, hi = c.unit_bounds()
+                cols.append(
+                    Continuous(
+                        name, lo, hi, True, intervals=c.bins, missing=c.missing == "allowed", calendar=c.unit
                     )
                 )
             elif isinstance(c, OrdinalSpec):

@@ -72,7 +72,12 @@ CASES = [
         lambda s: s["schema"]["age"].update(bounds=[90, 17]),
         "spec field 'schema.age.continuous.bounds'",
     ),
-    ("unknown type", lambda s: s["schema"]["age"].update(type="date"), "spec field 'schema.age'"),
+    ("unknown type", lambda s: s["schema"]["age"].update(type="time"), "spec field 'schema.age'"),
+    (
+        "numbers as date bounds",
+        lambda s: s["schema"]["age"].update(type="date", integer=None) or s["schema"]["age"].pop("integer"),
+        "spec field 'schema.age.date.bounds': Value error, bounds ([17, 90]) must be two ISO 8601 dates",
+    ),
     (
         "a token as missing on a continuous column",
         lambda s: s["schema"]["age"].update(missing="?"),
