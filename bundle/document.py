@@ -185,6 +185,8 @@ def release_document(
             "modelled": spec.public_schema().names,
             "identifiers": spec.identifiers(),
             "dropped": spec.dropped_columns(),
+            "one_hot": {name: list(columns) for name, (columns, _) in spec.one_hot().items()},
+            "derived": {name: d.formula for name, d in spec.derived().items()},
             "statement": IDENTIFIERS_STATEMENT,
         },
         "engine": engine or {"name": "memory"},
@@ -234,6 +236,14 @@ def readme(doc: dict) -> str:
             [f"Left out of the release (type: drop): {', '.join(doc['columns']['dropped'])}."]
             if doc.get("columns", {}).get("dropped")
             else []
+        ),
+        *(
+            f"One-hot group {name} ({', '.join(columns)}): modelled as one category, at most one set per row."
+            for name, columns in doc.get("columns", {}).get("one_hot", {}).items()
+        ),
+        *(
+            f"Derived column {name} = {formula}: computed from the synthetic values, never modelled."
+            for name, formula in doc.get("columns", {}).get("derived", {}).items()
         ),
         *(
             [f"Identifiers {', '.join(doc['columns']['identifiers'])}: {IDENTIFIERS_STATEMENT}"]

@@ -15,7 +15,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from bundle.files import write_json
-from bundle.identifiers import publishable
+from bundle.published import Layout, publishable
 from bundle.write import csv_header, io_error
 from engines.chunks import add_counts
 from mechanisms.schema import Continuous, Schema
@@ -35,17 +35,24 @@ class Synthetic:
     validation: list[dict] = field(repr=False)
 
 
-def _arrow_schema(schema: Schema, columns: list[str]) -> pa.Schema:
-    """The published columns' types; a column the schema does not model (an identifier)
-    and a date (ISO 8601 text) are text."""
+def _arrow_schema(layout: Layout) -> pa.Schema:
+    """The published columns' types: numbers for continuous columns (not dates, ISO
+    text), one-hot indicators and derived columns; text for the rest (categories, dates,
+    identifiers)."""
+    schema = layout.schema
+    indicators = {k for group in layout.one_hot.values() for k in group}
 
     def kind(name: str) -> pa.DataType:
         c = schema[name] if name in schema.names else None
         if isinstance(c, Continuous) and c.calendar is None:
             return pa.int64() if c.integer else pa.float64()
+        if name in indicators:
+            return pa.int64()
+        if name in layout.derived:
+            return pa.int64() if layout.derived[name].integer else pa.float64()
         return pa.string()
 
-    return pa.schema([(name, kind(name)) for name in columns])
+    return pa.schema([(name, kind(name)) for name in layout.columns])
 
 
 def write_synthetic_chunks(
@@ -59,16 +66,16 @@ def write_synthetic_chunks(
     staging: Path,
     progress: Callable[[int], None] | None = None,
     *,
-    identifiers: dict[str, str] | None = None,
-    columns: list[str] | None = None,
+    layout: Layout | None = None,
 ) -> Synthetic:
     """``draw(k)`` k rows as a table, ``validate`` them (validation records), append them to
-    the formats asked for, as the published ``columns`` (default: the schema's) with fresh
-    ``identifiers`` (``bundle.identifiers.publishable``); the checks' sample keeps the
-    modelled columns only. An OSError is a clear error saying the budget stays spent."""
+    the formats asked for, published by ``layout`` (``bundle.published.publishable``;
+    default: the schema's columns as modelled); the checks' sample keeps the modelled
+    columns only. An OSError is a clear error saying the budget stays spent."""
     public = staging / "public"
-    columns = list(columns or schema.names)
-    arrow = _arrow_schema(schema, columns)
+    layout = layout or Layout(schema, tuple(schema.names))
+    columns = list(layout.columns)
+    arrow = _arrow_schema(layout)
     records, kept, done, chunks = None, [], 0, 0
     kept_rows = 0
     parquet = csv = None
@@ -83,7 +90,7 @@ def write_synthetic_chunks(
             table = draw(k)
             recs = validate(table)
             records = recs if records is None else add_counts(records, recs)
-            published = publishable(table, schema, identifiers or {}, columns, start=done)
+            published = publishable(table, layout, start=done)
             frame = pa.Table.from_pandas(published, schema=arrow, preserve_index=False)
             if parquet is not None:
                 parquet.write_table(frame)

@@ -15,7 +15,7 @@ split the file at line ends).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 from fsspec.utils import read_block
 
+from engines.header import OneHot
 from engines.tables import (
     DataError,
     calendar_units,
@@ -36,6 +37,7 @@ from engines.tables import (
     input_format,
     map_unknown,
     numbers,
+    one_hot_categories,
     table_to_bins,
 )
 from mechanisms.rowkeys import RowKeys, holdout_mask, row_uniforms
@@ -139,14 +141,23 @@ def read_row_group(path: str, index: int) -> pa.Table:
 
 
 def to_frame(
-    table: pa.Table, schema: Schema, missing: dict[str, str], ignored: Sequence[str] = ()
+    table: pa.Table,
+    schema: Schema,
+    missing: dict[str, str],
+    ignored: Sequence[str] = (),
+    one_hot: Mapping[str, OneHot] | None = None,
 ) -> pd.DataFrame:
     """A chunk as the validation suite sees it: the schema's columns in order (the
     ``ignored`` ones checked present, then left out), continuous ones numeric where they
-    can be, text cells empty → missing → the declared token."""
-    check_columns(table.column_names, schema, ignored=ignored)
+    can be, text cells empty → missing → the declared token; a ``one_hot`` group's
+    indicators → its category (``one_hot_categories``)."""
+    check_columns(table.column_names, schema, ignored=ignored, one_hot=one_hot)
     data = {}
     for c in schema.columns:
+        if one_hot and c.name in one_hot:
+            indicators = table.select(list(one_hot[c.name][0])).to_pandas()
+            data[c.name] = one_hot_categories(indicators, c.name, one_hot[c.name])
+            continue
         col = table.column(c.name)
         if isinstance(c, Continuous):
             if c.calendar is not None:
@@ -252,10 +263,11 @@ class ChunkJob:
     sample_rows: int
     chunk_sum: Callable[..., np.ndarray]
     ignored: tuple[str, ...] = ()
+    one_hot: dict[str, OneHot] = field(default_factory=dict)
 
     def frame(self, table: pa.Table) -> tuple[pd.DataFrame, dict[str, dict[str, int]]]:
         """The chunk as a table with the declared policies applied, and their counts."""
-        df = to_frame(table, self.schema, self.missing, self.ignored)
+        df = to_frame(table, self.schema, self.missing, self.ignored, self.one_hot)
         return df, {
             "out_of_bounds_clipped": clip_to_bounds(df, self.schema, list(self.clip)),
             "unknown_mapped_to_other": map_unknown(df, self.schema, self.other),

@@ -11,11 +11,15 @@ import csv
 import gzip
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from mechanisms.errors import DPReleaseError
 from mechanisms.schema import Continuous, Schema
+
+OneHot = tuple[tuple[str, ...], str | None]
+"""A one-hot group: its indicator columns in the file, and the category of a row with
+none set (None: exactly one must be set)."""
 
 __all__ = ["DataError", "check_columns", "input_format", "read_header"]
 
@@ -80,16 +84,24 @@ def _header_names(extra: list[str], columns: list[str], schema: Schema) -> list[
 
 
 def check_columns(
-    columns: list[str], schema: Schema, *, quote: bool = False, ignored: Sequence[str] = ()
+    columns: list[str],
+    schema: Schema,
+    *,
+    quote: bool = False,
+    ignored: Sequence[str] = (),
+    one_hot: Mapping[str, OneHot] | None = None,
 ) -> None:
-    """The data's header must hold exactly the schema's columns and the ``ignored`` ones
-    (declared ``id`` or ``drop``: read past, never modelled), in any order. Undeclared
+    """The data's header must hold exactly the schema's columns (a ``one_hot`` group's
+    indicator columns in place of its name) and the ``ignored`` ones (declared ``id``,
+    ``drop`` or ``derived``: read past, never modelled), in any order. Undeclared
     names come from the confidential file, so they are counted, never shown, except with
     ``quote`` (the CLI's check before Prefect starts, whose message reaches only the
     steward's terminal) when the line looks like a header (``_header_names``): in a file
     whose header line is missing they would be a record. The flow's readers never quote
     them: their messages reach Prefect's logs and the failure record."""
-    expected = [*schema.names, *ignored]
+    groups = one_hot or {}
+    modelled = [i for n in schema.names for i in (groups[n][0] if n in groups else (n,))]
+    expected = [*modelled, *ignored]
     declared = set(expected)
     extra = [c for c in columns if c not in declared]
     absent = [c for c in expected if c not in columns]

@@ -64,7 +64,7 @@ def read_input(spec: ReleaseSpec) -> tuple[pd.DataFrame, dict | None]:
     a policy, the per-column counts of changed cells: confidential, for ``internal/``
     only (never a message, log or public file)."""
     schema = spec.public_schema()
-    df = read_table(spec.data_path, schema, spec.missing_tokens(), spec.ignored_columns())
+    df = read_table(spec.data_path, schema, spec.missing_tokens(), spec.ignored_columns(), spec.one_hot())
     clip, other = spec.clip_columns(), spec.other_tokens()
     if not (clip or other):
         return df, None

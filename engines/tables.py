@@ -7,7 +7,7 @@ column and the rule; they never quote a data value or a count.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
-from engines.header import DataError, check_columns, input_format
+from engines.header import DataError, OneHot, check_columns, input_format
 from mechanisms.calendar import to_units
 from mechanisms.schema import Continuous, Schema
 from mechanisms.synthesizer import MixedRows
@@ -40,11 +40,16 @@ NUMERIC_NA = ["", "NA", "NaN", "nan", "null", "NULL"]
 
 
 def read_table(
-    path: Path, schema: Schema, missing: dict[str, str], ignored: Sequence[str] = ()
+    path: Path,
+    schema: Schema,
+    missing: dict[str, str],
+    ignored: Sequence[str] = (),
+    one_hot: Mapping[str, OneHot] | None = None,
 ) -> pd.DataFrame:
     """CSV (optionally gzipped) or Parquet. Categorical columns are read as text; a
     declared ``missing`` token replaces empty cells of its column; the ``ignored`` columns
-    (declared ``id`` or ``drop``) must be in the header and are left out."""
+    (declared ``id``, ``drop`` or ``derived``) must be in the header and are left out; a
+    ``one_hot`` group's indicators become its nominal column (``one_hot_categories``)."""
     numeric = [c.name for c in schema.columns if isinstance(c, Continuous) and c.calendar is None]
     text = [c.name for c in schema.columns if not isinstance(c, Continuous) or c.calendar is not None]
     kind = input_format(path)
@@ -55,7 +60,9 @@ def read_table(
             f"dataset file '{path}' could not be read ({type(e).__name__}); check that it "
             "is a complete, well-formed file with one header row"
         ) from None
-    check_columns(list(df.columns), schema, ignored=ignored)
+    check_columns(list(df.columns), schema, ignored=ignored, one_hot=one_hot)
+    for name, group in (one_hot or {}).items():
+        df[name] = one_hot_categories(df, name, group)
     df = df[schema.names].copy()
     for c in schema.columns:
         if isinstance(c, Continuous) and c.calendar is not None:
@@ -67,6 +74,38 @@ def read_table(
         if name in missing:
             df[name] = df[name].fillna(missing[name])
     return df
+
+
+def one_hot_categories(df: pd.DataFrame, name: str, group: OneHot) -> pd.Series:
+    """A one-hot group's indicator columns → its category per row (the indicator's name,
+    or ``none`` where all are 0). Each indicator must be 0 or 1 (numbers, booleans or
+    their text) and at most one may be 1 in a row (exactly one without ``none``); else a
+    ``DataError`` naming the column or the group and the rule, never a value or a count."""
+    columns, none = group
+    ones = np.zeros(len(df), dtype=np.int64)
+    first = np.full(len(df), len(columns), dtype=np.int64)
+    for k, c in enumerate(columns):
+        x = pd.to_numeric(
+            df[c].astype("string").str.strip().replace({"True": "1", "False": "0"}), errors="coerce"
+        )
+        if not x.isin([0, 1]).all():
+            raise DataError(
+                f"column '{c}': values must be 0 or 1 (an indicator of the one_hot group '{name}')"
+            )
+        set_here = x.to_numpy(dtype=float) == 1
+        first[set_here & (first == len(columns))] = k
+        ones += set_here
+    if (ones > 1).any():
+        raise DataError(
+            f"one_hot group '{name}' ({', '.join(columns)}): at most one indicator may be 1 in a row"
+        )
+    if none is None and (ones == 0).any():
+        raise DataError(
+            f"one_hot group '{name}' ({', '.join(columns)}): exactly one indicator must be 1 in a row "
+            "(or declare none: <label> for a row with none set)"
+        )
+    labels = np.array([*columns, none if none is not None else ""], dtype=object)
+    return pd.Series(labels[first], index=df.index, dtype="str")
 
 
 def calendar_units(col: pd.Series, c: Continuous) -> pd.Series:
@@ -210,7 +249,7 @@ def bins_to_table(
             else:
                 values = c.from_bins(bins[:, j], np.asarray(rng.random(bins.shape[0])))
             # whole numbers; floats with NaN when the column may be missing (as the reader
-            # gives it; the published files write them as integers, ``bundle.identifiers``)
+            # gives it; the published files write them as integers, ``bundle.published``)
             data[c.name] = values.astype(np.int64) if c.integer and not c.missing else values
         else:
             labels = pa.DictionaryArray.from_arrays(pa.array(bins[:, j]), pa.array(list(c.values)))

@@ -280,7 +280,11 @@ def _before_prefect(spec: Path, out: Path, release_id: str | None, ledger_url: s
         check_destination(out, rid)
     _refused_by_the_ledger(s, out, rid, ledger_url)
     check_columns(  # last: a refused release never opens it
-        read_header(s.data_path), s.public_schema(), quote=True, ignored=s.ignored_columns()
+        read_header(s.data_path),
+        s.public_schema(),
+        quote=True,
+        ignored=s.ignored_columns(),
+        one_hot=s.one_hot(),
     )
 
 

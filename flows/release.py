@@ -39,7 +39,7 @@ from prefect import flow, get_run_logger
 from prefect.runtime import deployment, flow_run
 
 from bundle.document import release_document
-from bundle.identifiers import publishable
+from bundle.published import Layout, publishable
 from bundle.staging import prepare_staging
 from checks.gates import GateError, failed_gates_message
 from engines.inputs import check_rows, holdout_split
@@ -233,8 +233,7 @@ def _synthesise_streaming(r: _Release, staging: Path, streams: Streams) -> _Fitt
         staging,
         streams.decode,
         rows_done("decode"),
-        spec.identifiers(),
-        spec.output_columns(),
+        Layout.of(spec),
     )
     fitted_sample, held_sample = scan.samples()
     counting = "; before them, a pass counting each chunk's rows" if facts.get("counting_pass") else ""
@@ -533,13 +532,7 @@ def _run(
                 )
                 sealed = True
 
-            published = (
-                None
-                if fit.synthetic is None
-                else publishable(
-                    fit.synthetic, spec.public_schema(), spec.identifiers(), spec.output_columns()
-                )
-            )
+            published = None if fit.synthetic is None else publishable(fit.synthetic, Layout.of(spec))
             write_bundle(staging, dest, published, document, publish=passed, seal=seal)
         except BaseException as e:
             if not _in_place(sealed, dest, staging):

@@ -11,6 +11,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, ValidationInfo, field_validator
 
 from mechanisms.calendar import DATE_UNITS, DATETIME_UNITS, Unit, to_units
+from mechanisms.formula import Formula
 from mechanisms.schema import MAX_INTERVALS
 
 MAX_VALUES = 256
@@ -19,9 +20,11 @@ __all__ = [
     "ColumnSpec",
     "ContinuousSpec",
     "DateSpec",
+    "DerivedSpec",
     "DropSpec",
     "IdSpec",
     "NominalSpec",
+    "OneHotSpec",
     "OrdinalSpec",
     "Strict",
 ]
@@ -194,6 +197,56 @@ class DateSpec(Strict):
         return float(lo), float(hi)
 
 
+class OneHotSpec(Strict):
+    """Indicator columns of one choice (``columns``, each 0 or 1 in the file, at most one
+    1 per row), modelled as one nominal column named by this entry, whose categories are
+    the indicator names and ``none`` (all 0; ``none: null`` when exactly one must be 1).
+    The release writes the indicators back, so at most one is set in every row."""
+
+    type: Literal["one_hot"]
+    columns: list[str] = Field(min_length=2, max_length=MAX_VALUES)
+    none: str | None = "none"
+
+    @field_validator("columns")
+    @classmethod
+    def _distinct(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"columns ({v}) must be distinct")
+        return v
+
+    @field_validator("none")
+    @classmethod
+    def _none_not_an_indicator(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None and v in (info.data.get("columns") or []):
+            raise ValueError(f"none ({v!r}) must not be one of the indicator columns")
+        return v
+
+    @property
+    def categories(self) -> list[str]:
+        return [*self.columns, *([self.none] if self.none is not None else [])]
+
+
+class DerivedSpec(Strict):
+    """A column computed after decoding from a public ``formula`` of modelled continuous
+    columns (``mechanisms.formula``: arithmetic, numbers, names, log/exp/sqrt/...), e.g.
+    ``age ** 2``; never modelled, read past in the file. ``integer`` rounds it, ``decimals``
+    as for continuous columns."""
+
+    type: Literal["derived"]
+    formula: str
+    integer: bool = False
+    decimals: int | None = Field(default=None, ge=0, le=15, strict=True)
+
+    @field_validator("formula")
+    @classmethod
+    def _parses(cls, v: str) -> str:
+        Formula.parse(v)  # FormulaError is a ValueError: pydantic names the field
+        return v
+
+    def compiled(self) -> Formula:
+        return Formula.parse(self.formula)
+
+
 class DropSpec(Strict):
     """A column read past and left out of the model and the release (free text, a field not
     to publish); ``release.json`` lists it."""
@@ -202,5 +255,6 @@ class DropSpec(Strict):
 
 
 ColumnSpec = Annotated[
-    ContinuousSpec | DateSpec | OrdinalSpec | NominalSpec | IdSpec | DropSpec, Field(discriminator="type")
+    ContinuousSpec | DateSpec | OrdinalSpec | NominalSpec | OneHotSpec | DerivedSpec | IdSpec | DropSpec,
+    Field(discriminator="type"),
 ]

@@ -24,9 +24,11 @@ from spec.columns import (
     ColumnSpec,
     ContinuousSpec,
     DateSpec,
+    DerivedSpec,
     DropSpec,
     IdSpec,
     NominalSpec,
+    OneHotSpec,
     OrdinalSpec,
     Strict,
 )
@@ -93,6 +95,7 @@ class ReleaseSpec(Strict):
                 "fitted input row; remove synthetic_rows"
             )
         self._check_checks()
+        self._check_structure()
         empty = [
             n
             for n, c in self.columns.items()
@@ -112,6 +115,27 @@ class ReleaseSpec(Strict):
                 f"{synth.name} needs every row in memory: use engine.name: memory"
             )
         return self
+
+    def _check_structure(self) -> None:
+        """Indicator columns are named once in the file; a formula reads modelled
+        continuous columns (not dates) only."""
+        file_names = [n for n, c in self.columns.items() if not isinstance(c, OneHotSpec)]
+        for name, (indicators, _) in self.one_hot().items():
+            clash = sorted(set(indicators) & set(file_names))
+            if clash:
+                raise ValueError(f"column '{name}': one_hot columns {clash} are also declared as columns")
+            file_names += indicators
+        dup = sorted({n for n in file_names if file_names.count(n) > 1})
+        if dup:
+            raise ValueError(f"one_hot columns {dup} appear in more than one group")
+        numeric = {n for n, c in self.columns.items() if isinstance(c, ContinuousSpec)}
+        for name, d in self.derived().items():
+            bad = [v for v in d.compiled().names if v not in numeric]
+            if bad:
+                raise ValueError(
+                    f"column '{name}': formula {d.formula!r} reads {bad}, which must be modelled continuous "
+                    f"columns of the schema ({sorted(numeric)})"
+                )
 
     def _check_checks(self) -> None:
         c = self.checks
@@ -203,9 +227,18 @@ class ReleaseSpec(Strict):
         }
 
     def ignored_columns(self) -> list[str]:
-        """Columns read past and never modelled: identifiers (``type: id``) and dropped
-        columns (``type: drop``). The readers check they are in the header, then leave them."""
-        return [n for n, c in self.columns.items() if isinstance(c, IdSpec | DropSpec)]
+        """Columns read past and never modelled: identifiers (``type: id``), dropped
+        columns (``type: drop``) and derived ones (``type: derived``, recomputed after
+        decoding). The readers check they are in the header, then leave them."""
+        return [n for n, c in self.columns.items() if isinstance(c, IdSpec | DropSpec | DerivedSpec)]
+
+    def one_hot(self) -> dict[str, tuple[tuple[str, ...], str | None]]:
+        """One-hot groups: the modelled nominal's name → (its indicator columns in the
+        file, the category of a row with none set, or None)."""
+        return {n: (tuple(c.columns), c.none) for n, c in self.columns.items() if isinstance(c, OneHotSpec)}
+
+    def derived(self) -> dict[str, DerivedSpec]:
+        return {n: c for n, c in self.columns.items() if isinstance(c, DerivedSpec)}
 
     def identifiers(self) -> dict[str, str]:
         """Identifier columns and the format of their fresh synthetic values."""
@@ -215,8 +248,15 @@ class ReleaseSpec(Strict):
         return [n for n, c in self.columns.items() if isinstance(c, DropSpec)]
 
     def output_columns(self) -> list[str]:
-        """The published table's columns, in the declared order: all but the dropped ones."""
-        return [n for n, c in self.columns.items() if not isinstance(c, DropSpec)]
+        """The published table's columns, in the declared order: all but the dropped ones,
+        a one-hot group as its indicator columns."""
+        out: list[str] = []
+        for n, c in self.columns.items():
+            if isinstance(c, OneHotSpec):
+                out += c.columns
+            elif not isinstance(c, DropSpec):
+                out.append(n)
+        return out
 
     def public_schema(self) -> Schema:
         """The public schema of the modelled columns (not ``id`` or ``drop``); a declared
@@ -246,6 +286,8 @@ class ReleaseSpec(Strict):
                         name, lo, hi, True, intervals=c.bins, missing=c.missing == "allowed", calendar=c.unit
                     )
                 )
+            elif isinstance(c, OneHotSpec):
+                cols.append(Nominal(name, tuple(c.categories)))
             elif isinstance(c, OrdinalSpec):
                 extra = [c.missing] if c.missing is not None and c.missing not in c.levels else []
                 cols.append(Ordinal(name, tuple(extra + c.levels)))

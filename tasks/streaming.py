@@ -23,6 +23,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from bundle.files import write_json
+from bundle.published import Layout
 from bundle.stream import Synthetic, write_synthetic_chunks
 from engines.chunks import ChunkJob, Scan
 from engines.inputs import failing_rules, refuse_input, refuse_output
@@ -70,6 +71,7 @@ def chunk_job(spec: ReleaseSpec, keys: RowKeys) -> ChunkJob:
         sample_rows=spec.checks.sample_rows,
         chunk_sum=streaming_steps(spec).chunk_sum,
         ignored=tuple(spec.ignored_columns()),
+        one_hot=spec.one_hot(),
     )
 
 
@@ -153,8 +155,7 @@ def stream_decode(
     staging: Path,
     rng: np.random.Generator,
     progress: Progress = None,
-    identifiers: dict[str, str] | None = None,
-    columns: list[str] | None = None,
+    layout: Layout | None = None,
 ) -> Synthetic:
     """m fresh rows in chunks of ``chunk_rows`` (``Streaming.draw``), decoded to the
     schema's values, validated with the schema's GX suite chunk by chunk and appended to
@@ -171,8 +172,7 @@ def stream_decode(
         sample_rows,
         staging,
         progress,
-        identifiers=identifiers,
-        columns=columns,
+        layout=layout,
     )
     refuse_output(failing_rules(synthetic.validation))
     names = ", ".join(f"synthetic.{f}" for f in formats)

@@ -1,0 +1,100 @@
+"""The published table's columns: fresh identifiers for ``type: id`` columns, one-hot
+groups written back as indicators, derived columns computed from the decoded values, dates
+as ISO text, and the declared order without the ``type: drop`` ones. Nothing here reads a
+confidential value: it sees the synthetic table and the public spec only (an identifier is
+``format.format(i)`` for the synthetic row's position i = 1…m)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from mechanisms.calendar import to_iso
+from mechanisms.formula import Formula
+from mechanisms.schema import Continuous, Schema
+from spec import ReleaseSpec
+
+__all__ = ["Derived", "Layout", "fresh_identifiers", "publishable"]
+
+
+def fresh_identifiers(fmt: str, start: int, k: int) -> list[str]:
+    """Identifiers of rows start+1 … start+k."""
+    return [fmt.format(i) for i in range(start + 1, start + k + 1)]
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A derived column: its formula and output precision (``integer``, ``decimals``)."""
+
+    formula: Formula
+    integer: bool = False
+    decimals: int | None = None
+
+    def values(self, table: pd.DataFrame) -> pd.Series:
+        """The formula on the decoded (numeric) columns; NaN where a column is missing."""
+        x = self.formula.evaluate({n: table[n].to_numpy(float, na_value=np.nan) for n in self.formula.names})
+        x = np.where(np.isfinite(x), x, np.nan)
+        if self.integer:
+            return pd.Series(pd.array(np.round(x), dtype="Int64"), index=table.index)
+        return pd.Series(np.round(x, self.decimals) if self.decimals is not None else x, index=table.index)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the modelled columns (``schema``) become the published ``columns``."""
+
+    schema: Schema
+    columns: tuple[str, ...]
+    identifiers: Mapping[str, str] = field(default_factory=dict)
+    one_hot: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    derived: Mapping[str, Derived] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, spec: ReleaseSpec) -> Layout:
+        return cls(
+            spec.public_schema(),
+            tuple(spec.output_columns()),
+            spec.identifiers(),
+            {name: columns for name, (columns, _) in spec.one_hot().items()},
+            {n: Derived(d.compiled(), d.integer, d.decimals) for n, d in spec.derived().items()},
+        )
+
+    @property
+    def plain(self) -> bool:
+        """Published as modelled: nothing to add, convert or reorder."""
+        convert = any(
+            isinstance(c, Continuous) and (c.calendar or (c.integer and c.missing))
+            for c in self.schema.columns
+        )
+        return (
+            not (self.identifiers or self.one_hot or self.derived or convert)
+            and list(self.columns) == self.schema.names
+        )
+
+
+def publishable(table: pd.DataFrame, layout: Layout, start: int = 0) -> pd.DataFrame:
+    """``table`` (the modelled columns, decoded) as published: derived columns computed
+    from it first (on numbers); an ``integer`` column with ``missing: allowed`` (floats
+    with NaN in the model's table) as nullable integers, written as 51 and an empty cell;
+    a date column as ISO 8601 text; a one-hot group as its indicators (0/1, at most one
+    set: the modelled category's); fresh identifiers; the published column order."""
+    if layout.plain:
+        return table
+    out = table.copy()
+    for name, d in layout.derived.items():
+        out[name] = d.values(table)
+    for c in layout.schema.columns:
+        if isinstance(c, Continuous) and c.calendar is not None:
+            out[c.name] = pd.array(to_iso(out[c.name].to_numpy(float), c.calendar), dtype="str")
+        elif isinstance(c, Continuous) and c.integer and c.missing:
+            out[c.name] = out[c.name].astype("Int64")
+    for name, indicators in layout.one_hot.items():
+        category = out[name].to_numpy()
+        for k in indicators:
+            out[k] = (category == k).astype(np.int64)
+    for name, fmt in layout.identifiers.items():
+        out[name] = fresh_identifiers(fmt, start, len(table))
+    return out[list(layout.columns)]
