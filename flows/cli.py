@@ -268,6 +268,7 @@ def _before_prefect(spec: Path, out: Path, release_id: str | None, ledger_url: s
     from spec import RELEASE_ID, load_spec
 
     s = load_spec(spec)
+    s.refuse_draft()
     rid = release_id or s.release_id
     if release_id is not None and not RELEASE_ID.fullmatch(release_id):
         raise DPReleaseError(
@@ -497,7 +498,62 @@ def validate(
         fail(str(e), "fix what the message names and run `dprelease validate` again.", 2)
     for w in warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(w)}")
+    if s.draft is not None:
+        report_out.print(
+            f"draft written by {escape(s.draft.written_by)} from {escape(s.draft.source)}; to confirm:"
+        )
+        for item in s.draft.confirm:
+            report_out.print(f"  - {escape(item)}", soft_wrap=True)
+        fail(
+            f"the spec is a draft: {len(s.draft.confirm)} item(s) to confirm.",
+            "check each against public knowledge, then delete the draft: section and validate again.",
+            2,
+        )
     report_out.print("[green]spec and data conform to the public schema; no budget was spent.")
+
+
+@app.command()
+def init(
+    data: Annotated[
+        Path, typer.Argument(help="The data file (CSV, .csv.gz or Parquet) to write a draft spec for.")
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Where to write the draft (default: <data name>.yaml beside the data)."),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="dataset.name in the draft (default: the file's stem).")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file at --out.")] = False,
+) -> None:
+    """Write a draft release spec from the data file's header (and a Parquet file's declared
+    column types), without reading a value: every bound, category and level is FILL, to be
+    supplied from public knowledge; every guess is listed under draft.confirm."""
+    from engines.header import declared_kinds, read_header
+    from spec.draft import draft_text
+
+    try:
+        columns = read_header(data)
+        kinds = declared_kinds(data)
+    except DPReleaseError as e:
+        fail(str(e), "pass the path of a readable CSV or Parquet file.", 2)
+    target = out or data.with_name(f"{data.name.split('.')[0]}.yaml")
+    if target.exists() and not force:
+        fail(f"'{target}' already exists.", "choose another --out or pass --force to overwrite it.", 2)
+    try:
+        rel = os.path.relpath(data.resolve(), target.resolve().parent)
+    except ValueError:  # another drive (Windows): an absolute path
+        rel = str(data.resolve())
+    stem = name or data.name.split(".")[0]
+    target.write_text(draft_text(stem, rel, columns, kinds), encoding="utf-8")
+    unknown = len(columns) - len(kinds or {})
+    console.print(
+        f"wrote {escape(str(target))}: {len(columns)} column(s), "
+        + (f"{unknown} of unknown kind, " if unknown else "")
+        + "every bound and category FILL. Next: fill them from public knowledge, then "
+        f"`dprelease validate {escape(str(target))}`.",
+        soft_wrap=True,
+    )
 
 
 @app.command()

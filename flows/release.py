@@ -446,6 +446,7 @@ def _run(
     public_url = check_public_url(public_url)
     record.release_id = release_id  # only once it is safe as a folder name
     spec = load_spec(spec_path)
+    spec.refuse_draft()
     rid = release_id or spec.resolved_release_id(_slot_time(started))
     record.release_id, record.dataset, record.stage = rid, spec.dataset.name, "prepare"
     if ledger_url is not None and split_password(ledger_url)[1] is not None:

@@ -32,6 +32,7 @@ from spec.columns import (
     OrdinalSpec,
     Strict,
 )
+from spec.draft import DraftSpec, placeholders
 from spec.sections import ChecksSpec, DatasetSpec, EngineSpec, MechanismSpec, OutputSpec, PrivacySpec
 
 __all__ = ["RELEASE_ID", "ContinuousSpec", "EngineSpec", "ReleaseSpec", "SpecError", "load_spec"]
@@ -55,6 +56,7 @@ class ReleaseSpec(Strict):
     checks: ChecksSpec = ChecksSpec()
     engine: EngineSpec = EngineSpec()
     output: OutputSpec = OutputSpec()
+    draft: DraftSpec | None = None
     base_dir: Path = Path(".")
 
     @model_validator(mode="after")
@@ -136,6 +138,15 @@ class ReleaseSpec(Strict):
                     f"column '{name}': formula {d.formula!r} reads {bad}, which must be modelled continuous "
                     f"columns of the schema ({sorted(numeric)})"
                 )
+
+    def refuse_draft(self) -> None:
+        """A draft (``dprelease init``) is not released until its guesses are confirmed."""
+        if self.draft is not None:
+            raise SpecError(
+                f"the spec is a draft written by {self.draft.written_by}: confirm the "
+                f"{len(self.draft.confirm)} item(s) that `dprelease validate` lists, then delete its "
+                "draft: section"
+            )
 
     def _check_checks(self) -> None:
         c = self.checks
@@ -338,6 +349,12 @@ def load_spec(path: str | Path) -> ReleaseSpec:
         raise SpecError(f"spec file '{path}' is nested too deeply to be a release spec") from None
     if not isinstance(raw, dict):
         raise SpecError(f"spec file '{path}' must contain a YAML mapping")
+    gaps = placeholders(raw)
+    if gaps:
+        raise SpecError(
+            f"spec '{path}' is a draft with {len(gaps)} value(s) still to fill from public knowledge "
+            f"(a codebook, the law, the documentation; never the data): {', '.join(gaps)}"
+        )
     if "base_dir" in raw:  # set by the loader, never by the file
         raise SpecError(
             f"invalid release spec '{path}':\n  spec field 'base_dir': not a spec field (a relative "

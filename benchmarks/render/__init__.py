@@ -32,6 +32,7 @@ from render import (
     stream,
     summary,
     utility,
+    wide,
 )
 from render.fmt import machine_lines
 
@@ -51,6 +52,7 @@ TITLES = {
     "ledger": "13. Budget ledger cost per release: SQLite against PostgreSQL, by the dataset's history",
     "stream": "14. Streaming releases: 100k, 1M and 10M rows on the local engine; Dask against local at 1M",
     "quality": "15. Quality against ε: factor_gauss, MST and AIM on four public mixed-type tables",
+    "wide": "16. Wide tables (15 to 200 mixed columns) and a table with missing incomes, through the CLI",
 }
 ITEMS = tuple(TITLES)
 """The items in the order of BENCHMARKS.md."""
@@ -70,6 +72,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "ledger": ledger.render,
     "stream": stream.render,
     "quality": quality.render,
+    "wide": wide.render,
 }
 """Item → the lines of its section from its figures (item 5, ``peers``, also needs the machine)."""
 

@@ -6,6 +6,7 @@ import statistics
 from typing import Any
 
 from render.fmt import duration, met, seconds
+from render.wide import MECHANISM as MECHANISM_TASKS
 
 
 def table(results: dict[str, Any]) -> list[str]:
@@ -73,7 +74,31 @@ def table(results: dict[str, Any]) -> list[str]:
         rows.append(_ledger_row(lg["figures"]))
     if st := results.get("stream"):
         rows += _stream_rows(st["figures"])
+    if wd := results.get("wide"):
+        rows += _wide_rows(wd["figures"])
     return [*rows, ""]
+
+
+def _wide_rows(f: dict[str, Any]) -> list[str]:
+    """Issue 19: the widest release's mechanism time against the 15-column path scaled by
+    the second moment's O(p²), and the missing incomes' shares."""
+    runs = {r["columns"]: r for r in f["runs"]}
+    out = []
+    if 15 in runs and len(runs) > 1:
+        p = max(runs)
+        mech = [sum(runs[k]["phases"].get(f"task {t}", 0.0) for t in MECHANISM_TASKS) for k in (15, p)]
+        scaled = mech[0] * (p / 15) ** 2
+        out.append(
+            f"| 16 | {p}-column release within the 15-column mechanism time × (p/15)² | {mech[1]:.1f} s "
+            f"(scaled: {scaled:.1f} s; wall {runs[p]['wall_s']:.0f} s, peak RSS "
+            f"{runs[p]['peak_rss_tree_mb'] / 1024:.2f} GB) | {met(mech[1] <= scaled)} |"
+        )
+    inc = f["incomes"]
+    out.append(
+        "| 16 | (no target) missing incomes: share among people out of work, real / synthetic | "
+        f"{inc['real']['out']:.3f} / {inc['synthetic']['out']:.3f} | |"
+    )
+    return out
 
 
 def _stream_rows(f: dict[str, Any]) -> list[str]:

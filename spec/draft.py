@@ -1,0 +1,102 @@
+"""Draft specs (``dprelease init``): a release spec written from a data file's header
+(and a Parquet file's declared column types), never from its values. Every value the
+steward must supply from public knowledge is the placeholder ``FILL``; every guess the
+steward must confirm is listed under ``draft.confirm``. ``load_spec`` refuses a spec that
+still holds a ``FILL``, naming each; ``dprelease validate`` lists what is left to confirm,
+and ``dprelease release`` refuses a spec with a ``draft`` section.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+from pydantic import Field
+
+from spec.columns import Strict
+
+__all__ = ["FILL", "DraftSpec", "draft_text", "placeholders"]
+
+FILL = "FILL"
+"""The placeholder of a value the steward supplies from public knowledge."""
+
+KINDS = "continuous, date, datetime, ordinal, nominal, one_hot, derived, id or drop"
+
+
+class DraftSpec(Strict):
+    """What ``dprelease init`` guessed: ``source`` (what it read) and ``confirm`` (one
+    line per guess, e.g. a column's kind from its Parquet type, the default budget)."""
+
+    written_by: str = "dprelease init"
+    source: str
+    confirm: list[str] = Field(default_factory=list)
+
+
+def placeholders(raw: Any, path: str = "") -> list[str]:
+    """The dotted paths of every ``FILL`` left in a raw (YAML-loaded) spec."""
+    if isinstance(raw, str):
+        return [path] if raw.strip() == FILL else []
+    if isinstance(raw, Mapping):
+        return [p for k, v in raw.items() for p in placeholders(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(raw, list):
+        return [p for i, v in enumerate(raw) for p in placeholders(v, f"{path}[{i}]")]
+    return []
+
+
+def _column(name: str, kind: str | None, note: str) -> tuple[str, str | None]:
+    """One schema line (flow style) and what to confirm about it (None: nothing guessed)."""
+    if kind is None:
+        return f"  {_key(name)}: {{type: {FILL}}}   # one of {KINDS}", None
+    body = {
+        "continuous": f"type: continuous, bounds: {FILL}",
+        "integer": f"type: continuous, bounds: {FILL}, integer: true",
+        "date": f"type: date, bounds: {FILL}",
+        "datetime": f"type: datetime, bounds: {FILL}",
+        "nominal": f"type: nominal, categories: {FILL}",
+    }[kind]
+    return f"  {_key(name)}: {{{body}}}   # {note}", f"schema.{name}: kind guessed from {note}"
+
+
+def _key(name: str) -> str:
+    return yaml.safe_dump(name, default_flow_style=True, width=1 << 20).strip().removesuffix("...").strip()
+
+
+def draft_text(
+    dataset: str, data_path: str, columns: list[str], kinds: Mapping[str, tuple[str, str]] | None
+) -> str:
+    """The draft's YAML text. ``kinds``: column → (kind, why) from a Parquet file's
+    declared types (None for CSV: every kind is a ``FILL``). Bounds, categories and levels
+    are always ``FILL``: they are never read from the data."""
+    source = f"the {'schema' if kinds is not None else 'header line'} of {data_path}"
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        f"# Draft release spec written by `dprelease init` on {stamp} from {source}.",
+        "# No value of the data was read. Replace every FILL from public knowledge (a codebook, the",
+        "# law, the survey's documentation), never from the data; confirm each line of draft.confirm,",
+        "# then delete the draft: section. `dprelease validate SPEC` lists what is left; `dprelease",
+        "# release` refuses a draft.",
+        "release_id: null",
+        f"dataset: {{name: {_key(dataset)}, path: {_key(data_path)}}}",
+        "schema:",
+    ]
+    confirm = []
+    for name in columns:
+        kind, note = (kinds or {}).get(name, (None, ""))
+        line, guess = _column(name, kind, note)
+        lines.append(line)
+        if guess is not None:
+            confirm.append(guess)
+    confirm.append("privacy: epsilon 1.0, delta 1e-6 (zCDP) are defaults, not a decision of the data's owner")
+    lines += [
+        "privacy: {epsilon: 1.0, delta: 1.0e-6, accountant: zcdp}",
+        "mechanism: {name: factor_gauss, params: {}}",
+        "checks: {}",
+        "draft:",
+        "  written_by: dprelease init",
+        f"  source: {_key(source)}",
+        "  confirm:",
+        *(f"    - {_key(c)}" for c in confirm),
+    ]
+    return "\n".join(lines) + "\n"
