@@ -113,6 +113,7 @@ def calendar_units(col: pd.Series, c: Continuous) -> pd.Series:
     of the column's resolution since the epoch (``mechanisms.calendar``), NaN where empty.
     A cell that is not an ISO 8601 date stays as its text, so the suite's type rule
     refuses it, naming the column ("values must be ISO 8601 dates")."""
+    assert c.calendar is not None, c.name
     empty = col.isna() | (col.astype("string") == "").fillna(True)
     parsed = pd.to_datetime(col.where(~empty), format="ISO8601", errors="coerce", utc=True)
     units = pd.Series(to_units(parsed.dt.tz_localize(None).to_numpy(), c.calendar), index=col.index)

@@ -72,7 +72,7 @@ def _rule(column: str, rule: str) -> dict:
 def build_suite(schema: Schema, name: str) -> gx.ExpectationSuite:
     """One suite per schema; each expectation's ``meta`` holds the human rule, in the
     order a steward should fix them (a later rule may fail only because an earlier did)."""
-    expectations = []
+    expectations: list[gx.expectations.Expectation] = []
     for c in schema.columns:
         if isinstance(c, Continuous):
             if not c.missing:

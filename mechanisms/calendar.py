@@ -19,7 +19,14 @@ Unit = Literal["year", "month", "day", "hour", "minute", "second"]
 DATE_UNITS: tuple[Unit, ...] = ("day", "month", "year")
 DATETIME_UNITS: tuple[Unit, ...] = ("hour", "minute", "second")
 UNIT_CODES = {"year": "Y", "month": "M", "day": "D", "hour": "h", "minute": "m", "second": "s"}
-_PRINTED = {"year": "Y", "month": "M", "day": "D", "hour": "m", "minute": "m", "second": "s"}
+_PRINTED: dict[Unit, Literal["Y", "M", "D", "m", "s"]] = {
+    "year": "Y",
+    "month": "M",
+    "day": "D",
+    "hour": "m",
+    "minute": "m",
+    "second": "s",
+}
 
 
 def to_units(moments: np.ndarray, unit: Unit) -> np.ndarray:

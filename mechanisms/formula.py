@@ -98,7 +98,7 @@ class Formula:
                 return FUNCTIONS[node.func.id](ev(node.args[0]))
             if isinstance(node, ast.Name):
                 return np.asarray(columns[node.id], dtype=float)
-            assert isinstance(node, ast.Constant)
+            assert isinstance(node, ast.Constant) and isinstance(node.value, int | float)
             return np.asarray(float(node.value))
 
         with np.errstate(all="ignore"):
