@@ -69,13 +69,43 @@ def experiment(item: str, args: argparse.Namespace) -> dict[str, Any]:
         aim_timeout = DEFAULT_AIM_TIMEOUT_S if args.aim_timeout is None else args.aim_timeout
         return peers(load_adult(), args.peer_python, args.peer_seeds, aim_timeout)
     if item == "quality":
-        from quality import options, quality
+        from quality import METHODS, options, quality
 
         opts = options(args.quick, args.tables, args.epsilons, args.seeds)
         aim_timeout = QUALITY_AIM_TIMEOUT_S if args.aim_timeout is None else args.aim_timeout
-        return quality(opts["tables"], opts["epsilons"], opts["seeds"], args.peer_python, aim_timeout)
+        methods = args.methods.split(",") if args.methods else list(METHODS)
+        peers = args.peer_python if {"mst", "aim"} & set(methods) else None
+        return quality(opts["tables"], opts["epsilons"], opts["seeds"], peers, aim_timeout, methods)
     prefix = "repro" if item in REPRODUCTIONS else "bench"
     return importlib.import_module(f"{prefix}_{item}").run(quick=args.quick)
+
+
+def merge_methods(old: dict[str, Any], new: dict[str, Any], methods: list[str]) -> dict[str, Any]:
+    """Item 15 re-measured for some ``methods`` only: their rows replace the stored ones
+    (per table and ε), every other row and the section's date, machine and command stay,
+    and ``figures["remeasured"]`` says which methods were measured again, when, at which
+    commit and by which command."""
+    figures = old["figures"]
+    for key, table in new["figures"]["tables"].items():
+        stored = figures["tables"].get(key)
+        if stored is None:
+            continue
+        stored["variants"] = {
+            **stored["variants"],
+            **{m: v for m, v in table["variants"].items() if m in methods},
+        }
+        for eps, block in table["results"].items():
+            stored["results"].setdefault(eps, {}).update({m: b for m, b in block.items() if m in methods})
+    figures.setdefault("remeasured", []).append(
+        {
+            "methods": methods,
+            "date": new["date"],
+            "commit": new["machine"].get("commit"),
+            "command": new["command"] + f" --methods {','.join(methods)}",
+            "seeds": new["figures"]["seeds"],
+        }
+    )
+    return {**old, "figures": figures}
 
 
 ON_REQUEST = ("peers", "quality")  # run only when named with --only (items 5 and 15 need the peer venv)
@@ -118,6 +148,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="items 5 and 15: seconds before an AIM run is killed (default 1800 for item 5, 300 for item 15)",
     )
+    parser.add_argument(
+        "--methods",
+        help="item 15: re-measure only these methods (comma-separated, e.g. factor_gauss,factor_gauss_today) "
+        "and merge them into the stored figures, keeping the other methods' rows and saying when each was "
+        "measured",
+    )
     parser.add_argument("--tables", help="item 15: comma-separated tables (default all four)")
     parser.add_argument("--epsilons", help="item 15: comma-separated ε (default 0.3,1,3)")
     args = parser.parse_args(argv)
@@ -159,13 +195,16 @@ def main(argv: list[str] | None = None) -> int:
             command += " --quick"
         if item == "utility" and args.seeds not in (None, UTILITY_SEEDS):
             command += f" --seeds {args.seeds}"
-        results[item] = {
+        entry = {
             "date": now_utc(),
             "machine": info,
             "command": command,
             "elapsed_s": time.perf_counter() - t0,
             "figures": figures,
         }
+        if item == "quality" and args.methods and item in results:
+            entry = merge_methods(results[item], entry, args.methods.split(","))
+        results[item] = entry
         print("\n".join(section(item, results[item])), flush=True)
         if item == "quality" and not args.no_write:
             from render.quality import FIGURE_REL, draw

@@ -17,7 +17,8 @@ Stages and their budgets (default weights 0.5 / 0.5):
    (``resolution.Cells.fine``).
 
 With ``params.target`` (a nominal or ordinal column), stage 3 also measures ``refine``:
-the 2-way tables of the target with every other column (``mechanisms.refine``), and the
+the 2-way tables of the target with every other column and of the other nominal and ordinal
+columns with each other (``refine.table_pairs``), and the
 sampling draws ``refine.OVERSAMPLE``·m candidates that decoding rakes to those tables and
 resamples to m rows (post-processing). Default weights then 0.45 / 0.25 / 0.3.
 
@@ -56,6 +57,8 @@ from mechanisms.refine import (
     pair_counts,
     pair_name,
     refined_rows,
+    table_pairs,
+    table_shares,
 )
 from mechanisms.resolution import Cells, resolve
 from mechanisms.rowkeys import RowKeys, row_uniforms
@@ -99,7 +102,8 @@ class FactorGaussParams:
     """Public hyperparameters. ``row_norm`` None means B = √p; ``factors`` None means r is
     chosen from the *noisy* eigenvalues; ``attenuation_correction`` undoes the shrinkage
     of latent correlations by coarse bins (both post-processing); ``target`` (a nominal or
-    ordinal column) adds the ``refine`` stage: its 2-way tables with every other column."""
+    ordinal column) adds the ``refine`` stage: its 2-way tables with every other column and
+    the tables of the other nominal and ordinal columns' pairs (``refine.table_pairs``)."""
 
     clip: float = 4.0
     row_norm: float | None = None
@@ -157,8 +161,8 @@ def sensitivities(schema: Schema, params: FactorGaussParams, n: int, facts=None)
     (Δ₁ = 2, Δ₂ = √2, ``marginals.histogram_sensitivity``; attained by any record moving
     bins) and the latent second moment (``second_moment_sensitivity`` with B =
     ``params.bound(p)``; its Δ₂ is attained by z = B·e₁ vs z' = B·e₂ when B ≤ c, its Δ₁
-    by no pair in general); with a ``target``, each 2-way table with it (a count
-    histogram over public cells: Δ₁ = 2, Δ₂ = √2, attained; ``mechanisms.refine``)."""
+    by no pair in general); with a ``target``, each 2-way table of ``refine.table_pairs``
+    (a count histogram over public cells: Δ₁ = 2, Δ₂ = √2, attained; ``mechanisms.refine``)."""
     p = len(schema)
     out = {
         f"histogram[{name}]": Sensitivity(
@@ -170,10 +174,10 @@ def sensitivities(schema: Schema, params: FactorGaussParams, n: int, facts=None)
     out["latent_second_moment"] = Sensitivity(
         "moments", second_moment_sensitivity(n, b, p, "l1"), second_moment_sensitivity(n, b, p, "l2")
     )
-    target = params.target
-    if target is not None:
-        for name in (name for name in schema.names if name != target):
-            out[pair_name(name, target)] = Sensitivity(
+    t = _target(schema, params)
+    if t is not None:
+        for i, j in table_pairs(schema, t):
+            out[pair_name(schema.names[i], schema.names[j])] = Sensitivity(
                 "refine", histogram_sensitivity("l1"), histogram_sensitivity("l2"), tight=True
             )
     return out
@@ -229,7 +233,10 @@ def refine_cells(schema: Schema, plan: BudgetPlan, params: FactorGaussParams, n:
     t = _target(schema, params)
     if t is None:
         return None
-    (noise, *_) = _histogram_noise(plan.stage("refine"), len(schema) - 1)
+    (share, *_) = table_shares(plan.stage("refine"), table_pairs(schema, t), t)
+    noise = stage_noise(
+        share, l2_sensitivity=histogram_sensitivity("l2"), l1_sensitivity=histogram_sensitivity("l1")
+    )
     return pair_cells(schema, t, n, _mean_abs(*noise))
 
 

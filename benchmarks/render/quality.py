@@ -115,6 +115,12 @@ def render(f: dict[str, Any]) -> list[str]:
         "declared atom and every value holding ≥ 5 % of a continuous column; the last column counts the "
         "columns whose 1-way TVD beats the uniform baseline's (every column drawn uniformly over its "
         "declared domain, scored by the same judge, one draw).",
+        *(
+            f"Re-measured {r['date']} at commit {r['commit']}: the rows of "
+            + ", ".join(f"`{m}`" for m in r["methods"])
+            + f" ({r['seeds']} seed(s); `{r['command']}`); the other rows are from the date above."
+            for r in f.get("remeasured", [])
+        ),
         "",
         f"![quality against ε]({FIGURE_REL})",
         "",

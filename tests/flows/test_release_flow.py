@@ -56,7 +56,9 @@ def test_demo_release_end_to_end(tmp_path):
     assert ledger["totals"]["rho"] <= plan["rho"]
     for stage in ledger["stages"]:
         assert stage["rho_spent"] <= stage["rho_allocated"]
-    assert len(ledger["measurements"]) == 33  # 15 histograms, the second moment, 14 tables, 3 gates
+    # 15 histograms, the second moment, 14 tables with income, 28 of the 8 other categorical columns
+    # (refine.table_pairs), 3 gates
+    assert len(ledger["measurements"]) == 61
     assert doc["privacy"]["input_rows_n_public"] == 32561
     assert doc["privacy"]["rows_fitted"] == 32561 - 6512  # the demo holds 20 % out for the checks
     assert doc["status"] == "released"

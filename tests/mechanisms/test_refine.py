@@ -13,7 +13,18 @@ import pytest
 from mechanisms import factor_gauss as fg
 from mechanisms.accounting import plan_budget
 from mechanisms.primitives import Measurement
-from mechanisms.refine import Pairs, pair_cells, rake, shrunk_distribution, weights
+from mechanisms.refine import (
+    MAX_EXTRA_TABLES,
+    MODEL_FLOOR,
+    TARGET_SHARE,
+    Pairs,
+    pair_cells,
+    rake,
+    shrunk_distribution,
+    table_pairs,
+    table_shares,
+    weights,
+)
 from mechanisms.resolution import Cells
 from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 from tests.wiring import compare, flow_stages, rows_of
@@ -129,7 +140,7 @@ def test_the_streaming_pass_sums_the_same_tables_as_memory(rng):
 def test_raking_fits_candidates_to_the_tables_and_margins(rng):
     """Post-processing: candidates drawn independently of y, raked to a table in which y
     depends on x, take on that dependence (the weighted table equals the target)."""
-    pairs = Pairs(Cells((np.arange(2), np.arange(2))), 1, ("x", "y"))
+    pairs = Pairs(Cells((np.arange(2), np.arange(2))), ((0, 1),), ("x", "y"), 1)
     candidates = rng.integers(0, 2, (20_000, 2)).astype(np.int32)
     n = 1_000
     truth = np.array([0.45, 0.05, 0.1, 0.4])  # (x, y) cells: y follows x
@@ -137,7 +148,8 @@ def test_raking_fits_candidates_to_the_tables_and_margins(rng):
     table = Measurement("pair[x,y]", "refine", truth * n, "gaussian", 2**0.5, "l2", 1e-6, 0.1, None, None)
     w = weights(candidates, pairs, rake(candidates, pairs, [table], n))
     got = np.bincount(pairs.keys(candidates)[0], weights=w, minlength=4)
-    np.testing.assert_allclose(got, truth, atol=1e-9)
+    model = np.bincount(pairs.keys(candidates)[0], minlength=4) / len(candidates)
+    np.testing.assert_allclose(got, (1 - MODEL_FLOOR) * truth + MODEL_FLOOR * model, atol=1e-9)
 
 
 def _noisy(value: np.ndarray, sd: float) -> Measurement:
@@ -158,14 +170,22 @@ def test_a_table_of_noise_alone_is_shrunk_to_the_model(rng):
 
 def test_a_table_far_from_the_model_is_kept(rng):
     """Signal ‖n(p − p̂)‖² = 1e6·Σ(p − p̂)² far above K·σ² = 4: λ = 1 − 4/‖d‖² ≈ 1, and
-    the target is the measured table itself (to 1e-5 in probability)."""
+    the target is the measured table itself, but for the model's floor (to 1e-5)."""
     n = 1_000
     truth, model = np.array([0.45, 0.05, 0.1, 0.4]), np.full(4, 0.25)
     d = n * (truth - model)
     lam = 1 - 4 / float(d @ d)
     got = shrunk_distribution(_noisy(n * truth, 1.0), model, n)
-    np.testing.assert_allclose(got, model + lam * (truth - model), atol=1e-12)
-    np.testing.assert_allclose(got, truth, atol=1e-5)
+    np.testing.assert_allclose(got, (1 - MODEL_FLOOR) * (model + lam * (truth - model)) + MODEL_FLOOR * model)
+    np.testing.assert_allclose(got, (1 - MODEL_FLOOR) * truth + MODEL_FLOOR * model, atol=1e-5)
+
+
+def test_a_cell_the_projection_empties_keeps_a_tenth_of_its_model_mass():
+    """A table whose noise drives a cell below 0 is projected to 0 there; the raking target
+    keeps MODEL_FLOOR of the model's mass, so candidates in that cell are not raked out."""
+    n, model = 1_000, np.array([0.5, 0.3, 0.2])
+    got = shrunk_distribution(_noisy(np.array([800.0, 400.0, -200.0]), 1.0), model, n)
+    assert got[2] == pytest.approx(MODEL_FLOOR * 0.2) and got.sum() == pytest.approx(1.0)
 
 
 def test_a_target_must_be_a_nominal_or_ordinal_column():
@@ -175,3 +195,67 @@ def test_a_target_must_be_a_nominal_or_ordinal_column():
         fg.check(SCHEMA, fg.FactorGaussParams(target="nope"))
     assert fg.stage_weights(SCHEMA, PARAMS) == fg.REFINE_WEIGHTS
     assert fg.stage_weights(SCHEMA, fg.FactorGaussParams()) == fg.STAGE_WEIGHTS
+
+
+def test_the_categorical_pairs_are_added_by_a_public_rule():
+    """(j, target) for every other column, then every pair of the other nominal and
+    ordinal columns, unless there are more than MAX_EXTRA_TABLES of those."""
+    schema = Schema(
+        (
+            Continuous("x", 0.0, 1.0),
+            Nominal("a", ("p", "q")),
+            Ordinal("b", ("lo", "hi")),
+            Nominal("c", ("r", "s", "t")),
+            Nominal("y", ("no", "yes")),
+        )
+    )
+    assert table_pairs(schema, 4) == [(0, 4), (1, 4), (2, 4), (3, 4), (1, 2), (1, 3), (2, 3)]
+    wide = Schema((*(Nominal(f"n{i}", ("p", "q")) for i in range(13)), Nominal("y", ("no", "yes"))))
+    assert 13 * 12 // 2 > MAX_EXTRA_TABLES and table_pairs(wide, 13) == [(i, 13) for i in range(13)]
+
+
+def test_the_target_tables_get_their_share_and_the_total_stays_within_the_stage():
+    plan = plan_budget("zcdp", 1.0, 1e-6, {"refine": 1.0})
+    stage = plan.stage("refine")
+    tables = [(0, 4), (1, 4), (2, 4), (3, 4), (1, 2), (1, 3), (2, 3)]
+    shares = table_shares(stage, tables, 4)
+    assert sum(s.rho for s in shares) <= stage.rho
+    assert sum(s.rho for s in shares[:4]) == pytest.approx(TARGET_SHARE * stage.rho)
+    assert [s.stage for s in shares] == ["refine"] * 7
+
+
+CATEGORIES = Schema(
+    (
+        Continuous("x", 0.0, 1.0),
+        Nominal("a", ("p", "q", "r")),
+        Ordinal("b", ("lo", "mid", "hi")),
+        Nominal("y", ("no", "yes")),
+    )
+)
+
+
+@pytest.mark.parametrize("notion", ["zcdp", "pure"])
+def test_a_categorical_pair_table_attains_its_recorded_sensitivity(notion):
+    """Through the flow's own stages: a record moving a, b and y changes every table, the
+    pair (a, b) included, by exactly √2 (L2) / 2 (L1)."""
+    params = fg.FactorGaussParams(target="y")
+    plan = plan_budget(notion, 1.0, 1e-6 if notion == "zcdp" else 0.0, fg.stage_weights(CATEGORIES, params))
+    stages = flow_stages("factor_gauss", CATEGORIES, plan, params)
+    rng = np.random.default_rng(4)
+    d = pd.DataFrame(
+        {
+            "x": rng.random(30),
+            "a": rng.choice(["p", "q", "r"], 30),
+            "b": rng.choice(["lo", "mid", "hi"], 30),
+            "y": rng.choice(["no", "yes"], 30),
+        }
+    )
+    d2 = d.copy()
+    d.loc[0] = [0.01, "p", "lo", "no"]
+    d2.loc[0] = [0.99, "r", "hi", "yes"]
+    pairs = [c for c in compare(lambda t: stages(rows_of(t, CATEGORIES)), d, d2) if c.name.startswith("pair")]
+    assert [c.name for c in pairs] == ["pair[x,y]", "pair[a,y]", "pair[b,y]", "pair[a,b]"]
+    for c in pairs:
+        assert c.observed == pytest.approx(c.recorded, rel=1e-12), c
+    derived = fg.sensitivities(CATEGORIES, params, 30)
+    assert {c.name for c in pairs} <= set(derived)
