@@ -24,8 +24,8 @@ tables and half to the others, each half evenly): σ = √2/√(2ρ_t) per count
 
 **Refinement (post-processing).** ``OVERSAMPLE``·m candidate rows are drawn from the
 factor model (2·m: on Adult 4·m scored the same at twice the cost); their weights are
-raked (iterative proportional fitting, ``SWEEPS`` sweeps, fitted on at most ``FIT_ROWS`` of
-them) to the noisy tables, each shrunk towards the candidates' own table by its
+raked (iterative proportional fitting, ``SWEEPS`` sweeps, in chunks of at most ``FIT_ROWS``)
+to the noisy tables, each shrunk towards the candidates' own table by its
 James–Stein weight (``shrunk_distribution``: a table of noise alone, e.g. 600 rows at
 ε = 0.3, leaves the candidates as they are) and projected onto the simplex, and to stage
 1's private marginals; m rows are then chosen by systematic resampling. Raking only re-weights
@@ -61,7 +61,6 @@ __all__ = [
     "shrunk_distribution",
     "table_pairs",
     "table_shares",
-    "weights",
 ]
 
 OVERSAMPLE = 2
@@ -229,41 +228,24 @@ def _keys(bins: np.ndarray, pairs: Pairs, margins: Cells | None) -> list[np.ndar
 
 def rake(
     bins: np.ndarray, pairs: Pairs, tables: list[Measurement], n: int, margins: Cells | None = None
-) -> list[np.ndarray]:
-    """Raking factors: one per cell of each noisy table (shrunk and projected onto the
-    simplex at the public total n, ``shrunk_distribution``) and of each of stage 1's one-way private
-    distributions in ``margins`` (already published: free, and it keeps refining the pairs
-    from pulling the marginals away). Iterative proportional fitting on the candidate rows
-    ``bins``: a row's weight is the product of its cells' factors (``weights``)."""
+) -> np.ndarray:
+    """The candidate rows' raked weights (sum 1): iterative proportional fitting, ``SWEEPS``
+    sweeps, to each noisy table (shrunk and projected onto the simplex at the public total
+    n, ``shrunk_distribution``) and to each of stage 1's one-way private distributions in
+    ``margins`` (already published: free, and it keeps refining the pairs from pulling the
+    marginals away)."""
     keys = _keys(bins, pairs, margins)
     targets = _tables(pairs, tables, n, margins, keys)
-    factors = [np.ones(len(t)) for t in targets]
     w = np.full(len(bins), 1.0 / len(bins))
     for _ in range(SWEEPS):
-        for key, table, factor in zip(keys, targets, factors, strict=True):
+        for key, table in zip(keys, targets, strict=True):
             current = np.bincount(key, weights=w, minlength=len(table))
             total = current.sum()
             if total <= 0:
-                return [np.ones(len(t)) for t in targets]
+                return np.full(len(bins), 1.0 / len(bins))
             ratio = np.divide(table * total, current, out=np.zeros_like(table), where=current > 0)
-            factor *= ratio
             w = w * ratio[key]
-    return factors
-
-
-def weights(
-    bins: np.ndarray, pairs: Pairs, factors: list[np.ndarray], margins: Cells | None = None
-) -> np.ndarray:
-    """Each row's weight (sum 1): the product of its cells' raking factors (the order of
-    ``_keys``: the tables, then the margins), one table at a time."""
-    w = np.ones(len(bins))
-    for key, factor in zip(pairs.keys(bins), factors, strict=False):
-        w *= factor[key]
-    if margins is not None and margins.probs:
-        for j, factor in enumerate(factors[len(pairs.tables) :]):
-            w *= factor[margins.groups[j][bins[:, j]]]
-    s = w.sum()
-    return w / s if s > 0 else np.full(len(bins), 1.0 / len(bins))
+    return w / w.sum()
 
 
 def refined_rows(
@@ -276,10 +258,18 @@ def refined_rows(
     margins: Cells | None = None,
 ) -> np.ndarray:
     """m of the candidate rows, chosen by systematic resampling of their raked weights, in
-    random order. The factors are fitted on at most ``FIT_ROWS`` candidates (a random
-    subset: the fit's cost is bounded whatever m) and applied to all."""
-    fit = bins if len(bins) <= FIT_ROWS else bins[rng.choice(len(bins), FIT_ROWS, replace=False)]
-    w = weights(bins, pairs, rake(fit, pairs, tables, n, margins), margins)
+    random order. The candidates are raked in random chunks of at most ``FIT_ROWS``, each
+    to the same tables (so their union agrees with them too); the cost is linear in m.
+
+    Raking factors fitted on one chunk must not be applied to another: with noisy tables
+    that no weighting satisfies at once, the factors of overlapping tables drift apart
+    sweep after sweep (their products stay right on the rows they were fitted on), and on a
+    row combination the fit did not see one product can hold all the weight (a release of
+    150,000 Adult rows collapsed onto one distinct row that way)."""
+    order = rng.permutation(len(bins))
+    w = np.empty(len(bins))
+    for chunk in np.array_split(order, -(-len(bins) // FIT_ROWS)):
+        w[chunk] = rake(bins[chunk], pairs, tables, n, margins) * (len(chunk) / len(bins))
     positions = (rng.random() + np.arange(m)) / m
     chosen = np.minimum(np.searchsorted(np.cumsum(w), positions, side="right"), len(bins) - 1)
     return bins[rng.permutation(chosen)]
