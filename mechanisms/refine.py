@@ -64,7 +64,10 @@ __all__ = [
 ]
 
 OVERSAMPLE = 2
-SWEEPS = 20
+SWEEPS = 10
+"""On Adult at ε = 1 (2 seeds), 10 sweeps scored as 20 did (TSTR 0.888/0.886 against
+0.887/0.887, pMSE 0.054/0.055 against 0.055/0.057, 2-way TVD 0.059/0.058 against
+0.059/0.059) in two thirds of the time; 5 sweeps kept the 1- and 2-way TVDs too."""
 FIT_ROWS = 200_000
 MAX_EXTRA_TABLES = 66
 TARGET_SHARE = 2 / 3
