@@ -120,7 +120,7 @@ def _release(url: str, rid: str, plan: BudgetPlan, seed: int, lifetime: tuple[fl
             t["spend_steps"].append(t1 - t0)
             t["record_steps"].append(time.perf_counter() - t1)
         t0 = time.perf_counter()
-        ledger_facts(led, spec, rid)
+        ledger_facts(led, spec.dataset.name, rid)
         t["facts"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         led.finish(rid, "released", {"manifest_sha256": "0" * 64, "bundle": f"/releases/{rid}"})

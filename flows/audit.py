@@ -116,6 +116,8 @@ def _arithmetic(doc: dict) -> list[Check]:
         need = (
             r["sensitivity"] / math.sqrt(2 * share)
             if r["mechanism"] == "gaussian"
+            else 2 * r["sensitivity"] / share  # exponential mechanism: exp(ε·u/(2Δu))
+            if r["mechanism"] == "exponential"
             else r["sensitivity"] / share
         )
         ok = r["noise_scale"] >= need * (1 - _REL)
@@ -311,10 +313,49 @@ def _ledger(doc: dict, bundle: Path, url: str) -> list[Check]:
     return out
 
 
+def _discovery(doc: dict) -> list[Check]:
+    """A ``schema`` discovery's statistics against their derivation (``mechanisms.discovery``):
+    each bound by the exponential mechanism with Δu = 1 at the level the public n and its ε
+    give; each category set by partition selection with Δ₁ = 2 and a threshold
+    τ ≥ 1 + b·ln(1/δ); the columns' δ within the plan's."""
+    from mechanisms.discovery import quantile_level
+
+    rows = {r["statistic"]: r for r in doc["privacy"]["ledger"]["measurements"]}
+    out = []
+    deltas = []
+    for name, found in doc["discovered"].items():
+        if found["kind"] == "bounds":
+            made = [rows.get(f"bound[{name},{side}]") for side in ("lower", "upper")]
+            ok = all(
+                r is not None and r["mechanism"] == "exponential" and r["sensitivity"] >= 1 for r in made
+            )
+            level = quantile_level(doc["rows"], made[0]["epsilon"]) if ok and made[0] else None
+            ok = ok and level is not None and _close(level, found["quantile_level"])
+            out.append(Check("sensitivity", f"schema/bounds[{name}]", ok, f"Δu 1, level {level}"))
+            continue
+        r = rows.get(f"categories[{name}]")
+        deltas.append(found["delta"])
+        need = math.inf if r is None else 1 + r["noise_scale"] * math.log(1 / found["delta"])
+        ok = (
+            r is not None
+            and r["mechanism"] == "laplace"
+            and r["sensitivity"] >= 2
+            and found["threshold"] >= need * (1 - _REL)
+        )
+        out.append(Check("sensitivity", f"schema/categories[{name}]", ok, f"Δ₁ 2, threshold >= {need}"))
+    plan_delta = doc["privacy"]["budget_plan"]["delta"]
+    ok = math.fsum(deltas) <= plan_delta * (1 + _REL)
+    out.append(
+        Check("arithmetic", "partition selections' delta", ok, f"{math.fsum(deltas):g} <= {plan_delta:g}")
+    )
+    return out
+
+
 def verify_bundle(bundle: Path, ledger_url: str | None) -> list[Check]:
     """All checks; the bundle passes when every ``ok`` is True."""
     doc, _ = load_document(bundle)
-    checks = _files(bundle) + _identity(bundle, doc) + _arithmetic(doc) + _derived(doc) + _status(doc)
+    derived = _discovery(doc) if doc.get("kind") == "schema_discovery" else _derived(doc)
+    checks = _files(bundle) + _identity(bundle, doc) + _arithmetic(doc) + derived + _status(doc)
     url = ledger_url
     if url is None:
         recorded = (doc["privacy"].get("ledger_record") or {}).get("url", "")

@@ -512,6 +512,24 @@ def validate(
     report_out.print("[green]spec and data conform to the public schema; no budget was spent.")
 
 
+DRAFT_KINDS = ("continuous", "integer", "date", "datetime", "nominal")
+
+
+def _parse_kinds(given: list[str], columns: list[str]) -> dict[str, tuple[str, str]]:
+    out = {}
+    for item in given:
+        name, _, kind = item.partition("=")
+        if name not in columns or kind not in DRAFT_KINDS:
+            fail(
+                f"--kind {item!r}: expected NAME=KIND with NAME a column of the file and KIND one of "
+                f"{', '.join(DRAFT_KINDS)}.",
+                "declare each column's kind from public knowledge (the codebook), e.g. --kind age=integer.",
+                2,
+            )
+        out[name] = (kind, "--kind")
+    return out
+
+
 @app.command()
 def init(
     data: Annotated[
@@ -525,10 +543,61 @@ def init(
         str | None, typer.Option("--name", help="dataset.name in the draft (default: the file's stem).")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file at --out.")] = False,
+    kind: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kind",
+            help="NAME=KIND, repeatable: a column's kind from public knowledge (continuous, integer, date, "
+            "datetime, nominal); overrides a Parquet type. A CSV's kinds are never guessed from its values.",
+        ),
+    ] = None,
+    private_epsilon: Annotated[
+        float | None,
+        typer.Option(
+            "--private-epsilon",
+            help="Discover the bounds of continuous/integer columns (private quantiles) and the categories "
+            "of nominal ones (partition selection) under DP, spending this epsilon of the dataset's budget: "
+            "a release of its own in the ledger (stage 'schema') with a bundle `dprelease audit verify` "
+            "checks. Without it nothing is read and every bound and category is FILL.",
+        ),
+    ] = None,
+    private_delta: Annotated[
+        float,
+        typer.Option(
+            "--private-delta",
+            help="The delta of the categories' partition selection (a category held by one record is "
+            "published with probability delta/2); split over the nominal columns. Keep it a small part of "
+            "the dataset's lifetime delta: later zCDP releases convert at what is left of it.",
+        ),
+    ] = 1e-7,
+    bundle_out: Annotated[
+        Path,
+        typer.Option(
+            "--bundle-out",
+            help="With --private-epsilon: the folder that receives <release_id>/public of the discovery "
+            "(and, by default, the ledger OUT/ledger.db, as `dprelease release --out`).",
+        ),
+    ] = Path("releases"),
+    ledger: LedgerOpt = None,
+    lifetime_epsilon: Annotated[
+        float | None,
+        typer.Option(
+            "--lifetime-epsilon",
+            help="With --private-epsilon: the dataset's lifetime epsilon, as privacy.lifetime_epsilon in a "
+            "spec (fixed in the ledger when first declared; the draft carries it).",
+        ),
+    ] = None,
+    lifetime_delta: Annotated[
+        float | None,
+        typer.Option("--lifetime-delta", help="The dataset's lifetime delta (default: 1e-6)."),
+    ] = None,
+    insecure_seed: SeedOpt = None,
 ) -> None:
     """Write a draft release spec from the data file's header (and a Parquet file's declared
-    column types), without reading a value: every bound, category and level is FILL, to be
-    supplied from public knowledge; every guess is listed under draft.confirm."""
+    column types, or --kind), without reading a value: every bound, category and level is
+    FILL, to be supplied from public knowledge; every guess is listed under draft.confirm.
+    With --private-epsilon, the bounds and categories of the columns whose kind is known are
+    discovered under DP instead, charged to the dataset's ledger."""
     from engines.header import declared_kinds, read_header
     from spec.draft import draft_text
 
@@ -537,6 +606,8 @@ def init(
         kinds = declared_kinds(data)
     except DPReleaseError as e:
         fail(str(e), "pass the path of a readable CSV or Parquet file.", 2)
+    if kind:
+        kinds = {**(kinds or {}), **_parse_kinds(kind, columns)}
     target = out or data.with_name(f"{data.name.split('.')[0]}.yaml")
     if target.exists() and not force:
         fail(f"'{target}' already exists.", "choose another --out or pass --force to overwrite it.", 2)
@@ -545,15 +616,97 @@ def init(
     except ValueError:  # another drive (Windows): an absolute path
         rel = str(data.resolve())
     stem = name or data.name.split(".")[0]
-    target.write_text(draft_text(stem, rel, columns, kinds), encoding="utf-8")
+    found, entries = None, None
+    if private_epsilon is not None:
+        found, entries = _discover(
+            data,
+            stem,
+            kinds,
+            private_epsilon,
+            private_delta,
+            bundle_out,
+            ledger,
+            lifetime_epsilon,
+            lifetime_delta,
+            insecure_seed,
+        )
+    text = draft_text(stem, rel, columns, kinds, entries, found.release_id if found else None)
+    if found is not None and lifetime_epsilon is not None:
+        life = f", lifetime_epsilon: {_yaml_number(lifetime_epsilon)}, lifetime_delta: " + _yaml_number(
+            lifetime_delta or 1e-6
+        )
+        text = text.replace("accountant: zcdp}", f"accountant: zcdp{life}}}", 1)
+    target.write_text(text, encoding="utf-8")
     unknown = len(columns) - len(kinds or {})
+    filled = (
+        f"{len(entries)} column(s) discovered under DP ({found.release_id}), " if found and entries else ""
+    )
     console.print(
         f"wrote {escape(str(target))}: {len(columns)} column(s), "
         + (f"{unknown} of unknown kind, " if unknown else "")
-        + "every bound and category FILL. Next: fill them from public knowledge, then "
+        + (filled or "every bound and category FILL. ")
+        + "Next: fill what is FILL from public knowledge, confirm draft.confirm, then "
         f"`dprelease validate {escape(str(target))}`.",
         soft_wrap=True,
     )
+
+
+def _yaml_number(v: float) -> str:
+    """A float as YAML 1.1 reads it back as a float (``1e-06`` would be text)."""
+    import yaml
+
+    return yaml.safe_dump(float(v)).split("\n")[0]
+
+
+def _discover(
+    data: Path,
+    dataset: str,
+    kinds: dict[str, tuple[str, str]] | None,
+    epsilon: float,
+    delta: float,
+    out: Path,
+    ledger: str | None,
+    lifetime_epsilon: float | None,
+    lifetime_delta: float | None,
+    seed: int | None,
+):
+    """``init --private-epsilon``: the DP discovery (``flows.discovery``) and its draft lines."""
+    from flows.discovery import DISCOVERABLE, discover, draft_entries
+    from ledger import BudgetRefused, ledger_url
+
+    chosen = {c: k for c, (k, _) in (kinds or {}).items() if k in DISCOVERABLE}
+    if not chosen:
+        fail(
+            "--private-epsilon: no column has a known continuous, integer or nominal kind, so there is "
+            "nothing to discover (a CSV's kinds are never guessed from its values).",
+            "declare kinds with --kind NAME=KIND (e.g. --kind age=integer --kind sex=nominal).",
+            2,
+        )
+    lifetime = None if lifetime_epsilon is None else (lifetime_epsilon, lifetime_delta or 1e-6)
+    try:
+        found = discover(
+            data,
+            chosen,
+            dataset=dataset,
+            epsilon=epsilon,
+            delta=delta,
+            ledger_url=ledger_url(ledger, out),
+            out=out,
+            lifetime=lifetime,
+            seed=seed,
+        )
+    except BudgetRefused as e:
+        fail(str(e), "see `dprelease ledger show` for what this dataset has spent; no draft was written.", 4)
+    except (DPReleaseError, ValueError) as e:
+        fail(str(e), "fix the option or the data file named above; no draft was written.", 2)
+    console.print(
+        f"discovered under DP: {len(found.bounds)} column(s)' bounds and {len(found.categories)} column(s)' "
+        f"categories for epsilon={epsilon:g}, delta={found.delta:g}, charged to dataset "
+        f"'{escape(dataset)}' as release {found.release_id}; its bundle is {escape(str(found.bundle))} "
+        f"(`dprelease audit verify {escape(str(found.bundle))}`).",
+        soft_wrap=True,
+    )
+    return found, draft_entries(found, chosen)
 
 
 @app.command()

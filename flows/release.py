@@ -507,7 +507,7 @@ def _run(
                 started=started,
                 status="released" if passed else "gated",
                 n_fitted=fit.n_fitted,
-                ledger_record=ledger_facts(ledger, spec, rid),
+                ledger_record=ledger_facts(ledger, spec.dataset.name, rid),
                 numerics=sampler_note(streams.estimate),
                 engine=fit.engine,
                 gates=[g.as_dict() for g in gates],

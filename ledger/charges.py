@@ -64,7 +64,8 @@ def spent_charge(rows: list[dict]) -> Charge:
         rho = math.fsum(r["rho"] for r in spent)
         delta = reserved["delta"]
         return Charge("zcdp", rho, zcdp_epsilon(rho, delta), delta if rho > 0 else 0.0)
-    return Charge("pure", None, math.fsum(r["epsilon"] for r in spent), 0.0)
+    delta = math.fsum(r["delta"] or 0.0 for r in spent)  # > 0 only for schema discovery
+    return Charge("pure", None, math.fsum(r["epsilon"] for r in spent), delta)
 
 
 def stored(charge: Charge) -> dict:
@@ -199,7 +200,7 @@ def lifetime_refusal(
     this = (
         Charge("zcdp", plan.spent_rho, plan.spent_epsilon, plan.delta)
         if plan.notion == "zcdp"
-        else Charge("pure", None, plan.spent_epsilon, 0.0)
+        else Charge("pure", None, plan.spent_epsilon, plan.delta)
     )
     charged = {i: g for i, g in by_release(rows).items() if i != release_id and last_state(g) is not None}
     charges = [charge_of(g) for g in charged.values()]  # refused attempts cost nothing; no void here

@@ -12,13 +12,13 @@ from ledger.store import Ledger
 __all__ = ["budget_facts", "ledger_facts"]
 
 
-def ledger_facts(ledger: Ledger, spec, release_id: str) -> dict:
+def ledger_facts(ledger: Ledger, dataset: str, release_id: str) -> dict:
     """For ``release.json``: where the spend is recorded, the rows of this release (seq and
     hash, for ``audit verify`` to find and compare), and the dataset's lifetime account
     with this release included (its whole plan is charged while it runs)."""
     rows = ledger.entries(release_id=release_id)
-    lifetime = ledger.lifetime(spec.dataset.name)
-    void = ledger.void_since(spec.dataset.name)
+    lifetime = ledger.lifetime(dataset)
+    void = ledger.void_since(dataset)
     doc: dict[str, Any] = {
         "url": redact(ledger.url),
         "rows": [
@@ -39,15 +39,15 @@ def ledger_facts(ledger: Ledger, spec, release_id: str) -> dict:
         "lifetime": None,
     }
     if lifetime is not None:
-        spend = ledger.spend_so_far(spec.dataset.name, lifetime[1])
+        spend = ledger.spend_so_far(dataset, lifetime[1])
         doc["lifetime"] = {
             "epsilon": lifetime[0],
             "delta": lifetime[1],
             "spent_epsilon": spend.epsilon,
             "spent_delta": spend.delta,
             "rule": spend.rule,
-            **_headroom(ledger, spec.dataset.name),
-            "releases_counted": ledger.charged_releases(spec.dataset.name),
+            **_headroom(ledger, dataset),
+            "releases_counted": ledger.charged_releases(dataset),
         }
     return doc
 

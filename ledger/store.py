@@ -350,7 +350,7 @@ class Ledger:
                     accountant=plan.notion,
                     rho=plan.stage(s).rho,
                     epsilon=plan.stage(s).epsilon,
-                    delta=plan.delta if plan.notion == "zcdp" else 0.0,
+                    delta=plan.stage_delta(s),
                 )
                 for s in stages
             ]

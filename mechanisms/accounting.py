@@ -32,6 +32,7 @@ __all__ = [
     "LifetimeSpend",
     "StageBudget",
     "account",
+    "approximate_delta",
     "compose_lifetime",
     "headroom",
     "plan_budget",
@@ -167,6 +168,16 @@ class BudgetPlan:
                 return s
         raise KeyError(name)
 
+    def stage_delta(self, name: str) -> float:
+        """The δ a stage's spent row records: the plan's δ under zCDP (the δ its ρ is
+        stated at); under pure DP the stage's share of δ by ε (0 for every release plan,
+        δ > 0 only for ``schema`` discovery's partition selection)."""
+        if self.notion == "zcdp":
+            return self.delta
+        if self.delta == 0:
+            return 0.0
+        return self.delta * self.stage(name).share / math.fsum(s.share for s in self.stages)
+
     def as_dict(self) -> dict:
         """The plan as ``public/budget_plan.json`` and ``release.json`` publish it."""
         return {**dataclasses.asdict(self), "spent_epsilon": self.spent_epsilon, "spent_rho": self.spent_rho}
@@ -259,7 +270,11 @@ def compose_lifetime(charges: list[Charge], delta: float) -> LifetimeSpend:
     * basic composition (Dwork et al. 2006): (Σε_i, Σδ_i);
     * zCDP (Bun & Steinke 2016, Lemma 2.3 and Prop. 1.4): a ρ_i-zCDP release adds ρ_i
       and a pure ε_i-DP release adds ε_i²/2; the total ρ converts to (ε, ``delta``) by
-      CKS Cor. 13 (``zcdp_epsilon``), which needs ``delta`` > 0.
+      CKS Cor. 13 (``zcdp_epsilon``), which needs ``delta`` > 0. An (ε_i, δ_i)-DP
+      "pure" charge with δ_i > 0 (``schema`` discovery's partition selection: ε_i-DP
+      outside an event of probability δ_i) is δ_i-approximately ε_i²/2-zCDP (Bun &
+      Steinke 2016, Def. 8.1, which composes by adding ρ's and δ's): its δ_i is set
+      aside and ρ converts at ``delta`` − Σδ_i.
 
     A void charge (a release that was not DP) makes the composition void: ε = ∞.
     """
@@ -277,17 +292,30 @@ def compose_lifetime(charges: list[Charge], delta: float) -> LifetimeSpend:
         [(basic[0], basic[1], "basic composition: sums of epsilon and delta")] if basic[1] <= delta else []
     )
     zcdp = None
-    if delta > 0:
+    aside = approximate_delta(charges)
+    if delta > aside:
         rho = math.fsum(c.rho if c.rho is not None else c.epsilon**2 / 2 for c in charges)
-        zcdp = (zcdp_epsilon(rho, delta), delta)
-        options.append((*zcdp, f"zCDP composition: rho {rho:.6g} converted at delta {delta:g} (CKS Cor. 13)"))
+        zcdp = (zcdp_epsilon(rho, delta - aside), delta)
+        at = f"delta {delta:g}" if not aside else f"delta {delta:g} - {aside:g} (approximate zCDP)"
+        options.append((*zcdp, f"zCDP composition: rho {rho:.6g} converted at {at} (CKS Cor. 13)"))
     if not options:
         raise BudgetError(
-            f"the releases' deltas sum to {basic[1]:g}, above the lifetime delta {delta:g}, "
-            "and pure composition needs a lifetime delta > 0 for zCDP releases"
+            f"the releases' deltas sum to {basic[1]:g}, above the lifetime delta {delta:g}, and "
+            + (
+                f"the partition selections of schema discovery set aside delta {aside:g}, leaving none "
+                "of the lifetime delta for zCDP composition"
+                if 0 < delta <= aside
+                else "pure composition needs a lifetime delta > 0 for zCDP releases"
+            )
         )
     eps, dlt, rule = min(options, key=lambda o: o[0])
     return LifetimeSpend(eps, dlt, rule, basic, zcdp)
+
+
+def approximate_delta(charges: list[Charge]) -> float:
+    """Σδ_i of the (ε_i, δ_i)-DP "pure" charges: set aside from the δ at which zCDP
+    composition converts (``compose_lifetime``)."""
+    return math.fsum(c.delta for c in charges if c.rho is None and not c.is_void)
 
 
 @dataclass(frozen=True)
@@ -328,9 +356,10 @@ def headroom(
     basic_eps = math.fsum(c.epsilon for c in charges)
     if math.fsum(c.delta for c in charges) + delta <= delta_l:
         options.append(eps_l - basic_eps)
-    if delta_l > 0:
+    aside = approximate_delta(charges)
+    if delta_l > aside:
         spent = math.fsum(c.rho if c.rho is not None else c.epsilon**2 / 2 for c in charges)
-        rho_left = max(0.0, zcdp_rho(eps_l, delta_l) - spent)
+        rho_left = max(0.0, zcdp_rho(eps_l, delta_l - aside) - spent)
         if rho_left > 0 and (notion == "pure" or delta > 0):
             options.append(math.sqrt(2 * rho_left) if notion == "pure" else zcdp_epsilon(rho_left, delta))
     eps = max([0.0, *options])

@@ -17,7 +17,7 @@ from pydantic import Field
 
 from spec.columns import Strict
 
-__all__ = ["FILL", "DraftSpec", "draft_text", "placeholders"]
+__all__ = ["FILL", "DraftSpec", "draft_text", "placeholders", "yaml_scalar"]
 
 FILL = "FILL"
 """The placeholder of a value the steward supplies from public knowledge."""
@@ -48,7 +48,7 @@ def placeholders(raw: Any, path: str = "") -> list[str]:
 def _column(name: str, kind: str | None, note: str) -> tuple[str, str | None]:
     """One schema line (flow style) and what to confirm about it (None: nothing guessed)."""
     if kind is None:
-        return f"  {_key(name)}: {{type: {FILL}}}   # one of {KINDS}", None
+        return f"  {yaml_scalar(name)}: {{type: {FILL}}}   # one of {KINDS}", None
     body = {
         "continuous": f"type: continuous, bounds: {FILL}",
         "integer": f"type: continuous, bounds: {FILL}, integer: true",
@@ -56,35 +56,56 @@ def _column(name: str, kind: str | None, note: str) -> tuple[str, str | None]:
         "datetime": f"type: datetime, bounds: {FILL}",
         "nominal": f"type: nominal, categories: {FILL}",
     }[kind]
-    return f"  {_key(name)}: {{{body}}}   # {note}", f"schema.{name}: kind guessed from {note}"
+    return f"  {yaml_scalar(name)}: {{{body}}}   # {note}", f"schema.{name}: kind guessed from {note}"
 
 
-def _key(name: str) -> str:
+def yaml_scalar(name: str) -> str:
     return yaml.safe_dump(name, default_flow_style=True, width=1 << 20).strip().removesuffix("...").strip()
 
 
 def draft_text(
-    dataset: str, data_path: str, columns: list[str], kinds: Mapping[str, tuple[str, str]] | None
+    dataset: str,
+    data_path: str,
+    columns: list[str],
+    kinds: Mapping[str, tuple[str, str]] | None,
+    discovered: Mapping[str, tuple[str, str, str]] | None = None,
+    discovery: str | None = None,
 ) -> str:
     """The draft's YAML text. ``kinds``: column → (kind, why) from a Parquet file's
-    declared types (None for CSV: every kind is a ``FILL``). Bounds, categories and levels
-    are always ``FILL``: they are never read from the data."""
+    declared types or ``--kind`` (None for CSV without ``--kind``: every kind is a
+    ``FILL``). Bounds, categories and levels are ``FILL`` unless ``discovered`` (column →
+    (schema body, comment, what to confirm)) holds them from the DP release ``discovery``."""
     source = f"the {'schema' if kinds is not None else 'header line'} of {data_path}"
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    read = (
+        [
+            "# Values marked 'discovered under DP' came from the data through the differentially",
+            f"# private release {discovery} (`dprelease ledger show`, `dprelease audit verify`);",
+            "# nothing else was read.",
+        ]
+        if discovery
+        else ["# No value of the data was read."]
+    )
     lines = [
         f"# Draft release spec written by `dprelease init` on {stamp} from {source}.",
-        "# No value of the data was read. Replace every FILL from public knowledge (a codebook, the",
-        "# law, the survey's documentation), never from the data; confirm each line of draft.confirm,",
-        "# then delete the draft: section. `dprelease validate SPEC` lists what is left; `dprelease",
-        "# release` refuses a draft.",
+        *read,
+        "# Replace every FILL from public knowledge (a codebook, the law, the survey's",
+        "# documentation), never from the data; confirm each line of draft.confirm, then delete the",
+        "# draft: section. `dprelease validate SPEC` lists what is left; `dprelease release` refuses",
+        "# a draft.",
         "release_id: null",
-        f"dataset: {{name: {_key(dataset)}, path: {_key(data_path)}}}",
+        f"dataset: {{name: {yaml_scalar(dataset)}, path: {yaml_scalar(data_path)}}}",
         "schema:",
     ]
     confirm = []
     for name in columns:
         kind, note = (kinds or {}).get(name, (None, ""))
-        line, guess = _column(name, kind, note)
+        guess: str | None
+        if name in (discovered or {}):
+            body, comment, check = (discovered or {})[name]
+            line, guess = f"  {yaml_scalar(name)}: {{{body}}}   # {comment}", f"schema.{name}: {check}"
+        else:
+            line, guess = _column(name, kind, note)
         lines.append(line)
         if guess is not None:
             confirm.append(guess)
@@ -95,8 +116,8 @@ def draft_text(
         "checks: {}",
         "draft:",
         "  written_by: dprelease init",
-        f"  source: {_key(source)}",
+        f"  source: {yaml_scalar(source)}",
         "  confirm:",
-        *(f"    - {_key(c)}" for c in confirm),
+        *(f"    - {yaml_scalar(c)}" for c in confirm),
     ]
     return "\n".join(lines) + "\n"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import html
 import re
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -27,7 +26,7 @@ from tests.helpers import record_release
 WEIGHTS = {"marginals": 0.5, "moments": 0.5, GATES_STAGE: 0.05}
 ZCDP = plan_budget("zcdp", 1.0, 1e-6, WEIGHTS)
 PURE = plan_budget("pure", 1.0, 0.0, WEIGHTS)
-DATASET = SimpleNamespace(dataset=SimpleNamespace(name="d"))  # all ``ledger_facts`` reads of a spec
+DATASET = "d"
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,271 @@
+"""``dprelease init DATA --private-epsilon E``: a draft's bounds and category sets
+discovered under DP (``mechanisms.discovery``), charged to the dataset's ledger as a
+release of its own (stage ``schema``), with a bundle ``<release_id>/public`` that
+``dprelease audit verify`` checks like any release's.
+
+Order, as in a release: the whole plan is reserved in the ledger before a value is read
+(a refusal reads and spends nothing); the stage is recorded as spent before the noise is
+drawn; the closing ``released`` row seals the bundle's manifest. Columns are discovered
+only where the kind is known from public facts (a Parquet type or ``--kind``): whether a
+CSV column parses as numbers is a property of the values, so it is never guessed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from bundle.files import sha256, write_json
+from engines.header import DataError, input_format
+from mechanisms.discovery import (
+    MAX_LEVEL,
+    DiscoveredBounds,
+    DiscoveredCategories,
+    discover_categories,
+    discovery_plan,
+    private_bounds,
+)
+from mechanisms.errors import DPReleaseError
+
+__all__ = ["DISCOVERABLE", "Discovery", "discover"]
+
+DISCOVERABLE = ("continuous", "integer", "nominal")
+MECHANISM = "schema_discovery"
+
+
+@dataclass(frozen=True)
+class Discovery:
+    release_id: str
+    bundle: Path
+    bounds: dict[str, DiscoveredBounds]
+    categories: dict[str, DiscoveredCategories]
+    epsilon: float
+    delta: float
+
+
+def _read(path: Path, kinds: dict[str, str]) -> dict[str, np.ndarray]:
+    """The discovered columns' values: numbers (empty cells NaN) or text (empty None).
+    Errors name the column and the rule, never a value."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = list(kinds)
+    try:
+        if input_format(path) == "parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(path, columns=names)
+        else:
+            import pyarrow.csv as pcsv
+
+            table = pcsv.read_csv(
+                path,
+                convert_options=pcsv.ConvertOptions(
+                    include_columns=names, column_types=dict.fromkeys(names, pa.string())
+                ),
+            )
+    except Exception as e:  # parser errors may quote raw values: report the kind only
+        raise DataError(f"dataset file '{path}' could not be read ({type(e).__name__})") from None
+    out = {}
+    for name, kind in kinds.items():
+        col = table.column(name)
+        if kind == "nominal":
+            out[name] = np.asarray(pc.cast(col, pa.string()).to_pylist(), dtype=object)
+            continue
+        text = pc.utf8_trim_whitespace(pc.cast(col, pa.string()))
+        blank = pc.equal(text, "")
+        try:
+            values = pc.cast(pc.if_else(blank, None, text), pa.float64())
+        except pa.ArrowInvalid:
+            raise DataError(
+                f"column '{name}' was declared {kind} (--kind or its Parquet type), but holds values that "
+                "are not numbers; declare it nominal, or leave its kind out to keep it FILL"
+            ) from None
+        out[name] = values.to_numpy(zero_copy_only=False)
+    return out
+
+
+def discover(
+    data: Path,
+    kinds: dict[str, str],
+    *,
+    dataset: str,
+    epsilon: float,
+    delta: float,
+    ledger_url: str,
+    out: Path,
+    lifetime: tuple[float, float] | None,
+    seed: int | None = None,
+) -> Discovery:
+    """Discover bounds (continuous, integer) and categories (nominal) of ``kinds``' columns
+    under (ε, δ)-DP: ε split evenly over the columns, δ over the nominal ones."""
+    from ledger import Ledger, ledger_facts
+
+    nominal = [c for c, k in kinds.items() if k == "nominal"]
+    if not kinds:
+        raise DPReleaseError("no column of a discoverable kind (continuous, integer, nominal) is known")
+    if nominal and not delta > 0:
+        raise DPReleaseError("discovering categories needs --private-delta > 0 (partition selection)")
+    plan = discovery_plan(epsilon, delta if nominal else 0.0)
+    stamp = datetime.now(UTC)
+    release_id = f"{dataset}-schema-{stamp:%Y%m%dt%H%M%S}".lower()
+    bundle = out / release_id
+    if bundle.exists():
+        raise DPReleaseError(f"'{bundle}' already exists; wait a second and run again")
+    share = plan.stage("schema").split(len(kinds))
+    with Ledger(ledger_url) as led:
+        led.reserve(dataset=dataset, release_id=release_id, mechanism=MECHANISM, plan=plan, lifetime=lifetime)
+        try:
+            values = _read(data, kinds)
+        except DPReleaseError as e:
+            led.finish(release_id, "failed", {"reason": str(e)})
+            raise
+        n = len(next(iter(values.values())))
+        rng = np.random.default_rng(seed)
+        bounds: dict[str, DiscoveredBounds] = {}
+        categories: dict[str, DiscoveredCategories] = {}
+        made = []
+        with led.spending(release_id, ["schema"], plan) as record:
+            for (name, kind), budget in zip(kinds.items(), share, strict=True):
+                if kind == "nominal":
+                    found = discover_categories(values[name], budget, delta / len(nominal), name, rng=rng)
+                    categories[name] = found
+                    made.append(found.measurement)
+                else:
+                    b = private_bounds(values[name], budget, name, integer=kind == "integer", rng=rng)
+                    bounds[name] = b
+                    made += b.measurements
+            record(made)
+        doc = _document(
+            release_id, dataset, stamp, n, plan, bounds, categories, delta / max(len(nominal), 1), seed
+        )
+        doc["privacy"]["ledger"]["measurements"] = [m.ledger_row() for m in made]
+        doc["privacy"]["ledger_record"] = ledger_facts(led, dataset, release_id)
+        public = bundle / "public"
+        write_json(public / "release.json", doc)
+        write_json(
+            public / "manifest.json",
+            {"algorithm": "sha256", "files": {"release.json": sha256(public / "release.json")}},
+        )
+        led.finish(release_id, "released", {"public_manifest_sha256": sha256(public / "manifest.json")})
+    return Discovery(release_id, bundle, bounds, categories, epsilon, plan.delta)
+
+
+def _document(
+    release_id: str,
+    dataset: str,
+    stamp: datetime,
+    n: int,
+    plan,
+    bounds: dict[str, DiscoveredBounds],
+    categories: dict[str, DiscoveredCategories],
+    delta_each: float,
+    seed: int | None,
+) -> dict:
+    spent = math.fsum(m.epsilon or 0.0 for b in bounds.values() for m in b.measurements) + math.fsum(
+        c.measurement.epsilon or 0.0 for c in categories.values()
+    )
+    return {
+        "kind": MECHANISM,
+        "release_id": release_id,
+        "dataset": dataset,
+        "created": stamp.isoformat(),
+        "statement": (
+            f"Bounds and category sets of dataset '{dataset}', discovered under "
+            f"({plan.epsilon:g}, {plan.delta:g})-differential privacy (replace-one neighbours; the row "
+            "count n is public) for a draft release spec. Only the values under 'discovered' were "
+            "published; noisy counts were not."
+        ),
+        "differentially_private": True,
+        "randomness": {"fit_for_publication": seed is None, "seed": seed},
+        "rows": n,
+        "discovered": {
+            **{
+                name: {
+                    "kind": "bounds",
+                    "bounds": [b.lower, b.upper],
+                    "quantile_level": b.level,
+                    "epsilon": math.fsum(m.epsilon or 0.0 for m in b.measurements),
+                    "rule": "exponential mechanism on the public grid of round numbers "
+                    "(mechanisms.discovery.GRID), levels q and 1 - q",
+                }
+                for name, b in bounds.items()
+            },
+            **{
+                name: {
+                    "kind": "categories",
+                    "categories": list(c.categories),
+                    "threshold": c.threshold,
+                    "epsilon": c.measurement.epsilon,
+                    "delta": delta_each,
+                    "rule": "Laplace partition selection: count + Lap(2/epsilon) > threshold",
+                }
+                for name, c in categories.items()
+            },
+        },
+        "privacy": {
+            "budget_plan": plan.as_dict(),
+            "ledger": {
+                "defects": [],
+                "stages": [
+                    {
+                        "stage": "schema",
+                        "weight": 1.0,
+                        "epsilon_allocated": plan.epsilon,
+                        "epsilon_spent": spent,
+                    }
+                ],
+                "totals": {"epsilon": spent, "delta": plan.delta, "conversion": "basic composition"},
+            },
+        },
+    }
+
+
+OTHER = "(other)"
+"""The category a draft adds for the values partition selection did not publish."""
+
+
+def _number(v: float, integer: bool) -> str:
+    return str(int(v)) if integer else repr(float(v))
+
+
+def draft_entries(found: Discovery, kinds: dict[str, str]) -> dict[str, tuple[str, str, str]]:
+    """Each discovered column's draft line: (schema body, comment, what to confirm)."""
+    from spec.draft import yaml_scalar
+
+    out = {}
+    where = f"discovered under DP in {found.release_id}"
+    for name, b in found.bounds.items():
+        integer = kinds[name] == "integer"
+        body = (
+            f"type: continuous, bounds: [{_number(b.lower, integer)}, {_number(b.upper, integer)}], "
+            + ("integer: true, " if integer else "")
+            + "out_of_bounds: clip"
+        )
+        small = (
+            f" n is too small for this epsilon (the level is at its cap {MAX_LEVEL:g}): the bounds may be "
+            "far from the data."
+            if b.level >= MAX_LEVEL
+            else ""
+        )
+        out[name] = (
+            body,
+            f"bounds {where} (private quantiles {b.level:.3g} and {1 - b.level:.3g})",
+            f"bounds {where}: about {b.level:.1%} of the values lie beyond each and are clipped; "
+            "widen them if a codebook gives the true range." + small,
+        )
+    for name, c in found.categories.items():
+        if not c.categories:
+            continue
+        listed = ", ".join(yaml_scalar(v) for v in (*c.categories, OTHER))
+        out[name] = (
+            f"type: nominal, categories: [{listed}], unknown: other, other: {yaml_scalar(OTHER)}",
+            f"categories {where}",
+            f"categories {where}: only those with about {c.threshold:.0f} or more rows were found; "
+            f"rarer ones are mapped to {OTHER}. Add any a codebook lists",
+        )
+    return out

@@ -1,0 +1,164 @@
+"""Stage ``schema``: a draft schema's bounds and category sets discovered under DP
+(``dprelease init --private-epsilon``), for a steward who has no codebook to copy them from.
+
+**Bounds: private quantiles** (exponential mechanism, McSherry & Talwar 2007; as Smith
+2011 and OpenDP's ``make_private_quantile``). The candidates are a public grid of round
+numbers (``GRID``: 0 and ±{1.0, 1.1, …, 9.9}·10^k, k = −3…9), never the data's values.
+A candidate c is a lower q-quantile when #{x < c} ≤ q·n ≤ #{x ≤ c} and scores minus its
+distance to that (``bound_utilities``; with ties, so that an atom such as 92 % zeros is its
+own quantile); the upper bound mirrors it with #{x > c} and #{x ≥ c}. Replacing one record
+moves each count by at most 1, so Δu = 1, and choosing c with probability ∝ exp(ε·u(c)/2)
+is ε-DP (drawn as the arg-max of ε·u/2 plus Gumbel noise, which has the same law). The
+level q (``quantile_level``) comes from public n and ε: every candidate beyond the data
+scores −q·n, so with q·n = 4·ln|G|/ε their total probability is at most |G|·e^{−2 ln|G|}
+= 1/|G| against a candidate at the quantile (q kept between 0.1 % and 5 %; at the 5 % cap
+n is too small for ε and the draft says so). About q·n values lie beyond each bound; the
+draft declares ``out_of_bounds: clip`` for them.
+
+**Categories: Laplace partition selection** (Korolova et al. 2009; Desfontaines et al.
+2022). Each category seen in the column gets count + Lap(b), b = 2/ε, and is published
+when that exceeds τ = 1 + b·ln(1/δ). Replacing one record lowers one category's count
+by 1 and raises another's by 1: on the categories both tables hold, the counts' L1 change
+is ≤ 2, so the noisy counts are ε-DP; a category only one table holds has count 1 there
+and is published with probability P(1 + Lap(b) > τ) = ½·e^{−(τ−1)/b} = δ/2, at most two
+such categories: (ε, δ)-DP. Only the sorted set of names is published, not the counts.
+
+**Cost.** The stage is (ε, δ)-DP (basic composition of the columns' shares); under zCDP
+composition a pure ε-DP step is ε²/2-zCDP and the partition selections' δ is set aside
+(δ-approximate zCDP, Bun & Steinke 2016, Def. 8.1): ``accounting.compose_lifetime``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mechanisms.accounting import BudgetPlan, StageBudget
+from mechanisms.primitives import Measurement, laplace_mechanism, laplace_scale
+
+__all__ = [
+    "GRID",
+    "DiscoveredBounds",
+    "DiscoveredCategories",
+    "bound_utilities",
+    "discover_categories",
+    "discovery_plan",
+    "private_bounds",
+    "quantile_level",
+]
+
+STAGE = "schema"
+MAX_LEVEL = 0.05
+MANTISSAS = np.round(np.arange(10, 100) / 10, 1)  # 1.0, 1.1, …, 9.9
+_POSITIVE = np.array([float(f"{m}e{k}") for k in range(-3, 10) for m in MANTISSAS])
+GRID = np.concatenate([-_POSITIVE[::-1], [0.0], _POSITIVE])
+"""The public candidates of a bound: numbers of two significant digits from −9.9·10⁹ to
+9.9·10⁹ (2,341 of them; steps of 1–10 % of the value, so that some candidate lies near
+each quantile and the tails, where every candidate scores −q·n, stay unlikely)."""
+
+
+def discovery_plan(epsilon: float, delta: float) -> BudgetPlan:
+    """The plan of a discovery: one stage ``schema`` of ε, under pure DP with the
+    partition selections' δ (0 when no category set is discovered)."""
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"--private-epsilon ({epsilon}) must be a finite number > 0")
+    if not 0 <= delta < 1:
+        raise ValueError(f"--private-delta ({delta}) must be in [0, 1)")
+    return BudgetPlan("pure", epsilon, delta, None, (StageBudget(STAGE, 1.0, None, epsilon),))
+
+
+def quantile_level(n: int, epsilon: float) -> float:
+    """q with q·n = 4·ln|G|/ε, kept in [0.001, ``MAX_LEVEL``]: a function of public n and
+    ε only."""
+    return min(MAX_LEVEL, max(0.001, 4 * math.log(len(GRID)) / (epsilon * n)))
+
+
+@dataclass(frozen=True)
+class DiscoveredBounds:
+    lower: float
+    upper: float
+    level: float
+    measurements: tuple[Measurement, Measurement]
+
+
+@dataclass(frozen=True)
+class DiscoveredCategories:
+    categories: tuple[str, ...]
+    threshold: float
+    measurement: Measurement
+
+
+def _exponential(utility: np.ndarray, epsilon: float, rng: np.random.Generator) -> int:
+    """Index chosen with probability ∝ exp(ε·u/2) (utility of sensitivity 1)."""
+    return int(np.argmax(epsilon * utility / 2 + rng.gumbel(size=len(utility))))
+
+
+def bound_utilities(sorted_values: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:
+    """The scores of every ``GRID`` candidate as the lower and as the upper bound: c is a
+    lower q-quantile when #{x < c} ≤ q·n ≤ #{x ≤ c}, scored −(how far it misses that);
+    the upper bound mirrors it with #{x > c} and #{x ≥ c}. Each count moves by at most 1
+    when one record is replaced, and at most one of the two misses is non-zero on either
+    table, so each score moves by at most 1 (Δu = 1; tested on worst cases)."""
+    x, t = sorted_values, q * len(sorted_values)
+    below, upto = np.searchsorted(x, GRID, side="left"), np.searchsorted(x, GRID, side="right")
+    above, from_ = len(x) - upto, len(x) - below
+    lower = -(np.maximum(below - t, 0) + np.maximum(t - upto, 0))
+    upper = -(np.maximum(above - t, 0) + np.maximum(t - from_, 0))
+    return lower, upper
+
+
+def private_bounds(
+    values: np.ndarray, budget: StageBudget, name: str, *, integer: bool, rng: np.random.Generator
+) -> DiscoveredBounds:
+    """A column's [lower, upper] from two private quantiles on ``GRID`` (``budget``'s ε
+    split evenly between them); missing values (NaN) are left out of both counts, so n is
+    the public row count minus nothing the mechanism publishes. An integer column's
+    bounds are rounded outward (post-processing)."""
+    x = np.sort(np.asarray(values, dtype=float))
+    x = x[~np.isnan(x)]
+    n = len(x)
+    half = budget.pure_epsilon / 2
+    q = quantile_level(max(n, 1), half)
+    picks = [_exponential(u, half, rng) for u in bound_utilities(x, q)]
+    lo, hi = sorted(GRID[picks])
+    if lo == hi:  # the same round number twice: widen to its neighbours (post-processing)
+        i = int(np.searchsorted(GRID, lo))
+        lo, hi = GRID[max(i - 1, 0)], GRID[min(i + 1, len(GRID) - 1)]
+    if integer:
+        lo, hi = math.floor(lo), math.ceil(hi)
+    scale = 2 / half
+    made = tuple(
+        Measurement(
+            f"bound[{name},{side}]", STAGE, np.array([v]), "exponential", 1.0, "l1", scale, None, half
+        )
+        for side, v in (("lower", lo), ("upper", hi))
+    )
+    return DiscoveredBounds(float(lo), float(hi), q, made)  # type: ignore[arg-type]
+
+
+def discover_categories(
+    values: np.ndarray, budget: StageBudget, delta: float, name: str, *, rng: np.random.Generator
+) -> DiscoveredCategories:
+    """The categories of a column whose noisy count (Laplace, b = 2/ε) exceeds
+    τ = 1 + b·ln(1/δ), sorted; missing values are not a category."""
+    kept = np.asarray([v for v in values if isinstance(v, str) and v != ""], dtype=object)
+    labels, counts = np.unique(kept.astype(str), return_counts=True)
+    epsilon = budget.pure_epsilon
+    m = laplace_mechanism(
+        counts.astype(float),
+        l1_sensitivity=2.0,
+        epsilon=epsilon,
+        rng=rng,
+        name=f"categories[{name}]",
+        stage=STAGE,
+    )
+    threshold = 1 + laplace_scale(2.0, epsilon) * math.log(1 / delta)
+    keep = m.value > threshold
+    order = np.argsort(labels[keep], kind="stable")
+    # the record keeps the published categories' noisy counts only: the number of
+    # categories seen in the data is not published (nor its size as a dimension)
+    published = dataclasses.replace(m, value=m.value[keep][order])
+    return DiscoveredCategories(tuple(str(c) for c in labels[keep][order]), threshold, published)

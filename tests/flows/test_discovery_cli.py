@@ -1,0 +1,109 @@
+"""Issue 19, ``dprelease init --private-epsilon``: bounds and categories discovered under
+DP, charged to the dataset's ledger as a release of its own with a bundle that ``audit
+verify`` checks; refusals read and spend nothing; a bad column fails without spending."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import yaml
+from typer.testing import CliRunner
+
+from flows.audit import verify_bundle
+from flows.cli import app
+from ledger import Ledger, default_url
+from spec.release import ReleaseSpec
+from tests.helpers import cli_text
+
+KINDS = ["--kind", "age=integer", "--kind", "income=continuous", "--kind", "sex=nominal"]
+
+
+def _people(tmp_path, n: int = 4_000):
+    rng = np.random.default_rng(0)
+    table = pd.DataFrame(
+        {
+            "age": rng.integers(18, 91, n),
+            "income": np.where(rng.random(n) < 0.3, 0.0, rng.uniform(0, 1e5, n)),
+            "sex": rng.choice(["f", "m"], n),
+            "note": rng.choice(["x", "y"], n),
+        }
+    )
+    table.loc[0, "sex"] = "only-one"
+    path = tmp_path / "people.csv"
+    table.to_csv(path, index=False)
+    return path
+
+
+def _init(path, *extra):
+    return CliRunner().invoke(app, ["init", str(path), "--private-epsilon", "1", *extra])
+
+
+def test_discovered_values_are_charged_audited_and_make_a_valid_spec(tmp_path):
+    out = tmp_path / "releases"
+    result = _init(_people(tmp_path), *KINDS, "--bundle-out", str(out), "--lifetime-epsilon", "5")
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "people.yaml").read_text()
+    raw = yaml.safe_load(text)
+    age, income, sex = raw["schema"]["age"], raw["schema"]["income"], raw["schema"]["sex"]
+    assert 18 <= age["bounds"][0] < age["bounds"][1] <= 91 and age["out_of_bounds"] == "clip"
+    assert income["bounds"][0] == 0.0  # 30 % zeros: the atom is its own lower quantile
+    assert (
+        sex["categories"] == ["f", "m", "(other)"] and sex["other"] == "(other)"
+    )  # one-record category dropped
+    assert raw["schema"]["note"] == {"type": "FILL"}  # kind unknown: never read
+    assert text.count("discovered under DP in people-schema-") == 3 + 3  # each line and its confirm item
+    assert raw["privacy"]["lifetime_epsilon"] == 5.0 and raw["privacy"]["lifetime_delta"] == 1e-6
+    with Ledger(default_url(out)) as led:
+        (done,) = led.releases("people")
+        assert (done["status"], done["epsilon"], done["delta"]) == ("released", 1.0, 1e-7)
+        bundle = out / done["release_id"]
+    checks = verify_bundle(bundle, default_url(out))
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    doc = json.loads((bundle / "public" / "release.json").read_text())
+    assert set(doc["discovered"]) == {"age", "income", "sex"} and "only-one" not in json.dumps(doc)
+    raw["schema"]["note"] = {"type": "nominal", "categories": ["x", "y"]}
+    del raw["draft"]
+    ReleaseSpec.model_validate(raw)  # the discovered values make a spec the release accepts
+
+
+def test_a_tampered_discovery_bundle_fails_its_audit(tmp_path):
+    out = tmp_path / "releases"
+    assert _init(_people(tmp_path), *KINDS, "--bundle-out", str(out)).exit_code == 0
+    (bundle,) = [p for p in out.iterdir() if p.is_dir()]
+    doc_path = bundle / "public" / "release.json"
+    doc = json.loads(doc_path.read_text())
+    doc["discovered"]["sex"]["threshold"] = 2.0  # a threshold the noise does not justify
+    doc_path.write_text(json.dumps(doc))
+    failed = {c.name for c in verify_bundle(bundle, default_url(out)) if not c.ok}
+    assert {"schema/categories[sex]", "public/release.json"} <= failed
+
+
+def test_without_a_known_kind_nothing_is_read_or_charged(tmp_path):
+    out = tmp_path / "releases"
+    result = _init(_people(tmp_path), "--bundle-out", str(out))
+    assert result.exit_code == 2 and "--kind NAME=KIND" in cli_text(result.output)
+    assert not out.exists() and not (tmp_path / "people.yaml").exists()
+
+
+def test_a_lifetime_budget_it_would_exceed_refuses_before_reading(tmp_path):
+    out = tmp_path / "releases"
+    result = _init(_people(tmp_path), *KINDS, "--bundle-out", str(out), "--lifetime-epsilon", "0.5")
+    assert result.exit_code == 4 and "lifetime budget" in cli_text(result.output), result.output
+    assert not (tmp_path / "people.yaml").exists()
+    with Ledger(default_url(out)) as led:
+        assert [r["status"] for r in led.releases("people")] == ["refused"]
+
+
+def test_text_in_a_numeric_column_fails_naming_it_and_spends_nothing(tmp_path):
+    path = _people(tmp_path)
+    table = pd.read_csv(path)
+    table["age"] = table["age"].astype(str)
+    table.loc[7, "age"] = "SECRET-VALUE"
+    table.to_csv(path, index=False)
+    out = tmp_path / "releases"
+    result = _init(path, *KINDS, "--bundle-out", str(out))
+    text = cli_text(result.output)
+    assert result.exit_code == 2 and "column 'age'" in text and "SECRET" not in text, text
+    with Ledger(default_url(out)) as led:
+        (row,) = led.releases("people")
+        assert row["status"] == "failed" and row["epsilon"] == 0.0
