@@ -116,8 +116,8 @@ def _arithmetic(doc: dict) -> list[Check]:
         need = (
             r["sensitivity"] / math.sqrt(2 * share)
             if r["mechanism"] == "gaussian"
-            else 2 * r["sensitivity"] / share  # exponential mechanism: exp(ε·u/(2Δu))
-            if r["mechanism"] == "exponential"
+            else 2 * r["sensitivity"] / share  # noisy max: exponential noise of scale 2Δu/ε
+            if r["mechanism"] == "noisy_max"
             else r["sensitivity"] / share
         )
         ok = r["noise_scale"] >= need * (1 - _REL)
@@ -315,7 +315,7 @@ def _ledger(doc: dict, bundle: Path, url: str) -> list[Check]:
 
 def _discovery(doc: dict) -> list[Check]:
     """A ``schema`` discovery's statistics against their derivation (``mechanisms.discovery``):
-    each bound by the exponential mechanism with Δu = 1 at the level the public n and its ε
+    each bound by report noisy max with Δu = 1 at the level the public n and its ε
     give; each category set by partition selection with Δ₁ = 2 and a threshold
     τ ≥ 1 + b·ln(1/δ); the columns' δ within the plan's."""
     from mechanisms.discovery import quantile_level
@@ -326,9 +326,7 @@ def _discovery(doc: dict) -> list[Check]:
     for name, found in doc["discovered"].items():
         if found["kind"] == "bounds":
             made = [rows.get(f"bound[{name},{side}]") for side in ("lower", "upper")]
-            ok = all(
-                r is not None and r["mechanism"] == "exponential" and r["sensitivity"] >= 1 for r in made
-            )
+            ok = all(r is not None and r["mechanism"] == "noisy_max" and r["sensitivity"] >= 1 for r in made)
             level = quantile_level(doc["rows"], made[0]["epsilon"]) if ok and made[0] else None
             ok = ok and level is not None and _close(level, found["quantile_level"])
             out.append(Check("sensitivity", f"schema/bounds[{name}]", ok, f"Δu 1, level {level}"))

@@ -30,6 +30,7 @@ from mechanisms.discovery import (
     private_bounds,
 )
 from mechanisms.errors import DPReleaseError
+from mechanisms.randomness import noise_rngs
 
 __all__ = ["DISCOVERABLE", "Discovery", "discover"]
 
@@ -125,7 +126,7 @@ def discover(
             led.finish(release_id, "failed", {"reason": str(e)})
             raise
         n = len(next(iter(values.values())))
-        rng = np.random.default_rng(seed)
+        (rng,) = noise_rngs(seed, 1)
         bounds: dict[str, DiscoveredBounds] = {}
         categories: dict[str, DiscoveredCategories] = {}
         made = []
@@ -190,7 +191,7 @@ def _document(
                     "bounds": [b.lower, b.upper],
                     "quantile_level": b.level,
                     "epsilon": math.fsum(m.epsilon or 0.0 for m in b.measurements),
-                    "rule": "exponential mechanism on the public grid of round numbers "
+                    "rule": "report noisy max (exponential noise) on the public grid of two-digit numbers "
                     "(mechanisms.discovery.GRID), levels q and 1 - q",
                 }
                 for name, b in bounds.items()

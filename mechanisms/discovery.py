@@ -1,19 +1,20 @@
 """Stage ``schema``: a draft schema's bounds and category sets discovered under DP
 (``dprelease init --private-epsilon``), for a steward who has no codebook to copy them from.
 
-**Bounds: private quantiles** (exponential mechanism, McSherry & Talwar 2007; as Smith
-2011 and OpenDP's ``make_private_quantile``). The candidates are a public grid of round
+**Bounds: private quantiles** (a private selection over candidates, as Smith 2011 and
+OpenDP's ``make_private_quantile``). The candidates are a public grid of round
 numbers (``GRID``: 0 and ±{1.0, 1.1, …, 9.9}·10^k, k = −3…9), never the data's values.
 A candidate c is a lower q-quantile when #{x < c} ≤ q·n ≤ #{x ≤ c} and scores minus its
 distance to that (``bound_utilities``; with ties, so that an atom such as 92 % zeros is its
 own quantile); the upper bound mirrors it with #{x > c} and #{x ≥ c}. Replacing one record
-moves each count by at most 1, so Δu = 1, and choosing c with probability ∝ exp(ε·u(c)/2)
-is ε-DP (drawn as the arg-max of ε·u/2 plus Gumbel noise, which has the same law). The
-level q (``quantile_level``) comes from public n and ε: every candidate beyond the data
-scores −q·n, so with q·n = 4·ln|G|/ε their total probability is at most |G|·e^{−2 ln|G|}
-= 1/|G| against a candidate at the quantile (q kept between 0.1 % and 5 %; at the 5 % cap
-n is too small for ε and the draft says so). About q·n values lie beyond each bound; the
-draft declares ``out_of_bounds: clip`` for them.
+moves each count by at most 1, so Δu = 1, and choosing by report noisy max with
+exponential noise of scale 2/ε (``noisy_max``: permute-and-flip, ε-DP like the exponential
+mechanism and at least as accurate) is ε-DP. The level q (``quantile_level``) comes from
+public n and ε: every candidate beyond the data scores −q·n, and one trailing the best by g
+is chosen with probability ≤ e^{−εg/2}, so with q·n = 4·ln|G|/ε their total probability is
+at most |G|·e^{−2 ln|G|} = 1/|G| against a candidate at the quantile (q kept between 0.1 %
+and 5 %; at the 5 % cap n is too small for ε and the draft says so). About q·n values lie
+beyond each bound; the draft declares ``out_of_bounds: clip`` for them.
 
 **Categories: Laplace partition selection** (Korolova et al. 2009; Desfontaines et al.
 2022). Each category seen in the column gets count + Lap(b), b = 2/ε, and is published
@@ -37,7 +38,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from mechanisms.accounting import BudgetPlan, StageBudget
+from mechanisms.errors import BudgetError
 from mechanisms.primitives import Measurement, laplace_mechanism, laplace_scale
+from mechanisms.randomness import is_vetted, opendp
 
 __all__ = [
     "GRID",
@@ -46,6 +49,7 @@ __all__ = [
     "bound_utilities",
     "discover_categories",
     "discovery_plan",
+    "noisy_max",
     "private_bounds",
     "quantile_level",
 ]
@@ -91,9 +95,25 @@ class DiscoveredCategories:
     measurement: Measurement
 
 
-def _exponential(utility: np.ndarray, epsilon: float, rng: np.random.Generator) -> int:
-    """Index chosen with probability ∝ exp(ε·u/2) (utility of sensitivity 1)."""
-    return int(np.argmax(epsilon * utility / 2 + rng.gumbel(size=len(utility))))
+def noisy_max(utility: np.ndarray, epsilon: float, rng: np.random.Generator) -> int:
+    """The index of the largest score plus exponential noise of scale 2Δu/ε (Δu = 1):
+    report noisy max with exponential noise, i.e. permute-and-flip (McKenna & Sheldon 2020;
+    Ding et al. 2021), ε-DP for scores of sensitivity Δu and never less accurate in
+    expectation than the exponential mechanism. A candidate whose score trails the best by
+    g is chosen only if its noise exceeds g: probability ≤ e^{−εg/2}. A ``VettedRNG`` draws
+    it with OpenDP's ``make_noisy_max`` (its own privacy map checked ≤ ε), a plain
+    generator with numpy's exponential sampler (the same law)."""
+    scale = 2.0 / epsilon
+    if is_vetted(rng):
+        dp = opendp()
+        space = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.linf_distance(T=float)
+        for _ in range(64):  # OpenDP's map rounds up: the smallest scale whose map is ≤ ε
+            chooser = dp.m.make_noisy_max(*space, dp.max_divergence(), scale=scale)
+            if chooser.map(1.0) <= epsilon:
+                return int(chooser([float(v) for v in utility]))
+            scale = math.nextafter(scale, math.inf)
+        raise BudgetError(f"OpenDP's noisy max costs more than epsilon {epsilon!r} at scale {scale!r}")
+    return int(np.argmax(utility + rng.exponential(scale, len(utility))))
 
 
 def bound_utilities(sorted_values: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:
@@ -122,7 +142,7 @@ def private_bounds(
     n = len(x)
     half = budget.pure_epsilon / 2
     q = quantile_level(max(n, 1), half)
-    picks = [_exponential(u, half, rng) for u in bound_utilities(x, q)]
+    picks = [noisy_max(u, half, rng) for u in bound_utilities(x, q)]
     lo, hi = sorted(GRID[picks])
     if lo == hi:  # the same round number twice: widen to its neighbours (post-processing)
         i = int(np.searchsorted(GRID, lo))
@@ -131,9 +151,7 @@ def private_bounds(
         lo, hi = math.floor(lo), math.ceil(hi)
     scale = 2 / half
     made = tuple(
-        Measurement(
-            f"bound[{name},{side}]", STAGE, np.array([v]), "exponential", 1.0, "l1", scale, None, half
-        )
+        Measurement(f"bound[{name},{side}]", STAGE, np.array([v]), "noisy_max", 1.0, "l1", scale, None, half)
         for side, v in (("lower", lo), ("upper", hi))
     )
     return DiscoveredBounds(float(lo), float(hi), q, made)  # type: ignore[arg-type]

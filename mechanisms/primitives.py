@@ -67,7 +67,7 @@ class Measurement:
     name: str
     stage: str
     value: np.ndarray
-    mechanism: Literal["gaussian", "laplace", "discrete_laplace", "exponential", "none"]
+    mechanism: Literal["gaussian", "laplace", "discrete_laplace", "noisy_max", "none"]
     sensitivity: float
     norm: Literal["l1", "l2"]
     scale: float
