@@ -112,6 +112,8 @@ def audit_show(
             f"{st[key + '_spent']:.6g}",
         )
     out.print(stages)
+    if doc.get("discovered"):
+        _discovered(out, doc["discovered"])
     accuracy = {a["statistic"]: a for a in priv.get("accuracy") or []}
     for stage in dict.fromkeys(r["stage"] for r in book["measurements"]):
         rows = Table(title=f"measurements of stage '{escape(stage)}'", box=box.SIMPLE_HEAD, pad_edge=False)
@@ -156,6 +158,22 @@ def audit_show(
         out.print(f"no lifetime budget is set for '{escape(doc['dataset'])}'")
 
 
+def _discovered(out: Console, discovered: dict) -> None:
+    """A ``schema`` discovery's published values (``flows.discovery``)."""
+    table = Table(title="published: discovered under DP")
+    for col in ("column", "values", "rule"):
+        table.add_column(col, overflow="fold")
+    for name, found in discovered.items():
+        if found["kind"] == "bounds":
+            values = f"bounds [{found['bounds'][0]:g}, {found['bounds'][1]:g}]"
+            rule = f"private quantiles {found['quantile_level']:.3g} and {1 - found['quantile_level']:.3g}"
+        else:
+            values = ", ".join(found["categories"]) or "(none passed the threshold)"
+            rule = f"partition selection, threshold {found['threshold']:.4g}, delta {found['delta']:.3g}"
+        table.add_row(escape(name), escape(values), escape(rule))
+    out.print(table)
+
+
 def _shown(doc: dict) -> dict:
     """What ``audit show`` prints, as ``public/release.json`` records it."""
     priv, book = doc["privacy"], doc["privacy"]["ledger"]
@@ -176,6 +194,7 @@ def _shown(doc: dict) -> dict:
         "totals": book["totals"],
         "lifetime": record.get("lifetime"),
         "dataset_guarantee": record.get("dataset_guarantee"),
+        **({"discovered": doc["discovered"]} if doc.get("discovered") else {}),
     }
 
 

@@ -181,6 +181,8 @@ def _document(
             "count n is public) for a draft release spec. Only the values under 'discovered' were "
             "published; noisy counts were not."
         ),
+        "status": "published",
+        "mechanism": {"name": MECHANISM, "facts": {}},
         "differentially_private": True,
         "randomness": {"fit_for_publication": seed is None, "seed": seed},
         "rows": n,
@@ -209,6 +211,8 @@ def _document(
             },
         },
         "privacy": {
+            "accountant": "pure",
+            "input_rows_n_public": n,
             "budget_plan": plan.as_dict(),
             "ledger": {
                 "defects": [],

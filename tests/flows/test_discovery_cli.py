@@ -61,6 +61,10 @@ def test_discovered_values_are_charged_audited_and_make_a_valid_spec(tmp_path):
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
     doc = json.loads((bundle / "public" / "release.json").read_text())
     assert set(doc["discovered"]) == {"age", "income", "sex"} and "only-one" not in json.dumps(doc)
+    shown = CliRunner().invoke(app, ["audit", "show", str(bundle)])
+    assert shown.exit_code == 0 and "partition selection" in cli_text(shown.output), shown.output
+    as_json = json.loads(CliRunner().invoke(app, ["audit", "show", str(bundle), "--json"]).output)
+    assert as_json["discovered"]["sex"]["categories"] == ["f", "m"] and as_json["totals"]["delta"] == 1e-7
     raw["schema"]["note"] = {"type": "nominal", "categories": ["x", "y"]}
     del raw["draft"]
     ReleaseSpec.model_validate(raw)  # the discovered values make a spec the release accepts
