@@ -18,9 +18,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from bundle.files import sha256, write_json
 from engines.header import DataError, input_format
+from engines.tables import numbers
 from mechanisms.discovery import (
     MAX_LEVEL,
     DiscoveredBounds,
@@ -77,16 +79,13 @@ def _read(path: Path, kinds: dict[str, str]) -> dict[str, np.ndarray]:
         if kind == "nominal":
             out[name] = np.asarray(pc.cast(col, pa.string()).to_pylist(), dtype=object)
             continue
-        text = pc.utf8_trim_whitespace(pc.cast(col, pa.string()))
-        blank = pc.equal(text, "")
-        try:
-            values = pc.cast(pc.if_else(blank, None, text), pa.float64())
-        except pa.ArrowInvalid:
+        values = numbers(col)  # the release's own reader: the same missing tokens and rules
+        if not pd.api.types.is_numeric_dtype(values):
             raise DataError(
                 f"column '{name}' was declared {kind} (--kind or its Parquet type), but holds values that "
                 "are not numbers; declare it nominal, or leave its kind out to keep it FILL"
-            ) from None
-        out[name] = values.to_numpy(zero_copy_only=False)
+            )
+        out[name] = values.to_numpy(dtype=float, na_value=np.nan)
     return out
 
 
@@ -123,7 +122,8 @@ def discover(
         try:
             values = _read(data, kinds)
         except DPReleaseError as e:
-            led.finish(release_id, "failed", {"reason": str(e)})
+            # as a release's failure row: the step and the error's kind, never its message
+            led.finish(release_id, "failed", {"stage": "read", "error": type(e).__name__})
             raise
         n = len(next(iter(values.values())))
         (rng,) = noise_rngs(seed, 1)
@@ -261,7 +261,8 @@ def draft_entries(found: Discovery, kinds: dict[str, str]) -> dict[str, tuple[st
             body,
             f"bounds {where} (private quantiles {b.level:.3g} and {1 - b.level:.3g})",
             f"bounds {where}: about {b.level:.1%} of the values lie beyond each and are clipped; "
-            "widen them if a codebook gives the true range." + small,
+            "widen them if a codebook gives the true range; add `missing: allowed` if values may be "
+            "missing (whether any are was not looked at)." + small,
         )
     for name, c in found.categories.items():
         if not c.categories:

@@ -116,13 +116,14 @@ def noisy_max(utility: np.ndarray, epsilon: float, rng: np.random.Generator) -> 
     return int(np.argmax(utility + rng.exponential(scale, len(utility))))
 
 
-def bound_utilities(sorted_values: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:
-    """The scores of every ``GRID`` candidate as the lower and as the upper bound: c is a
-    lower q-quantile when #{x < c} ≤ q·n ≤ #{x ≤ c}, scored −(how far it misses that);
-    the upper bound mirrors it with #{x > c} and #{x ≥ c}. Each count moves by at most 1
-    when one record is replaced, and at most one of the two misses is non-zero on either
-    table, so each score moves by at most 1 (Δu = 1; tested on worst cases)."""
-    x, t = sorted_values, q * len(sorted_values)
+def bound_utilities(sorted_values: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray]:
+    """The scores of every ``GRID`` candidate as the lower and as the upper bound, for the
+    rank t = q·n (n public): c is a lower q-quantile when #{x < c} ≤ t ≤ #{x ≤ c}, scored
+    −(how far it misses that); the upper bound mirrors it with #{x > c} and #{x ≥ c}. Each
+    count moves by at most 1 when one record is replaced, and at most one of the two misses
+    is non-zero on either table, so each score moves by at most 1 (Δu = 1; tested on worst
+    cases)."""
+    x = sorted_values
     below, upto = np.searchsorted(x, GRID, side="left"), np.searchsorted(x, GRID, side="right")
     above, from_ = len(x) - upto, len(x) - below
     lower = -(np.maximum(below - t, 0) + np.maximum(t - upto, 0))
@@ -134,15 +135,17 @@ def private_bounds(
     values: np.ndarray, budget: StageBudget, name: str, *, integer: bool, rng: np.random.Generator
 ) -> DiscoveredBounds:
     """A column's [lower, upper] from two private quantiles on ``GRID`` (``budget``'s ε
-    split evenly between them); missing values (NaN) are left out of both counts, so n is
-    the public row count minus nothing the mechanism publishes. An integer column's
-    bounds are rounded outward (post-processing)."""
-    x = np.sort(np.asarray(values, dtype=float))
-    x = x[~np.isnan(x)]
+    split evenly between them). The level q and the rank t = q·n use the public row count
+    n = len(values); missing values (NaN) are left out of the counts, and their number,
+    which is not public, enters nothing but the scores (a record turning missing moves
+    each count by at most 1: Δu = 1 still). An integer column's bounds are rounded
+    outward (post-processing)."""
+    x = np.asarray(values, dtype=float)
     n = len(x)
+    x = np.sort(x[~np.isnan(x)])
     half = budget.pure_epsilon / 2
     q = quantile_level(max(n, 1), half)
-    picks = [noisy_max(u, half, rng) for u in bound_utilities(x, q)]
+    picks = [noisy_max(u, half, rng) for u in bound_utilities(x, q * n)]
     lo, hi = sorted(GRID[picks])
     if lo == hi:  # the same round number twice: widen to its neighbours (post-processing)
         i = int(np.searchsorted(GRID, lo))

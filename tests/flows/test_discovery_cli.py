@@ -23,12 +23,16 @@ def _people(tmp_path, n: int = 4_000):
     table = pd.DataFrame(
         {
             "age": rng.integers(18, 91, n),
-            "income": np.where(rng.random(n) < 0.3, 0.0, rng.uniform(0, 1e5, n)),
+            # 30 % zeros, and a tenth of the incomes missing (empty cells)
+            "income": np.where(
+                rng.random(n) < 0.1, np.nan, np.where(rng.random(n) < 0.3, 0.0, rng.uniform(0, 1e5, n))
+            ),
             "sex": rng.choice(["f", "m"], n),
             "note": rng.choice(["x", "y"], n),
         }
     )
     table.loc[0, "sex"] = "only-one"
+    table.loc[rng.random(n) < 0.1, "income"] = np.nan
     path = tmp_path / "people.csv"
     table.to_csv(path, index=False)
     return path
@@ -111,3 +115,5 @@ def test_text_in_a_numeric_column_fails_naming_it_and_spends_nothing(tmp_path):
     with Ledger(default_url(out)) as led:
         (row,) = led.releases("people")
         assert row["status"] == "failed" and row["epsilon"] == 0.0
+        failed = [r for r in led.entries(dataset="people") if r["status"] == "failed"]
+        assert [r["detail"] for r in failed] == [{"stage": "read", "error": "DataError"}]  # no message

@@ -40,7 +40,7 @@ def test_each_bound_score_moves_by_at_most_its_recorded_sensitivity(rng):
     worst = 0.0
     for x, y in _neighbours(rng, 200):
         q = disc.quantile_level(200, 0.5)
-        for u, v in zip(disc.bound_utilities(x, q), disc.bound_utilities(y, q), strict=True):
+        for u, v in zip(disc.bound_utilities(x, q * 200), disc.bound_utilities(y, q * 200), strict=True):
             worst = max(worst, float(np.max(np.abs(u - v))))
     assert worst == pytest.approx(1.0)
 
@@ -90,6 +90,19 @@ def test_bounds_land_within_the_mechanisms_rank_error():
         b = disc.private_bounds(x, _budget(2 * eps_half), "x", integer=False, rng=np.random.default_rng(seed))
         assert abs(np.searchsorted(x, b.lower) - q * len(x)) <= slack
         assert abs(len(x) - np.searchsorted(x, b.upper, side="right") - q * len(x)) <= slack
+
+
+def test_the_published_level_uses_the_public_n_not_the_number_of_missing_values():
+    """The level q is published: it must come from n (public) and ε only. Two tables of the
+    same n, one with a fifth of its values missing, publish the same level."""
+    x = np.random.default_rng(4).normal(50, 10, 5_000)
+    holes = x.copy()
+    holes[::5] = np.nan
+    levels = {
+        disc.private_bounds(v, _budget(0.5), "x", integer=False, rng=np.random.default_rng(0)).level
+        for v in (x, holes)
+    }
+    assert levels == {disc.quantile_level(5_000, 0.25)}
 
 
 def test_an_atom_is_its_own_lower_bound_and_integers_round_outward():
