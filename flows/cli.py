@@ -583,8 +583,8 @@ def init(
         float | None,
         typer.Option(
             "--lifetime-epsilon",
-            help="With --private-epsilon: the dataset's lifetime epsilon, as privacy.lifetime_epsilon in a "
-            "spec (fixed in the ledger when first declared; the draft carries it).",
+            help="The dataset's lifetime epsilon, written into the draft as privacy.lifetime_epsilon; with "
+            "--private-epsilon also declared to the ledger (fixed there when first declared).",
         ),
     ] = None,
     lifetime_delta: Annotated[
@@ -630,12 +630,8 @@ def init(
             lifetime_delta,
             insecure_seed,
         )
-    text = draft_text(stem, rel, columns, kinds, entries, found.release_id if found else None)
-    if found is not None and lifetime_epsilon is not None:
-        life = f", lifetime_epsilon: {_yaml_number(lifetime_epsilon)}, lifetime_delta: " + _yaml_number(
-            lifetime_delta or 1e-6
-        )
-        text = text.replace("accountant: zcdp}", f"accountant: zcdp{life}}}", 1)
+    lifetime = None if lifetime_epsilon is None else (lifetime_epsilon, lifetime_delta or 1e-6)
+    text = draft_text(stem, rel, columns, kinds, entries, found.release_id if found else None, lifetime)
     target.write_text(text, encoding="utf-8")
     unknown = len(columns) - len(kinds or {})
     filled = (
@@ -649,13 +645,6 @@ def init(
         f"`dprelease validate {escape(str(target))}`.",
         soft_wrap=True,
     )
-
-
-def _yaml_number(v: float) -> str:
-    """A float as YAML 1.1 reads it back as a float (``1e-06`` would be text)."""
-    import yaml
-
-    return yaml.safe_dump(float(v)).split("\n")[0]
 
 
 def _discover(

@@ -59,6 +59,11 @@ def _column(name: str, kind: str | None, note: str) -> tuple[str, str | None]:
     return f"  {yaml_scalar(name)}: {{{body}}}   # {note}", f"schema.{name}: kind guessed from {note}"
 
 
+def _number(v: float) -> str:
+    """A float as YAML 1.1 reads it back as a float (``1e-06`` would be text)."""
+    return yaml.safe_dump(float(v)).split("\n")[0]
+
+
 def yaml_scalar(name: str) -> str:
     return yaml.safe_dump(name, default_flow_style=True, width=1 << 20).strip().removesuffix("...").strip()
 
@@ -70,11 +75,13 @@ def draft_text(
     kinds: Mapping[str, tuple[str, str]] | None,
     discovered: Mapping[str, tuple[str, str, str]] | None = None,
     discovery: str | None = None,
+    lifetime: tuple[float, float] | None = None,
 ) -> str:
     """The draft's YAML text. ``kinds``: column → (kind, why) from a Parquet file's
     declared types or ``--kind`` (None for CSV without ``--kind``: every kind is a
     ``FILL``). Bounds, categories and levels are ``FILL`` unless ``discovered`` (column →
-    (schema body, comment, what to confirm)) holds them from the DP release ``discovery``."""
+    (schema body, comment, what to confirm)) holds them from the DP release ``discovery``;
+    ``lifetime`` (ε, δ), the dataset's lifetime budget, goes into the privacy section."""
     source = f"the {'schema' if kinds is not None else 'header line'} of {data_path}"
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     read = (
@@ -111,7 +118,13 @@ def draft_text(
             confirm.append(guess)
     confirm.append("privacy: epsilon 1.0, delta 1e-6 (zCDP) are defaults, not a decision of the data's owner")
     lines += [
-        "privacy: {epsilon: 1.0, delta: 1.0e-6, accountant: zcdp}",
+        "privacy: {epsilon: 1.0, delta: 1.0e-6, accountant: zcdp"
+        + (
+            ""
+            if lifetime is None
+            else f", lifetime_epsilon: {_number(lifetime[0])}, lifetime_delta: {_number(lifetime[1])}"
+        )
+        + "}",
         "mechanism: {name: factor_gauss, params: {}}",
         "checks: {}",
         "draft:",
