@@ -140,15 +140,21 @@ class StageBudget:
         """``k`` equal shares of this stage (ρ/k or ε/k, rounded down, Σ ≤ the stage's),
         for a stage that measures k statistics (one histogram per column, one metric per
         gate); each share keeps the stage's name."""
-        parts = split_budget(self.share, [1.0] * k)
+        return self.split_by([1.0] * k)
+
+    def split_by(self, weights: list[float]) -> list[StageBudget]:
+        """Shares of this stage proportional to ``weights`` (rounded down, Σ ≤ the
+        stage's), each keeping the stage's name."""
+        parts = split_budget(self.share, weights)
+        total = math.fsum(weights)
         return [
             StageBudget(
                 self.stage,
-                self.weight / k,
+                self.weight * w / total,
                 p if self.rho is not None else None,
                 p if self.rho is None else None,
             )
-            for p in parts
+            for p, w in zip(parts, weights, strict=True)
         ]
 
 

@@ -233,7 +233,9 @@ def refine_cells(schema: Schema, plan: BudgetPlan, params: FactorGaussParams, n:
     t = _target(schema, params)
     if t is None:
         return None
-    (share, *_) = table_shares(plan.stage("refine"), table_pairs(schema, t), t)
+    tables = table_pairs(schema, t)
+    declared = [schema.columns[i].n_bins * schema.columns[j].n_bins for i, j in tables]
+    (share, *_) = table_shares(plan.stage("refine"), tables, t, declared)  # a target table's
     noise = stage_noise(
         share, l2_sensitivity=histogram_sensitivity("l2"), l1_sensitivity=histogram_sensitivity("l1")
     )

@@ -214,14 +214,29 @@ def test_the_categorical_pairs_are_added_by_a_public_rule():
     assert 13 * 12 // 2 > MAX_EXTRA_TABLES and table_pairs(wide, 13) == [(i, 13) for i in range(13)]
 
 
-def test_the_target_tables_get_their_share_and_the_total_stays_within_the_stage():
-    plan = plan_budget("zcdp", 1.0, 1e-6, {"refine": 1.0})
+@pytest.mark.parametrize("notion", ["zcdp", "pure"])
+def test_the_target_tables_get_their_share_and_the_others_theirs_by_size(notion):
+    """TARGET_SHARE evenly over the target's tables; the rest over the others in proportion
+    to K_t^(1/3) (zCDP) or K_t^(1/4) (pure), which minimises Σ_t √K_t·s_t; Σ ≤ the stage's."""
+    plan = plan_budget(notion, 1.0, 1e-6 if notion == "zcdp" else 0.0, {"refine": 1.0})
     stage = plan.stage("refine")
     tables = [(0, 4), (1, 4), (2, 4), (3, 4), (1, 2), (1, 3), (2, 3)]
-    shares = table_shares(stage, tables, 4)
-    assert sum(s.rho for s in shares) <= stage.rho
-    assert sum(s.rho for s in shares[:4]) == pytest.approx(TARGET_SHARE * stage.rho)
-    assert [s.stage for s in shares] == ["refine"] * 7
+    sizes = [20, 4, 6, 10, 6, 10, 15]
+    shares = [s.share for s in table_shares(stage, tables, 4, sizes)]
+    assert sum(shares) <= stage.share
+    assert sum(shares[:4]) == pytest.approx(TARGET_SHARE * stage.share)
+    assert shares[:4] == pytest.approx([shares[0]] * 4)
+    power = 1 / 3 if notion == "zcdp" else 1 / 4
+    assert np.array(shares[4:]) / shares[4] == pytest.approx((np.array(sizes[4:]) / sizes[4]) ** power)
+    assert sum(shares[4:]) == pytest.approx((1 - TARGET_SHARE) * stage.share)
+    # the split minimises Σ √K_t / √ρ_t (zCDP): any other split of the same total is worse
+    k = np.array(sizes[4:], float)
+    cost = lambda r: float(np.sum(np.sqrt(k) / np.sqrt(r)))  # noqa: E731
+    if notion == "zcdp":
+        best = cost(np.array(shares[4:]))
+        for w in np.random.default_rng(0).dirichlet(np.ones(3), 200):
+            assert cost(w * sum(shares[4:])) >= best * (1 - 1e-12)
+    assert [s.stage for s in table_shares(stage, tables, 4, sizes)] == ["refine"] * 7
 
 
 CATEGORIES = Schema(
@@ -259,6 +274,31 @@ def test_a_categorical_pair_table_attains_its_recorded_sensitivity(notion):
         assert c.observed == pytest.approx(c.recorded, rel=1e-12), c
     derived = fg.sensitivities(CATEGORIES, params, 30)
     assert {c.name for c in pairs} <= set(derived)
+
+
+def test_the_noise_each_table_draws_follows_its_share():
+    """Through the flow's own stages: the scale each table's noise really has is
+    Δ₂/√(2ρ_t) with ρ_t from ``table_shares`` on the tables' public sizes (a 5×4 pair gets
+    more than a 3×3 one), and the tables' ρ_t sum to at most the stage's."""
+    schema = Schema(
+        (
+            Nominal("a", ("p", "q", "r")),
+            Ordinal("b", ("lo", "mid", "hi")),
+            Nominal("c", ("1", "2", "3", "4", "5")),
+            Nominal("y", ("no", "yes")),
+        )
+    )
+    params = fg.FactorGaussParams(target="y")
+    plan = plan_budget("zcdp", 1.0, 1e-6, fg.stage_weights(schema, params))
+    rng = np.random.default_rng(5)
+    d = pd.DataFrame({"a": rng.choice(list("pqr"), 40), "b": rng.choice(["lo", "mid", "hi"], 40)})
+    d = d.assign(c=rng.choice(list("12345"), 40), y=rng.choice(["no", "yes"], 40))
+    measured = {m.name: m for m in flow_stages("factor_gauss", schema, plan, params)(rows_of(d, schema))}
+    names = ["pair[a,y]", "pair[b,y]", "pair[c,y]", "pair[a,b]", "pair[a,c]", "pair[b,c]"]
+    rho = [(measured[n].sensitivity / measured[n].scale) ** 2 / 2 for n in names]
+    assert sum(rho) <= plan.stage("refine").rho * (1 + 1e-12)
+    assert rho[:3] == pytest.approx([TARGET_SHARE * plan.stage("refine").rho / 3] * 3)
+    assert [rho[4] / rho[3], rho[5] / rho[3]] == pytest.approx([(15 / 9) ** (1 / 3)] * 2)
 
 
 LINKED = Schema(
