@@ -13,21 +13,25 @@ process only:
 * ``refine=R``: the refine stage's weight R (marginals and moments keep their 0.6 : 0.4 ratio);
 * ``target_share=S``: the target's tables' share of the stage;
 * ``floor=F``: ``MODEL_FLOOR``;
-* ``noiseless=PART``, PART one of ``first`` (stages 1–2: marginals and moments), ``target``
-  (the target's tables), ``extra`` (the other pairs), ``refine`` (every table): that part's
-  noise scaled by 1e-4 (not DP: an ablation that shows what each part's noise costs);
+* ``noiseless=PART``, PART one of ``first`` (stages 1–2), ``marginals`` (stage 1), ``moments``
+  (stage 2), ``target`` (the target's tables), ``extra`` (the other pairs), ``refine`` (every
+  table): that part's noise scaled by 1e-4 (not DP: an ablation that shows what each part's
+  noise costs);
+* ``row_norm=C``: the default row bound B = C·√p instead of √p (moment noise ∝ B², more rows
+  scaled down);
 * ``select=K``: instead of every categorical pair, K of them chosen privately as AIM does
   (exponential mechanism, Gumbel-max, ε_s = 0.03 each, score ‖c_t − n·p̂_t‖₁ − √(2/π)·σ·K_t
   against the copula's own table p̂_t, Δ = 2 under replace-one), charged ε_s²/8 each
   (bounded range) out of the pairs' share, the rest measured evenly over the K tables.
 
-    .venv/bin/python benchmarks/refine_knobs.py [VARIANT ...]
+    .venv/bin/python benchmarks/refine_knobs.py [VARIANT ...] [--table NAME] [--epsilon E]
 
 About a minute per variant on 2 cores. Not part of ``make bench``.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import io
@@ -53,16 +57,21 @@ DEFAULT = [
     "target_share=0.8",
     "floor=0.05",
     "noiseless=first",
+    "noiseless=marginals",
+    "noiseless=moments",
     "noiseless=target",
     "noiseless=extra",
     "noiseless=refine",
     "select=6",
     "select=15",
+    "row_norm=0.65",
+    "row_norm=0.4",
 ]
 SELECT_EPSILON = 0.03
-JUDGE = ["--tables", "adult", "--epsilons", "1", "--seeds", "6", "--methods", "factor_gauss", "--no-peers"]
+JUDGE = ["--seeds", "6", "--methods", "factor_gauss", "--no-peers"]
 LINE = re.compile(
-    r"factor_gauss\s+seed (\d+):.*tvd_2way ([\d.]+), assoc_diff ([\d.]+), tstr_auc ([\d.]+), pmse ([\d.]+)"
+    r"factor_gauss\s+seed (\d+):.*tvd_1way ([\d.]+), tvd_2way ([\d.]+), assoc_diff ([\d.]+), "
+    r"tstr_auc ([\d.]+), pmse ([\d.]+)"
 )
 
 
@@ -90,11 +99,12 @@ def _noiseless(part: str) -> None:
         wanted = part == "refine" or (part == "target") == is_target
         return SHIPPED_MEASURE(value, louder(share) if wanted else share, **kw)
 
-    if part == "first":
-        encode, moments = fg.encode, fg.measure_moments
+    encode, moments = fg.encode, fg.measure_moments
+    if part in ("first", "marginals"):
         fg.encode = lambda rows, schema, budget, *a, **kw: encode(rows, schema, louder(budget), *a, **kw)
+    if part in ("first", "moments"):
         fg.measure_moments = lambda z, bound, budget, **kw: moments(z, bound, louder(budget), **kw)
-    else:
+    if part in ("target", "extra", "refine"):
         refine.measure_stage = table_noise
 
 
@@ -154,18 +164,21 @@ def apply(variant: str) -> None:
         _noiseless(value)
     elif name == "select":
         _select(int(value))
+    elif name == "row_norm":
+        c, default = float(value), fg.FactorGaussParams.bound
+        fg.FactorGaussParams.bound = lambda self, p: default(self, p) * (1 if self.row_norm else c)  # type: ignore
     elif name != "base":
         raise SystemExit(f"unknown variant {variant!r}")
 
 
-def held_out(variant: str) -> np.ndarray:
-    """Mean 2-way TVD, association difference, TSTR AUC and pMSE over seeds 2–5."""
+def held_out(variant: str, table: str, epsilon: str) -> np.ndarray:
+    """Mean 1-way TVD, 2-way TVD, association difference, TSTR AUC and pMSE over seeds 2–5."""
     apply(variant)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        quality.main(JUDGE)
+        quality.main(["--tables", table, "--epsilons", epsilon, *JUDGE])
     rows = [
-        [float(m.group(k)) for k in range(2, 6)]
+        [float(m.group(k)) for k in range(2, 7)]
         for m in map(LINE.search, out.getvalue().splitlines())
         if m and int(m.group(1)) >= 2
     ]
@@ -173,15 +186,25 @@ def held_out(variant: str) -> np.ndarray:
 
 
 def main(argv: list[str]) -> int:
-    """Each variant runs in a child process, so that its patches never reach the next."""
-    variants = argv or DEFAULT
-    if len(variants) == 1:
-        two, assoc, tstr, pmse = held_out(variants[0])
-        print(f"| {variants[0]} | {two:.4f} | {assoc:.4f} | {tstr:.4f} | {pmse:.4f} |")
+    """Each variant runs in a child process, so that its patches never reach the next.
+    ``--table NAME`` (default adult) and ``--epsilon E`` (default 1) choose what is judged."""
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
+    parser.add_argument("variants", nargs="*", default=DEFAULT)
+    parser.add_argument("--table", default="adult", help=f"one of {', '.join(quality.TABLES)}")
+    parser.add_argument("--epsilon", default="1")
+    args = parser.parse_args(argv)
+    where = ["--table", args.table, "--epsilon", args.epsilon]
+    if len(args.variants) == 1:
+        figures = held_out(args.variants[0], args.table, args.epsilon)
+        print(f"| {args.variants[0]} | " + " | ".join(f"{x:.4f}" for x in figures) + " |")
         return 0
-    print("| variant | 2-way TVD | assoc. diff | TSTR AUC | pMSE |\n|---|---:|---:|---:|---:|")
-    for v in variants:
-        done = subprocess.run([sys.executable, __file__, v], capture_output=True, text=True, check=True)
+    print(f"{args.table}, ε = {args.epsilon}, mean of seeds 2–5")
+    print("| variant | 1-way TVD | 2-way TVD | assoc. diff | TSTR AUC | pMSE |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for v in args.variants:
+        child = [sys.executable, __file__, v, *where]
+        done = subprocess.run(child, capture_output=True, text=True, check=True)
         print(done.stdout.strip().splitlines()[-1], flush=True)
     return 0
 
