@@ -136,7 +136,7 @@ def table_shares(
     Σ_t E‖e_t‖₂ ≈ Σ_t √K_t·s_t, at a fixed total: Gaussian s_t = Δ₂/√(2ρ_t) under Σρ_t = ρ
     gives ρ_t ∝ K_t^(1/3) (Lagrange: √K_t·ρ_t^(−3/2) constant); Laplace s_t = √2·Δ₁/ε_t
     under Σε_t = ε gives ε_t ∝ K_t^(1/4). On Adult at ε = 1 (seeds 2–5) this lowered the
-    raw pMSE from 0.057 to 0.055 against an even split, other figures unchanged
+    raw pMSE from 0.057 to 0.054 against an even split, other figures unchanged
     (``benchmarks/refine_knobs.py``)."""
     is_target = [target in pair for pair in tables]
     extra = [k for k, t in zip(sizes, is_target, strict=True) if not t]
