@@ -45,6 +45,7 @@ import quality
 import mechanisms.factor_gauss as fg
 import mechanisms.refine as refine
 from mechanisms.accounting import StageBudget
+from mechanisms.marginals import histogram_sensitivity
 from mechanisms.synthesizer import Stage
 
 DEFAULT = [
@@ -135,8 +136,8 @@ def _select(k: int) -> None:
             refine.measure_stage(
                 counts[t],
                 StageBudget("refine", 0.0, r * (1 - 1e-12), None),
-                l2_sensitivity=np.sqrt(2),
-                l1_sensitivity=2.0,
+                l2_sensitivity=histogram_sensitivity("l2"),
+                l1_sensitivity=histogram_sensitivity("l1"),
                 rng=rng,
                 name=name,
             )

@@ -235,7 +235,8 @@ def refine_cells(schema: Schema, plan: BudgetPlan, params: FactorGaussParams, n:
         return None
     tables = table_pairs(schema, t)
     declared = [schema.columns[i].n_bins * schema.columns[j].n_bins for i, j in tables]
-    (share, *_) = table_shares(plan.stage("refine"), tables, t, declared)  # a target table's
+    # the first table is a target table: its share does not depend on the sizes
+    (share, *_) = table_shares(plan.stage("refine"), tables, t, declared)
     noise = stage_noise(
         share, l2_sensitivity=histogram_sensitivity("l2"), l1_sensitivity=histogram_sensitivity("l1")
     )
