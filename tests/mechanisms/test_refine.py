@@ -276,10 +276,12 @@ def test_a_categorical_pair_table_attains_its_recorded_sensitivity(notion):
     assert {c.name for c in pairs} <= set(derived)
 
 
-def test_the_noise_each_table_draws_follows_its_share():
+@pytest.mark.parametrize("notion", ["zcdp", "pure"])
+def test_the_noise_each_table_draws_follows_its_share(notion):
     """Through the flow's own stages: the scale each table's noise really has is
-    Δ₂/√(2ρ_t) with ρ_t from ``table_shares`` on the tables' public sizes (a 5×4 pair gets
-    more than a 3×3 one), and the tables' ρ_t sum to at most the stage's."""
+    Δ₂/√(2ρ_t) (zCDP) or Δ₁/ε_t (pure) with the share from ``table_shares`` on the tables'
+    public sizes (a 5×4 pair gets more than a 3×3 one: (15/9)^(1/3) or ^(1/4) times), and
+    the tables' shares sum to at most the stage's."""
     schema = Schema(
         (
             Nominal("a", ("p", "q", "r")),
@@ -289,16 +291,19 @@ def test_the_noise_each_table_draws_follows_its_share():
         )
     )
     params = fg.FactorGaussParams(target="y")
-    plan = plan_budget("zcdp", 1.0, 1e-6, fg.stage_weights(schema, params))
+    plan = plan_budget(notion, 1.0, 1e-6 if notion == "zcdp" else 0.0, fg.stage_weights(schema, params))
     rng = np.random.default_rng(5)
     d = pd.DataFrame({"a": rng.choice(list("pqr"), 40), "b": rng.choice(["lo", "mid", "hi"], 40)})
     d = d.assign(c=rng.choice(list("12345"), 40), y=rng.choice(["no", "yes"], 40))
     measured = {m.name: m for m in flow_stages("factor_gauss", schema, plan, params)(rows_of(d, schema))}
     names = ["pair[a,y]", "pair[b,y]", "pair[c,y]", "pair[a,b]", "pair[a,c]", "pair[b,c]"]
-    rho = [(measured[n].sensitivity / measured[n].scale) ** 2 / 2 for n in names]
-    assert sum(rho) <= plan.stage("refine").rho * (1 + 1e-12)
-    assert rho[:3] == pytest.approx([TARGET_SHARE * plan.stage("refine").rho / 3] * 3)
-    assert [rho[4] / rho[3], rho[5] / rho[3]] == pytest.approx([(15 / 9) ** (1 / 3)] * 2)
+    ratio = {m.name: m.sensitivity / m.scale for m in measured.values()}
+    share = [ratio[n] ** 2 / 2 if notion == "zcdp" else ratio[n] for n in names]
+    stage = plan.stage("refine").share
+    assert sum(share) <= stage * (1 + 1e-12)
+    assert share[:3] == pytest.approx([TARGET_SHARE * stage / 3] * 3)
+    power = 1 / 3 if notion == "zcdp" else 1 / 4
+    assert [share[4] / share[3], share[5] / share[3]] == pytest.approx([(15 / 9) ** power] * 2)
 
 
 LINKED = Schema(
