@@ -3,7 +3,10 @@
 Each mutant is one textual edit of a mechanism that a reviewer could miss: a halved Δ,
 n replaced by 2n, a statistic scaled without its Δ, a clipping step dropped. The script
 copies the tree into a temporary folder, applies one mutant at a time, runs the wiring
-tests of that module (``tests/wiring.py``) and reports which mutants survive. It is not
+tests of that module (``tests/wiring.py``) and reports which mutants survive. The last ones
+(issue 30) keep the noise right but use an exact statistic where its noisy release belongs
+(a gate decided on the exact metric, raking to the exact tables): the gates' decision test
+and the replay tests of ``tests/mechanisms/test_isolation.py`` must kill them. It is not
 part of ``make test`` (``tests/conftest.py`` keeps pytest from collecting it)::
 
     .venv/bin/python tests/mutants.py            # every mutant; exit 1 if any survives
@@ -41,6 +44,7 @@ DPFM = ("tests/mechanisms/test_wiring_dpfm.py",)
 PCA = ("tests/mechanisms/test_wiring_private_pca.py",)
 PUB = ("tests/mechanisms/test_wiring_publishing.py",)
 GATES = ("tests/checks/test_gates.py", "tests/tasks/test_check_gates.py")
+ISOLATION = ("tests/mechanisms/test_isolation.py",)
 
 MUTANTS = [
     # --- the five of issue 14 ---
@@ -220,6 +224,90 @@ MUTANTS = [
         'out[name] = ut.tvd_1way(real_bins, syn_bins, schema)["mean"]',
         'out[name] = ut.tvd_1way(real_bins, syn_bins, schema)["mean"] / 2',
         GATES,
+    ),
+    # --- post-processing of something other than the releases (issue 30) ---
+    Mutant(
+        "gates: decided on the exact metrics (the ledger still shows the noisy ones)",
+        "tasks/post_release.py",
+        "    return measurements, decide(measurements, bounds)",
+        "    exact = [__import__('dataclasses').replace(m, value=np.array([values[m.name[5:-1]]]))\n"
+        "             for m in measurements]\n"
+        "    return measurements, decide(exact, bounds)",
+        GATES,
+    ),
+    Mutant(
+        "factor_gauss: raked to the exact pair tables (the noisy ones drawn, charged, unused)",
+        "mechanisms/factor_gauss.py",
+        "    return Stage((moments, encoded.code, (tables, encoded.z.shape[0])), (moments, *tables))",
+        "    exact = tuple(replace(t, value=c) for t, c in zip(tables, encoded.pair_counts))\n"
+        "    return Stage((moments, encoded.code, (exact, encoded.z.shape[0])), (moments, *tables))",
+        ISOLATION,
+    ),
+    Mutant(
+        "factor_gauss: CDFs from the exact histograms (the noisy ones drawn, charged, unused)",
+        "mechanisms/factor_gauss.py",
+        "    code = code_from_marginals(marginals, n, schema, cells)\n",
+        "    code = code_from_marginals(\n"
+        "        [replace(m, value=c.astype(float)) for m, c in zip(marginals, counts)], n, schema, cells\n"
+        "    )\n",
+        ISOLATION,
+    ),
+    Mutant(
+        "factor_gauss: factor model from the exact second moment (the noisy one drawn, charged, unused)",
+        "mechanisms/factor_gauss.py",
+        "    return Stage((moments, encoded.code, (tables, encoded.z.shape[0])), (moments, *tables))",
+        "    z = encoded.z\n"
+        "    s = replace(moments, value=(z.T @ z / len(z))[np.triu_indices(z.shape[1])])\n"
+        "    return Stage((s, encoded.code, (tables, encoded.z.shape[0])), (moments, *tables))",
+        ISOLATION,
+    ),
+    Mutant(
+        "ron_gauss: model mean from the exact mean (the noisy one drawn, charged, unused)",
+        "mechanisms/ron_gauss/centring.py",
+        "target, mean.value, None, None, (mean,))",
+        "target, xb.mean(axis=0), None, None, (mean,))",
+        ISOLATION,
+    ),
+    Mutant(
+        "ron_gauss: class proportions from the exact class counts",
+        "mechanisms/ron_gauss/centring.py",
+        "sizes, proportions = np.maximum(counts.value, 1.0), private_distribution(counts, n)",
+        "sizes, proportions = np.maximum(counts.value, 1.0), np.bincount(target, minlength=n_classes) / n",
+        ISOLATION,
+    ),
+    Mutant(
+        "dpfm: scores and rows from the exact loadings (the noisy ones drawn, charged, unused)",
+        "mechanisms/dpfm/stages.py",
+        "    v_tilde, _, note, measurements = _estimate(encoded, plan, params, rng)",
+        "    _, v_tilde, note, measurements = _estimate(encoded, plan, params, rng)",
+        ISOLATION,
+    ),
+    Mutant(
+        "private_pca: subspace placed at the exact mean (the noisy one drawn, charged, unused)",
+        "mechanisms/private_pca/stages.py",
+        "projection = private_projection(cov, mean, params.dims, e3, n)",
+        "projection = private_projection(\n"
+        "        cov, __import__('dataclasses').replace(mean, value=x.mean(axis=0)), params.dims, e3, n\n"
+        "    )",
+        ISOLATION,
+    ),
+    Mutant(
+        "pcappd: rows rebuilt from the exact component scores (the noisy ones drawn, charged, unused)",
+        "mechanisms/pcappd.py",
+        "return Stage(reconstruct(scores.value, mean, axes),",
+        "return Stage(reconstruct((encoded.x - mean) @ axes, mean, axes),",
+        ISOLATION,
+    ),
+    Mutant(
+        "lda_ppd: class shares from the exact class counts (the noisy ones drawn, charged, unused)",
+        "mechanisms/lda_ppd.py",
+        "model = build_model(encoded.counts, moments, len(encoded.y), encoded.layout)",
+        "exact = np.bincount(encoded.y, minlength=n_classes).astype(float)\n"
+        "    model = build_model(\n"
+        "        __import__('dataclasses').replace(encoded.counts, value=exact), moments, len(encoded.y), "
+        "encoded.layout\n"
+        "    )",
+        ISOLATION,
     ),
 ]
 

@@ -12,6 +12,11 @@ inputs) as the release. On a neighbour D' it *replays* D's releases, so every la
 statistic of D' is computed from the same earlier releases as D's: the conditional
 sensitivity that adaptive composition needs. ``compare`` then gives, per statistic, the
 change between D and D' in the norm the stage calibrated to, beside the recorded Δ.
+
+``Replay`` checks the other half, post-processing isolation: it keeps the real noise, and
+on a table D' of the same n returns D's releases instead, so ``replayed`` can compare the
+synthetic tables (``flow_synthesis``, decode included): equal unless a step after the
+noise reads the data itself (e.g. an exact table beside its noisy release).
 """
 
 from __future__ import annotations
@@ -29,14 +34,28 @@ from prefect.logging import disable_run_logger
 from engines.tables import table_to_bins, table_to_rows
 from mechanisms import primitives
 from mechanisms.accounting import BudgetPlan
-from mechanisms.primitives import Measurement, noise_rngs
+from mechanisms.primitives import Measurement, noise_rngs, release_streams
 from mechanisms.schema import Schema
 from mechanisms.synthesizer import MixedRows
-from tasks.synthesis import encode, estimate_private_moments, project_and_sample
+from tasks.synthesis import decode, encode, estimate_private_moments, project_and_sample
 
-__all__ = ["Change", "Probe", "compare", "flow_stages", "norm", "probing", "rows_of", "worst"]
+__all__ = [
+    "Change",
+    "Probe",
+    "Replay",
+    "compare",
+    "flow_stages",
+    "flow_synthesis",
+    "norm",
+    "probing",
+    "recorded",
+    "replayed",
+    "rows_of",
+    "worst",
+]
 
 REL = 1e-9  # floating-point slack on a bound: the change is computed, not exact
+_PERTURB = primitives._perturb  # the real noise, for ``Replay``
 
 
 class Probe:
@@ -161,5 +180,76 @@ def flow_stages(
             est = estimate_private_moments.fn(mechanism, enc.state, plan, params, rngs[1])
             smp = project_and_sample.fn(mechanism, est.state, params, m or len(rows), rngs[2])
         return [*enc.measurements, *est.measurements, *smp.measurements]
+
+    return run
+
+
+# ---- post-processing isolation: the output is a function of the releases only ---------
+
+
+class Replay:
+    """A stand-in for ``primitives._perturb`` that draws the real noise (same ``rng``, so
+    every generator advances exactly as without it) and records each release; with
+    ``replay``, it still draws, but returns the i-th release of an earlier run instead.
+
+    On D it records; on another table D' of the same n it replays D's releases. The noise
+    drawn depends on the generator's state, the kind, the scale and the shape only, never
+    on the value, so D' consumes the same random numbers as D: if every later step uses
+    only the releases (post-processing), D' ends with D's output, bit for bit."""
+
+    def __init__(self, replay: list[np.ndarray] | None = None) -> None:
+        self.outputs: list[np.ndarray] = []
+        self.replay = replay
+
+    def __call__(self, value, kind, scale, sensitivity, budget, rng) -> tuple[np.ndarray, float]:
+        out, used = _PERTURB(value, kind, scale, sensitivity, budget, rng)
+        if self.replay is not None:
+            i = len(self.outputs)
+            if i >= len(self.replay) or self.replay[i].shape != np.shape(out):
+                raise AssertionError(
+                    f"draw {i}: the run measured a different statistic than the replayed one"
+                )
+            out = np.array(self.replay[i], copy=True)
+        self.outputs.append(out)
+        return out, used
+
+
+def recorded(
+    run: Callable[[object], pd.DataFrame], table: object, replay: list[np.ndarray] | None = None
+) -> tuple[pd.DataFrame, list[np.ndarray]]:
+    """``run(table)`` under a ``Replay`` (recording, or replaying ``replay``): its output
+    and the releases it returned, in the order they were drawn."""
+    with mock.patch.object(primitives, "_perturb", Replay(replay)) as probe:
+        out = run(table)
+    if replay is not None and len(probe.outputs) != len(replay):
+        raise AssertionError("the run measured a different number of statistics than the replayed one")
+    return out, probe.outputs
+
+
+def replayed(run: Callable[[object], pd.DataFrame], d: object, d_prime: object) -> tuple[pd.DataFrame, ...]:
+    """``run(d)`` recording its releases, then ``run(d_prime)`` replaying them (the same
+    seeds inside on both calls): the two outputs, equal iff the output of D' was computed
+    from D's releases and public facts only. Refuses a run that released nothing."""
+    out, releases = recorded(run, d)
+    if not releases:
+        raise AssertionError("the run released nothing: there is nothing to replay")
+    out_prime, _ = recorded(run, d_prime, releases)
+    return out, out_prime
+
+
+def flow_synthesis(
+    mechanism: str, schema: Schema, plan: BudgetPlan, params: object, *, m: int | None = None, seed: int = 0
+) -> Callable[[MixedRows], pd.DataFrame]:
+    """``run(rows)``: encode → estimate_private_moments → project_and_sample → decode, the
+    flow's own tasks (their bodies, without a Prefect server), on the flow's named seeded
+    streams (``release_streams``); returns the synthetic table."""
+
+    def run(rows: MixedRows) -> pd.DataFrame:
+        streams = release_streams(seed)
+        with disable_run_logger():
+            enc = encode.fn(mechanism, rows, schema, plan, params, streams.encode)
+            est = estimate_private_moments.fn(mechanism, enc.state, plan, params, streams.estimate)
+            smp = project_and_sample.fn(mechanism, est.state, params, m or len(rows), streams.sample)
+            return decode.fn(mechanism, smp.state, schema, params, streams.decode)
 
     return run

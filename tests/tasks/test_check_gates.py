@@ -1,8 +1,9 @@
 """The ``check_gates`` task (``tasks.post_release``, its body through ``.fn``) as a DP
 mechanism: each gated metric computed through the task's own code path stays within the
 sensitivity the task records (Δ = 1/k for k compared rows) on random neighbouring tables,
-and reaches it on constructed worst cases (the wiring harness, ``tests/wiring.py``). The
-noise and the decision themselves are in tests/checks/test_gates.py."""
+and reaches it on constructed worst cases (the wiring harness, ``tests/wiring.py``); and the
+task's decision follows the noisy metric, never the exact one. The noise and the decision
+themselves are in tests/checks/test_gates.py."""
 
 import numpy as np
 import pandas as pd
@@ -14,7 +15,7 @@ from mechanisms.accounting import StageBudget
 from mechanisms.gates import GATEABLE
 from mechanisms.schema import Continuous, Nominal, Schema
 from tasks.post_release import check_gates
-from tests.wiring import compare, worst
+from tests.wiring import Probe, compare, probing, worst
 
 SCHEMA = Schema(
     (Continuous("x", 0.0, 10.0), Continuous("k", 0, 4, integer=True), Nominal("c", ("a", "b", "c")))
@@ -101,3 +102,38 @@ def test_tvd_2way_and_wasserstein_reach_the_bound():
     bounds = {"tvd_2way": {"min": None, "max": 1.0}, "wasserstein_max": {"min": None, "max": 1.0}}
     for c in compare(_gates(synthetic, schema, bounds), d, d2):
         assert c.observed == pytest.approx(c.recorded, rel=1e-12) and c.recorded == pytest.approx(1 / n)
+
+
+def _forced(real: pd.DataFrame, synthetic: pd.DataFrame, bounds, offset: float):
+    """``check_gates`` with the noise forced: each metric's release is its exact value +
+    ``offset`` (the harness's probe stands in for the noise). The probe (its ``exact``
+    values in the order of ``bounds``) and the task's results."""
+    probe = Probe(jitter=lambda shape: np.full(shape, offset))
+    budget = StageBudget("gates", 1.0, 0.01, None)
+    with probing(probe), disable_run_logger():
+        _, results = check_gates.fn(
+            _binned(real), _binned(synthetic), SCHEMA, bounds, budget, np.random.default_rng(0)
+        )
+    return probe, results
+
+
+@pytest.mark.parametrize("exact_passes", [True, False], ids=["exact-passes", "exact-fails"])
+@pytest.mark.parametrize("side", ["max", "min"])
+def test_the_decision_follows_the_noisy_metric_not_the_exact_one(side, exact_passes):
+    """Each gate's bound a margin t from its exact metric e, and the noise forced to 2t the
+    other way: the noisy value e ± 2t and the exact e fall on opposite sides of the bound,
+    so a decision on e (post-processing of the confidential rows, not of the release) gives
+    the opposite result. The task must decide, and report, the noisy value."""
+    rng = np.random.default_rng(3)
+    real, synthetic = _table(rng, 80), _table(rng, 120)
+    probe, _ = _forced(real, synthetic, BOUNDS, 0.0)
+    exact = {name: float(e[0]) for name, e in zip(GATEABLE, probe.exact, strict=True)}
+    assert all(e > 0 for e in exact.values())  # the tables differ: every metric is informative
+    t = 0.01
+    s = 1.0 if (side == "max") == exact_passes else -1.0  # bound at e + s·t, noise 2·s·t
+    bounds = {name: {"min": None, "max": None, side: e + s * t} for name, e in exact.items()}
+    _, results = _forced(real, synthetic, bounds, 2 * s * t)
+    assert [r.gate for r in results] == list(GATEABLE)
+    for r in results:
+        assert r.passed is (not exact_passes), r
+        assert r.noisy_value == pytest.approx(exact[r.gate] + 2 * s * t, abs=1e-12)
