@@ -14,6 +14,7 @@ from mechanisms.registry import MECHANISMS
 from spec import ReleaseSpec, forecast
 
 __all__ = [
+    "InputRefused",
     "InputValidationError",
     "check_rows",
     "failing_rules",
@@ -27,6 +28,34 @@ __all__ = [
 
 class InputValidationError(DataError):
     """The input table breaks the public schema."""
+
+
+class InputRefused(DataError):
+    """The confidential input was refused: it breaks the public schema, or the release's
+    rules on its rows. Whether a release is refused is a function of the data without noise
+    (one record can flip it), so its message says only that and where: Prefect stores and
+    logs it and webhooks receive it. The detail (which column, which rule) travels in
+    ``detail`` to the steward's terminal and the failure record (``failures/<id>/``),
+    named by ``record`` once it is written."""
+
+    def __init__(self, stage: str, detail: str, record: str | None = None) -> None:
+        where = f"'{record}'" if record else "<out>/failures/"
+        super().__init__(
+            f"the input was refused at stage '{stage}': it breaks the public schema or the release's "
+            f"rules on its rows. Which column and which rule is not shown here (it is a fact about the "
+            f"confidential data); it is in the failure record {where} and on the steward's terminal"
+        )
+        self.stage, self.detail, self.record = stage, detail, record
+
+    @classmethod
+    def of(cls, error: DataError, stage: str) -> InputRefused:
+        """``error`` (a refusal whose message names a column and a rule) as a refusal that
+        does not; an ``InputRefused`` stays as it is."""
+        return error if isinstance(error, InputRefused) else cls(stage, str(error))
+
+    def recorded(self, record: str) -> InputRefused:
+        """The same refusal, naming its failure record."""
+        return InputRefused(self.stage, self.detail, record)
 
 
 def failing_rules(records: list[dict]) -> list[dict]:

@@ -61,6 +61,8 @@ def read_table(
             "is a complete, well-formed file with one header row"
         ) from None
     check_columns(list(df.columns), schema, ignored=ignored, one_hot=one_hot)
+    if kind == "parquet":
+        _plain_numbers(df, numeric)
     for name, group in (one_hot or {}).items():
         df[name] = one_hot_categories(df, name, group)
     df = df[schema.names].copy()
@@ -74,6 +76,17 @@ def read_table(
         if name in missing:
             df[name] = df[name].fillna(missing[name])
     return df
+
+
+def _plain_numbers(df: pd.DataFrame, numeric: list[str]) -> None:
+    """A Parquet file written from pandas' nullable numbers (``Int64``, ``Float64``) comes
+    back with those dtypes; as the CSV reader does, make them numpy's int64 (no missing
+    value) or float64 (NaN where missing), in place, so the number rule sees numbers."""
+    for name in numeric:
+        col = df[name]
+        masked = isinstance(col.dtype, pd.api.extensions.ExtensionDtype) and hasattr(col.dtype, "numpy_dtype")
+        if masked and pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col):
+            df[name] = col.to_numpy(float, na_value=np.nan) if col.isna().any() else col.to_numpy()
 
 
 def one_hot_categories(df: pd.DataFrame, name: str, group: OneHot) -> pd.Series:

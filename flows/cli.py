@@ -16,7 +16,7 @@ from rich.table import Table
 
 from flows.cli_records import audit_app, ledger_app
 from flows.cli_recovery import notify, recover, settle
-from flows.console import console, fail
+from flows.console import console, fail, shown
 from mechanisms.errors import DPReleaseError
 
 if TYPE_CHECKING:
@@ -119,11 +119,11 @@ def _run_release(
     from bundle.staging import ReleaseIdTaken
     from ledger import PASSWORD_ENV, BudgetRefused, ledger_url, split_password
 
-    if ledger is not None:  # Prefect stores flow parameters: the password travels in the environment
-        ledger, password = split_password(ledger_url(ledger, out))
-        if password is not None:
-            os.environ[PASSWORD_ENV] = password
     try:  # what can be checked without reading a value should not wait for Prefect to start
+        if ledger is not None:  # Prefect stores flow parameters: the password travels in the environment
+            ledger, password = split_password(ledger_url(ledger, out))
+            if password is not None:
+                os.environ[PASSWORD_ENV] = password
         _before_prefect(spec, out, release_id, ledger)
     except (ReleaseIdTaken, BudgetRefused) as e:
         fail(str(e), "see `dprelease ledger show` for what was spent; nothing was read or spent.", 4)
@@ -178,8 +178,16 @@ def _run_release(
             fail(str(e), "nothing was read or spent.", 4)
         except DPReleaseError as e:
             from checks.gates import GateError  # imported by now (the flow imports it)
+            from engines.inputs import InputRefused
 
             progress.stop()
+            if isinstance(e, InputRefused):  # Prefect was told only that and where; the steward sees why
+                fail(
+                    e.detail + (f"\n(failure record: {e.record})" if e.record else ""),
+                    "fix the data or the spec's schema, or declare out_of_bounds: clip / unknown: other "
+                    "for the columns named; nothing was published or spent.",
+                    2,
+                )
             if isinstance(e, GateError):
                 fail(
                     str(e),
@@ -459,16 +467,20 @@ def validate(
         ),
     ] = None,
 ) -> None:
-    """Check the spec and its data against the public schema. Spends no budget."""
+    """Check the spec (and rehearse its release on a table drawn from the public schema
+    alone, as a release does before it reserves any budget), then its data against the
+    public schema. Spends no budget."""
     for k, v in _PREFECT_DEFAULTS.items():
         os.environ.setdefault(k, v)
     from bundle.files import write_json
     from engines.inputs import check_rows, failing_rules, read_input
+    from flows.rehearsal import rehearse
     from spec import load_spec
 
     try:
         s = load_spec(spec)
         schema = s.public_schema()
+        rehearsal = rehearse(s)  # before any value is read, as the release flow does before its reserve
         df, changed = read_input(s)  # the release's policies (clip, other) apply here too
         from expectations.suite import validate_table
 
@@ -482,9 +494,9 @@ def validate(
         table.add_column(col)
     failures = failing_rules(records)
     for r in records:
-        table.add_row(escape(r["column"]), escape(r["rule"]), "[green]pass" if r["success"] else "[red]FAIL")
+        table.add_row(shown(r["column"]), shown(r["rule"]), "[green]pass" if r["success"] else "[red]FAIL")
     report_out = Console()  # the report goes to stdout (redirectable); warnings and errors to stderr
-    report_out.print(f"{escape(str(spec))}: {len(records)} expectations", soft_wrap=True)
+    report_out.print(f"{shown(str(spec))}: {len(records)} expectations", soft_wrap=True)
     report_out.print(table)
     if failures:
         fail(
@@ -496,14 +508,19 @@ def validate(
         warnings = check_rows(s, len(df))
     except DPReleaseError as e:
         fail(str(e), "fix what the message names and run `dprelease validate` again.", 2)
-    for w in warnings:
-        console.print(f"[yellow]warning:[/yellow] {escape(w)}")
+    report_out.print(
+        f"rehearsal passed: the release ran on a {rehearsal.rows}-row table drawn from the public schema "
+        f"alone in {rehearsal.seconds:.1f} s (no data read, no budget reserved)",
+        soft_wrap=True,
+    )
+    for w in [*rehearsal.warnings, *warnings]:
+        console.print(f"[yellow]warning:[/yellow] {shown(w)}")
     if s.draft is not None:
         report_out.print(
-            f"draft written by {escape(s.draft.written_by)} from {escape(s.draft.source)}; to confirm:"
+            f"draft written by {shown(s.draft.written_by)} from {shown(s.draft.source)}; to confirm:"
         )
         for item in s.draft.confirm:
-            report_out.print(f"  - {escape(item)}", soft_wrap=True)
+            report_out.print(f"  - {shown(item)}", soft_wrap=True)
         fail(
             f"the spec is a draft: {len(s.draft.confirm)} item(s) to confirm.",
             "check each against public knowledge, then delete the draft: section and validate again.",
@@ -638,11 +655,11 @@ def init(
         f"{len(entries)} column(s) discovered under DP ({found.release_id}), " if found and entries else ""
     )
     console.print(
-        f"wrote {escape(str(target))}: {len(columns)} column(s), "
+        f"wrote {shown(str(target))}: {len(columns)} column(s), "
         + (f"{unknown} of unknown kind, " if unknown else "")
         + (filled or "every bound and category FILL. ")
         + "Next: fill what is FILL from public knowledge, confirm draft.confirm, then "
-        f"`dprelease validate {escape(str(target))}`.",
+        f"`dprelease validate {shown(str(target))}`.",
         soft_wrap=True,
     )
 
@@ -691,8 +708,8 @@ def _discover(
     console.print(
         f"discovered under DP: {len(found.bounds)} column(s)' bounds and {len(found.categories)} column(s)' "
         f"categories for epsilon={epsilon:g}, delta={found.delta:g}, charged to dataset "
-        f"'{escape(dataset)}' as release {found.release_id}; its bundle is {escape(str(found.bundle))} "
-        f"(`dprelease audit verify {escape(str(found.bundle))}`).",
+        f"'{shown(dataset)}' as release {found.release_id}; its bundle is {shown(str(found.bundle))} "
+        f"(`dprelease audit verify {shown(str(found.bundle))}`).",
         soft_wrap=True,
     )
     return found, draft_entries(found, chosen)

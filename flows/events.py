@@ -50,7 +50,7 @@ from uuid import UUID, uuid4
 
 from bundle.write import write_failure_record
 from checks.gates import GateError
-from ledger import BudgetRefused, Ledger, budget_facts
+from ledger import BudgetRefused, Ledger, NoLedger, budget_facts
 from mechanisms.errors import DPReleaseError
 from spec import RELEASE_ID  # re-exported: the flow and the hooks check release ids with it
 
@@ -447,8 +447,11 @@ def _record_unhandled(flow_run: Any, state: Any, what: str) -> None:
     ledger = None
     try:
         if record.ledger_url is not None:
-            ledger = Ledger(record.ledger_url, password=record.ledger_password)
-            if record.reserved:
+            try:  # never created here: a run that failed before its reserve has nothing to record
+                ledger = Ledger(record.ledger_url, create=False, password=record.ledger_password)
+            except NoLedger:
+                ledger = None
+            if ledger is not None and record.reserved:
                 ledger.finish(
                     rid, "failed", {"stage": record.stage, "error": type(error).__name__, "state": what}
                 )
@@ -489,14 +492,14 @@ def record_failure(
     *,
     artifacts: list[dict[str, Any]] | None = None,
     where: dict[str, str] | None = None,
-) -> None:
+) -> Path:
     """The body's own failure record: close the reservation (charged the stages spent),
-    write ``<out>/failures/``, deliver ``.gated``, ``.refused`` or ``.failed`` (with the
-    ``artifacts`` a gated release still has)."""
+    write ``<out>/failures/`` (returned), deliver ``.gated``, ``.refused`` or ``.failed``
+    (with the ``artifacts`` a gated release still has)."""
     rid = record.release_id or "unknown-release"  # the flow names the release before it can fail here
     if record.reserved and ledger is not None:
         _close_failed(ledger, rid, record.stage, error, sealed)
-    write_failure_record(record.out, rid, record.stage, error, staging if staging.exists() else None)
+    path = write_failure_record(record.out, rid, record.stage, error, staging if staging.exists() else None)
     kind = (
         "gated"
         if isinstance(error, GateError)
@@ -515,6 +518,7 @@ def record_failure(
     )
     record.handled = True
     deliver(record.out, notice(rid, kind, events=[event], artifacts=artifacts))
+    return path
 
 
 def _close_failed(ledger: Ledger, rid: str, stage: str, error: BaseException, sealed: bool) -> None:

@@ -12,6 +12,7 @@ if TYPE_CHECKING:  # the CLI imports this module before the flow's heavy modules
 __all__ = ["STAGES", "rows_done", "set_progress", "step_detail", "step_reached"]
 
 STAGES = {
+    "rehearse": "rehearsing the release on a table drawn from the public schema (no data read)",
     "allocate_budget": "allocating and reserving the privacy budget (ledger)",
     "validate_input": "validating the input against the public schema (GX)",
     "encode": "encoding (and any private marginals or thresholds)",
@@ -20,6 +21,7 @@ STAGES = {
     "decode": "decoding to the schema's types",
     "validate_output": "validating the synthetic data (GX)",
     "check_gates": "testing the gates (noisy metrics, differentially private)",
+    "release_document": "writing the release document (the budget's account, the accuracy statement)",
     "check_utility": "checking utility (internal report)",
     "check_linkage": "checking record linkage (internal report)",
     "write_report": "writing the internal report",

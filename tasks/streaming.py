@@ -26,9 +26,9 @@ from bundle.files import write_json
 from bundle.published import Layout
 from bundle.stream import Synthetic, write_synthetic_chunks
 from engines.chunks import ChunkJob, Scan
-from engines.inputs import failing_rules, refuse_input, refuse_output
+from engines.inputs import InputRefused, failing_rules, refuse_input, refuse_output
 from engines.runners import DaskEngine, LocalEngine
-from engines.tables import bins_to_table
+from engines.tables import DataError, bins_to_table
 from mechanisms.accounting import BudgetPlan
 from mechanisms.registry import MECHANISMS
 from mechanisms.rowkeys import RowKeys
@@ -82,23 +82,27 @@ def scan_input(
 ) -> Scan:
     """Pass 1. Every chunk is validated with the schema's GX suite; the counts summed over
     chunks go to ``internal/validation_input.json``; a broken rule is reported by column
-    and rule (as by the memory engine) before any noise is drawn."""
-    scan = engine.run(job.scan, functools.partial(Scan.combine, k=job.sample_rows), progress)
-    if job.clip or job.other:
+    and rule (as by the memory engine) before any noise is drawn, as an ``InputRefused``
+    whose message names neither (its ``detail`` does)."""
+    try:
+        scan = engine.run(job.scan, functools.partial(Scan.combine, k=job.sample_rows), progress)
+        if job.clip or job.other:
+            write_json(
+                internal_dir / "clipping.json",
+                {"note": "cells changed by the declared policies (confidential)", **scan.changed},
+            )
         write_json(
-            internal_dir / "clipping.json",
-            {"note": "cells changed by the declared policies (confidential)", **scan.changed},
+            internal_dir / "validation_input.json",
+            {
+                "rows": scan.rows,
+                "chunks": scan.chunks,
+                "validated": f"every row, in chunks ({engine.name} engine)",
+                "results": scan.validation,
+            },
         )
-    write_json(
-        internal_dir / "validation_input.json",
-        {
-            "rows": scan.rows,
-            "chunks": scan.chunks,
-            "validated": f"every row, in chunks ({engine.name} engine)",
-            "results": scan.validation,
-        },
-    )
-    refuse_input(failing_rules(scan.validation))
+        refuse_input(failing_rules(scan.validation))
+    except DataError as e:  # a data-dependent outcome: Prefect hears only that and where
+        raise InputRefused.of(e, "validate_input") from None
     get_run_logger().info("pass 1: %d rows validated and counted (%s engine)", scan.rows, engine.name)
     return scan
 

@@ -17,7 +17,15 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from bundle.files import write_json
-from engines.inputs import InputValidationError, failing_rules, read_input, refuse_input, refuse_output
+from engines.inputs import (
+    InputRefused,
+    InputValidationError,
+    failing_rules,
+    read_input,
+    refuse_input,
+    refuse_output,
+)
+from engines.tables import DataError
 from mechanisms.schema import Schema
 from spec import ReleaseSpec
 from tasks.scrub import scrub_errors
@@ -39,15 +47,19 @@ def check_table(df: pd.DataFrame, schema: Schema, name: str, report: Path) -> li
 @scrub_errors
 def validate_input(spec: ReleaseSpec, internal_dir: Path) -> pd.DataFrame:
     """Read the confidential table, apply the declared policies (counts to
-    ``internal/clipping.json``) and check it against the public schema."""
+    ``internal/clipping.json``) and check it against the public schema. A refusal is raised
+    as ``InputRefused``: its message names no column or rule (``detail`` does)."""
     schema = spec.public_schema()
-    df, changed = read_input(spec)
-    if df.empty:
-        raise InputValidationError(f"dataset file '{spec.data_path}' has no data rows")
-    if changed is not None:
-        write_json(internal_dir / "clipping.json", changed)
-    report = internal_dir / "validation_input.json"
-    refuse_input(check_table(df, schema, "input", report))
+    try:
+        df, changed = read_input(spec)
+        if df.empty:
+            raise InputValidationError(f"dataset file '{spec.data_path}' has no data rows")
+        if changed is not None:
+            write_json(internal_dir / "clipping.json", changed)
+        report = internal_dir / "validation_input.json"
+        refuse_input(check_table(df, schema, "input", report))
+    except DataError as e:  # a data-dependent outcome: Prefect hears only that and where
+        raise InputRefused.of(e, "validate_input") from None
     return df
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import functools
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -76,13 +77,21 @@ def toy_spec(folder: Path, csv: str, schema: dict | None = None):
 
 
 def validate(spec, folder: Path) -> pd.DataFrame:
-    """The ``validate_input`` task's body, without Prefect; reports go to folder/internal."""
+    """The ``validate_input`` task's body, without Prefect; reports go to folder/internal.
+    The task refuses with an ``InputRefused`` whose message names no column (Prefect stores
+    it); its ``detail``, for the steward, is what these tests check, raised here as the
+    ``InputValidationError`` (or ``DataError``) it was."""
     from prefect.logging import disable_run_logger
 
+    from engines.inputs import InputRefused, InputValidationError
     from tasks.validate import validate_input
 
-    with disable_run_logger():
-        return validate_input.fn(spec, folder / "internal")
+    try:
+        with disable_run_logger():
+            return validate_input.fn(spec, folder / "internal")
+    except InputRefused as e:
+        assert "column '" not in str(e), str(e)
+        raise InputValidationError(e.detail) from e
 
 
 # ---------------------------------------------------------------- the streaming passes
@@ -129,6 +138,32 @@ def record_release(led, rid, plan=PURE_PLAN, lifetime=None, status="released", d
     led.reserve(dataset=dataset, release_id=rid, mechanism="m", plan=plan, lifetime=lifetime)
     led.spend(rid, [s.stage for s in plan.stages], plan)
     return led.finish(rid, status)
+
+
+# ---------------------------------------------------------------- faults injected into the real run only
+
+
+def in_rehearsal() -> bool:
+    """Is the caller running inside ``flows.rehearsal.rehearse`` (the rehearsal before the
+    reserve, on a table drawn from the public schema)?"""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "rehearse" and frame.f_globals.get("__name__") == "flows.rehearsal":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def real_run_only(original, replacement):
+    """``replacement`` in the release's real run, ``original`` in its rehearsal: a fault that
+    only the confidential data or the environment of the real run can cause (a value a library
+    chokes on, a full disk), which no rehearsal could meet."""
+
+    def patched(*args, **kwargs):
+        return (original if in_rehearsal() else replacement)(*args, **kwargs)
+
+    patched.fn = getattr(original, "fn", None)  # a Prefect task's function, as the rehearsal calls it
+    return patched
 
 
 # ---------------------------------------------------------------- end to end: the CLI, the bundle, the ledger

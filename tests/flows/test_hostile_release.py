@@ -53,6 +53,7 @@ from tests.helpers import (
     assert_nothing_spent,
     cli_text,
     ledger_rows,
+    real_run_only,
     write_spec,
 )
 
@@ -192,7 +193,7 @@ def test_disk_fills_up_part_way(tmp_path, monkeypatch):
         path.write_text(",".join(table.columns) + "\n1,2")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(bundle, "write_csv", fill_up)
+    monkeypatch.setattr(bundle, "write_csv", real_run_only(bundle.write_csv, fill_up))
     spec = write_spec(tmp_path, adult_rows(300), checks={"enabled": False})
     out = tmp_path / "out"
     with pytest.raises(

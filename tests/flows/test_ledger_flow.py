@@ -7,14 +7,15 @@ import sqlite3
 import pytest
 from typer.testing import CliRunner
 
-import flows.release as release_module
+import flows.pipeline as pipeline
+from engines.inputs import InputRefused
 from flows.audit import verify_bundle
 from flows.cli import app
 from flows.release import release
 from ledger import BudgetRefused, Ledger
 from mechanisms.accounting import Charge, compose_lifetime, zcdp_rho
 from tasks.scrub import UnexpectedError
-from tests.helpers import adult_rows, write_spec
+from tests.helpers import adult_rows, in_rehearsal, real_run_only, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]
 SMALL = {"enabled": False}
@@ -79,7 +80,7 @@ def test_a_crash_after_noise_keeps_the_spend_and_a_rerun_never_redraws(tmp_path,
     def crash(*args, **kwargs):
         raise MemoryError("simulated crash while sampling")
 
-    monkeypatch.setattr(release_module, "project_and_sample", crash)
+    monkeypatch.setattr(pipeline, "project_and_sample", real_run_only(pipeline.project_and_sample, crash))
     with pytest.raises(UnexpectedError, match=r"\(MemoryError\)"):
         release(str(spec), str(out), release_id="crash")
     monkeypatch.undo()
@@ -100,8 +101,9 @@ def test_bad_input_spends_nothing_and_the_same_id_can_run_again(tmp_path):
     data.loc[3, "age"] = "999"
     spec = write_spec(tmp_path, data, checks=SMALL)
     out = tmp_path / "out"
-    with pytest.raises(Exception, match="column 'age'"):
+    with pytest.raises(InputRefused, match="refused at stage 'validate_input'") as refused:
         release(str(spec), str(out), release_id="again")
+    assert "column 'age'" in refused.value.detail
     with Ledger(f"sqlite:///{out / 'ledger.db'}") as led:
         (r,) = led.releases()
         assert (r["status"], r["epsilon"], r["stages"]) == ("failed", 0.0, [])
@@ -173,7 +175,7 @@ def test_a_bundle_that_cannot_be_moved_after_its_seal_ends_failed(tmp_path, monk
     real_replace = os.replace
 
     def refuse_the_final_rename(src, dst):
-        if ".staging-" in str(src) and not str(dst).endswith(".json"):
+        if ".staging-" in str(src) and not str(dst).endswith(".json") and not in_rehearsal():
             raise OSError(errno.EACCES, "Permission denied")
         return real_replace(src, dst)
 

@@ -50,8 +50,9 @@ def wait(step):
     while step == pause and not (d / "go").exists():
         time.sleep(0.05)
 
+import flows.pipeline as pipe
 step_reached, artifacts = rel.step_reached, rel.release_artifacts
-rel.step_reached = lambda record, step: (wait(step), step_reached(record, step))[1]
+rel.step_reached = pipe.step_reached = lambda record, step: (wait(step), step_reached(record, step))[1]
 rel.release_artifacts = lambda *a, **k: (wait("sealed"), artifacts(*a, **k))[1]
 from flows.cli import main
 sys.argv = ["dprelease", *sys.argv[1:]]

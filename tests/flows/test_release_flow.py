@@ -1,7 +1,6 @@
 """End to end: the real Prefect flow under one session-scoped prefect_test_harness."""
 
 import json
-import re
 
 import pandas as pd
 import pytest
@@ -9,7 +8,7 @@ from typer.testing import CliRunner
 
 from bundle.files import sha256
 from checks.gates import GateError
-from engines.inputs import InputValidationError
+from engines.inputs import InputRefused
 from flows.audit import verify_bundle
 from flows.cli import app
 from flows.release import release
@@ -108,13 +107,17 @@ def test_failed_release_publishes_nothing(tmp_path):
     data.loc[7, "age"] = "150"
     spec = write_spec(tmp_path, data)
     out = tmp_path / "out"
-    with pytest.raises(InputValidationError, match=re.escape("column 'age': values must lie within")):
+    with pytest.raises(InputRefused, match="refused at stage 'validate_input'") as refused:
         release(str(spec), str(out), release_id="bad-age")
+    assert "column 'age'" not in str(refused.value)  # Prefect hears only that and where
+    assert "column 'age': values must lie within" in refused.value.detail  # the steward, why
     assert not (out / "bad-age").exists()
     assert not list(out.glob(".staging-*"))
     (record,) = list((out / "failures").iterdir())
     failure = json.loads((record / "failure.json").read_text())
     assert failure["stage"] == "validate_input" and failure["published"] is False
+    assert "column 'age': values must lie within" in failure["message"]
+    assert str(record) in str(refused.value)
     assert (record / "internal" / "validation_input.json").is_file()
 
 
