@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from uuid import uuid4
 
+from bundle.files import PRIVATE_DIR, PUBLIC_DIR, make_dir
 from mechanisms.errors import DPReleaseError
 
 __all__ = [
@@ -100,7 +101,8 @@ def check_out(out: Path) -> None:
 
 def prepare_staging(out: Path, release_id: str) -> Staging:
     """Check the final folder (``check_destination``), take the lock, then create the
-    staging folder with ``public/`` and ``internal/``."""
+    staging folder (0700: nobody else may enter it while the run writes confidential
+    reports) with ``public/`` (0755) and ``internal/`` (0700), whatever the umask."""
     dest = check_destination(out, release_id)
     name = f".staging-{release_id}-{uuid4().hex[:8]}"
     lock = out / f"{name}.lock"
@@ -111,8 +113,9 @@ def prepare_staging(out: Path, release_id: str) -> Staging:
         owner = {"release_id": release_id, "host": socket.gethostname(), "pid": os.getpid()}
         os.write(fd, json.dumps({**owner, "started": datetime.now(UTC).isoformat()}).encode())
         staging = Staging(release_id, dest, out / name, lock, fd)
-        (staging.path / "public").mkdir(parents=True)
-        (staging.path / "internal").mkdir()
+        make_dir(staging.path, PRIVATE_DIR)
+        make_dir(staging.path / "public", PUBLIC_DIR)
+        make_dir(staging.path / "internal", PRIVATE_DIR)
     except OSError as e:
         raise DPReleaseError(
             f"output folder '{out}' is not writable ({e.strerror}); pass --out with a folder you can write to"

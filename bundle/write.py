@@ -10,6 +10,9 @@ Layout of ``<out>/<release_id>/``:
 * ``internal/``: validation reports (with counts), the checks, ``manifest.json`` — for
   the steward and the auditor only.
 
+Only ``public/`` may be served: ``<release_id>/`` and ``public/`` are 0755 with 0644 files,
+``internal/`` and ``failures/`` 0700 with 0600 files (``bundle.files``), whatever the umask.
+
 Everything is written into ``<out>/.staging-<release_id>-<uuid>`` (``bundle/staging.py``),
 renamed to ``<out>/<release_id>`` as the very last step, so a failed run never leaves a
 half-written release.
@@ -17,6 +20,7 @@ half-written release.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import errno
 import io
@@ -33,7 +37,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from bundle.document import readme
-from bundle.files import sha256, write_json
+from bundle.files import PRIVATE_DIR, PUBLIC_DIR, make_dir, set_modes, sha256, write_json, write_text
 from mechanisms.errors import DPReleaseError
 
 __all__ = [
@@ -121,7 +125,9 @@ def write_bundle_files(
     ``synthetic`` None: a streaming engine has already written the synthetic files into
     ``public/``, chunk by chunk (they are removed with it when a gate failed).
     ``seal`` gets the sha256 of both manifests (public: None when gated) just before
-    the rename: the flow writes it into the ledger's closing row.
+    the rename: the flow writes it into the ledger's closing row. Before the seal the
+    modes are set: ``public/`` world-readable, ``internal/`` its owner's only, the folder
+    itself 0755 (so that ``public/`` can be served).
     An OSError (disk full, not writable) becomes a ``DPReleaseError`` naming the folder and
     the reason; the partial ``public/`` is removed, and the flow's failure record takes
     ``internal/`` and removes the staging folder."""
@@ -133,13 +139,16 @@ def write_bundle_files(
                 for name, out in document["outputs"].items():
                     writers[out["format"]](synthetic, public / name)
             write_json(public / "release.json", document)
-            (public / "README.txt").write_text(readme(document))
+            write_text(public / "README.txt", readme(document))
             _manifest(public)
+            set_modes(public, private=False)
         else:
             os.replace(public / "budget_plan.json", internal / "budget_plan.json")
             shutil.rmtree(public)
             write_json(internal / "release.json", document)
         _manifest(internal)
+        set_modes(internal, private=True)
+        os.chmod(staging, PUBLIC_DIR)  # before the seal: a recovery may move it into place as it is
         if seal is not None:
             seal(sha256(public / "manifest.json") if publish else None, sha256(internal / "manifest.json"))
         if os.path.lexists(dest):
@@ -163,22 +172,25 @@ def write_failure_record(
     """``<out>/failures/<release_id>-<utc>/``: failure.json (with ``facts``, e.g. how a
     dead run was recovered) plus whatever ``internal/`` reports the run had made (for the
     steward, moved: a rename needs no space on a full disk); the staging folder is removed.
+    The record is its owner's only (folders 0700, files 0600), and so is ``failures/``
+    when this creates it (an existing one keeps the mode its owner gave it).
     If the record itself cannot be written, it is removed too and a ``DPReleaseError`` says
     why, and what the run had failed with."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     record = out_dir / "failures" / f"{release_id}-{stamp}"
     if isinstance(error, DPReleaseError):  # our messages name rules, never values
-        message = str(error)
+        message = getattr(error, "detail", None) or str(error)  # a refused input's column and rule
     else:  # an unexpected message may quote data: keep it with the internal reports
         message = "unexpected error; the traceback is in internal/traceback.txt"
     try:
-        record.mkdir(parents=True)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        make_dir(make_dir(record.parent, PRIVATE_DIR, exist_ok=True) / record.name, PRIVATE_DIR)
         if staging is not None and (staging / "internal").is_dir():
             os.replace(staging / "internal", record / "internal")
         if not isinstance(error, DPReleaseError):
-            (record / "internal").mkdir(exist_ok=True)
+            make_dir(record / "internal", PRIVATE_DIR, exist_ok=True)
             cause = getattr(error, "original", error)  # a scrubbed error carries the real one
-            (record / "internal" / "traceback.txt").write_text("".join(traceback.format_exception(cause)))
+            write_text(record / "internal" / "traceback.txt", "".join(traceback.format_exception(cause)))
         write_json(
             record / "failure.json",
             {
@@ -191,6 +203,8 @@ def write_failure_record(
                 **(facts or {}),
             },
         )
+        with contextlib.suppress(PermissionError):  # another user's files: the 0700 record closes them
+            set_modes(record, private=True)  # what the run had made in internal/, whoever wrote it
     except OSError as e:
         shutil.rmtree(record, ignore_errors=True)
         after = f" (the run had failed at stage '{stage}': {message})"

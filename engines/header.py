@@ -1,6 +1,6 @@
 """What the CLI checks of the input before Prefect starts, and the readers share: the file
-(exists, is readable, has a supported format) and its header line against the public
-schema. Only the header line is read: it is the file's structure, not a record (and
+(exists, is a file, is readable, has a supported format) and its header against the public
+schema. Only the header record is read: it is the file's structure, not a record (and
 ``check_columns`` quotes undeclared names only when the line looks like a header).
 Light imports only (no pandas or pyarrow at import time), so the CLI answers in seconds."""
 
@@ -9,9 +9,10 @@ from __future__ import annotations
 import codecs
 import csv
 import gzip
+import io
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from mechanisms.errors import DPReleaseError
@@ -23,7 +24,7 @@ none set (None: exactly one must be set)."""
 
 __all__ = ["DataError", "check_columns", "input_format", "read_header"]
 
-_HEADER_BYTES = 1 << 20  # a header line longer than 1 MiB is not a header
+_HEADER_BYTES = 1 << 20  # a header record longer than 1 MiB is not a header
 
 
 class DataError(DPReleaseError):
@@ -32,6 +33,11 @@ class DataError(DPReleaseError):
 
 def input_format(path: Path) -> str:
     """``csv`` (optionally gzipped) or ``parquet``, from the file name."""
+    if path.is_dir():
+        raise DataError(
+            f"dataset file '{path}' is a folder, not a file; fix dataset.path in the spec (or the data path "
+            "given) to name a CSV (.csv, .csv.gz) or Parquet file"
+        )
     if not path.is_file():
         raise DataError(f"dataset file '{path}' does not exist; fix dataset.path in the spec")
     if path.suffix.lower() == ".parquet":
@@ -41,8 +47,35 @@ def input_format(path: Path) -> str:
     raise DataError(f"dataset file '{path}' must end in .csv, .csv.gz or .parquet")
 
 
+class HeaderTooLong(Exception):
+    """The first record goes on past ``_HEADER_BYTES``."""
+
+
+def _first_record(f: io.BufferedIOBase) -> list[str] | None:
+    """The first CSV record of the binary file ``f`` (UTF-8, a BOM dropped; None if the
+    file is empty). The csv module asks for physical lines one at a time, as it needs
+    them: a quoted name may hold a line break, so a record may span lines; none is read
+    past the record's end, nor past ``_HEADER_BYTES`` (``HeaderTooLong``)."""
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+
+    def lines() -> Iterator[str]:
+        left = _HEADER_BYTES
+        while True:
+            if left == 0:  # the record goes on past the limit
+                raise HeaderTooLong
+            line = f.readline(left)
+            if not line:
+                return
+            left -= len(line)
+            if left == 0 and not line.endswith(b"\n"):
+                raise HeaderTooLong
+            yield decoder.decode(line, final=not line.endswith(b"\n"))
+
+    return next(csv.reader(lines(), strict=True), None)
+
+
 def read_header(path: Path) -> list[str]:
-    """The column names on the first line of ``path`` (CSV, gzipped CSV) or in its schema
+    """The column names in the first record of ``path`` (CSV, gzipped CSV) or in its schema
     (Parquet), without reading a record. Refuses a missing, unreadable or empty file."""
     kind = input_format(path)
     if not os.access(path, os.R_OK):
@@ -54,16 +87,20 @@ def read_header(path: Path) -> list[str]:
             return list(pq.read_schema(path).names)
         opener = gzip.open if path.suffix.lower() == ".gz" else open
         with opener(path, "rb") as f:
-            line = f.readline(_HEADER_BYTES)
-        text = codecs.decode(line, "utf-8-sig")
+            record = _first_record(f)
+    except HeaderTooLong:
+        raise DataError(
+            f"dataset file '{path}' has no header record within its first {_HEADER_BYTES >> 20} MiB; it "
+            "must start with a header row of column names"
+        ) from None
     except Exception as e:  # parser errors may quote raw bytes: report the kind only
         raise DataError(
             f"dataset file '{path}' could not be read ({type(e).__name__}); check that it is a complete, "
             "well-formed file with one header row"
         ) from None
-    if not text.strip():
+    if not record or (len(record) == 1 and not record[0].strip()):
         raise DataError(f"dataset file '{path}' is empty; it must start with a header line")
-    return next(csv.reader([text.rstrip("\r\n")]))
+    return record
 
 
 def declared_kinds(path: Path) -> dict[str, tuple[str, str]] | None:

@@ -7,9 +7,13 @@ Prefect API stores them), and sent by ``flows.events.deliver``: a run that canno
 API queues them with its event instead of failing (``flows/events.py``).
 
 Where the bundle is: its absolute path and the host that wrote it, since a ``file://`` link
-means something only on that machine; with ``public_url`` (the flow parameter naming where
-``out_dir`` is served or mounted for its readers, e.g. ``https://data.example.org/releases``
-or ``s3://bucket/releases``) the link is ``<public_url>/<release_id>/public/``.
+means something only on that machine; with ``public_url`` (the flow parameter naming the
+URL prefix under which each ``<out_dir>/<release_id>/public/`` folder is served to its
+readers, e.g. ``https://data.example.org/releases`` or ``s3://bucket/releases``) the link
+is ``<public_url>/<release_id>/public/``. Only the ``public/`` folders may be served (or
+copied to the bucket), never ``out_dir`` as a whole: ``<release_id>/internal/`` (exact
+utility and linkage statistics, the report's real marginals, validation counts),
+``failures/`` and ``ledger.db`` live there too, readable by their owner only.
 """
 
 from __future__ import annotations
@@ -32,20 +36,24 @@ _URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s@?#]+")
 def check_public_url(url: str | None) -> str | None:
     """``url`` without a trailing ``/``, after checking it is a URL prefix (``scheme://…``)
     with no credentials, query or fragment (Prefect stores flow parameters and the events
-    carry it); None stays None."""
+    carry it); None stays None. ``<url>/<release_id>/public/`` must serve that release's
+    ``public/`` folder, and nothing under ``url`` may serve another part of ``out_dir``."""
     if url is None:
         return None
     if not _URL.fullmatch(url):
         raise DPReleaseError(
             "public_url must be a URL prefix such as https://data.example.org/releases or "
-            "s3://bucket/releases, without credentials ('@'), query or fragment"
+            "s3://bucket/releases, without credentials ('@'), query or fragment, under which "
+            "<release_id>/public/ serves each release's public/ folder (and nothing else of out_dir)"
         )
     return url.rstrip("/")
 
 
 def bundle_location(path: Path, public_url: str | None, *, published: bool) -> dict[str, str]:
     """Where the bundle is, for the artifacts and events: its absolute path, the host that
-    wrote it, and (published, with ``public_url``) the URL of its ``public/`` folder."""
+    wrote it, and (published, with ``public_url``) the URL of its ``public/`` folder,
+    ``<public_url>/<release_id>/public/``: the only part of a bundle that is served (a
+    gated release has none, so no URL)."""
     where = {"path": str(path.resolve()), "host": socket.gethostname()}
     if public_url is not None and published:
         where["url"] = f"{public_url}/{path.name}/public/"

@@ -31,7 +31,7 @@ from pathlib import Path
 from bundle.files import sha256
 from mechanisms.accounting import zcdp_delta, zcdp_epsilon, zcdp_rho
 
-__all__ = ["Check", "load_document", "verify_bundle"]
+__all__ = ["Check", "LedgerChoice", "choose_ledger", "load_document", "verify_bundle"]
 
 _REL = 1e-9  # relative tolerance for re-derived floats (the files hold repr-exact doubles)
 
@@ -349,18 +349,38 @@ def _discovery(doc: dict) -> list[Check]:
     return out
 
 
+@dataclass(frozen=True)
+class LedgerChoice:
+    """The ledger an audit cross-checks (None: none found) and where its URL came from."""
+
+    url: str | None
+    origin: str
+
+
+def choose_ledger(doc: dict, given: str | None) -> LedgerChoice:
+    """``given`` (``--ledger``), else the SQLite ledger the bundle's release.json names, if
+    that file is here: a copied bundle may name a ledger that is not the one the auditor
+    means, so the origin is always said. A recorded database of another kind is never
+    opened unasked (its URL holds no password)."""
+    if given is not None:
+        return LedgerChoice(given, "--ledger")
+    recorded = (doc["privacy"].get("ledger_record") or {}).get("url", "")
+    if recorded.startswith("sqlite:///") and Path(recorded.removeprefix("sqlite:///")).is_file():
+        return LedgerChoice(recorded, "from the bundle's release.json; pass --ledger to choose")
+    named = f"the bundle's release.json names {recorded}" if recorded else "the bundle names no ledger"
+    where = ", which is not a SQLite file here" if recorded.startswith("sqlite:///") else ""
+    return LedgerChoice(None, f"{named}{where}; pass --ledger URL")
+
+
 def verify_bundle(bundle: Path, ledger_url: str | None) -> list[Check]:
-    """All checks; the bundle passes when every ``ok`` is True."""
+    """All checks; the bundle passes when every ``ok`` is True. The ledger: ``ledger_url``,
+    else the one the bundle names (``choose_ledger``)."""
     doc, _ = load_document(bundle)
     derived = _discovery(doc) if doc.get("kind") == "schema_discovery" else _derived(doc)
     checks = _files(bundle) + _identity(bundle, doc) + _arithmetic(doc) + derived + _status(doc)
-    url = ledger_url
-    if url is None:
-        recorded = (doc["privacy"].get("ledger_record") or {}).get("url", "")
-        if recorded.startswith("sqlite:///") and Path(recorded.removeprefix("sqlite:///")).is_file():
-            url = recorded
-    if url is None:
-        checks.append(Check("ledger", "cross-check", False, "ledger not found; pass --ledger URL"))
+    chosen = choose_ledger(doc, ledger_url)
+    if chosen.url is None:
+        checks.append(Check("ledger", "cross-check", False, f"ledger not found: {chosen.origin}"))
     else:
-        checks += _ledger(doc, bundle, url)
+        checks += _ledger(doc, bundle, chosen.url)
     return checks

@@ -3,16 +3,19 @@ discovered under DP (``mechanisms.discovery``), charged to the dataset's ledger 
 release of its own (stage ``schema``), with a bundle ``<release_id>/public`` that
 ``dprelease audit verify`` checks like any release's.
 
-Order, as in a release: the whole plan is reserved in the ledger before a value is read
-(a refusal reads and spends nothing); the stage is recorded as spent before the noise is
-drawn; the closing ``released`` row seals the bundle's manifest. Columns are discovered
-only where the kind is known from public facts (a Parquet type or ``--kind``): whether a
-CSV column parses as numbers is a property of the values, so it is never guessed.
+Order, as in a release: whatever can fail without a value of the data fails first (the
+ledger's and the bundle folder's places, ``_check_places``); then the whole plan is
+reserved in the ledger before a value is read (a refusal reads and spends nothing); the
+stage is recorded as spent before the noise is drawn; the closing ``released`` row seals
+the bundle's manifest. Columns are discovered only where the kind is known from public
+facts (a Parquet type or ``--kind``): whether a CSV column parses as numbers is a
+property of the values, so it is never guessed.
 """
 
 from __future__ import annotations
 
 import math
+import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +23,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bundle.files import sha256, write_json
+from bundle.files import PUBLIC_DIR, make_dir, sha256, write_json
+from bundle.staging import check_out
+from bundle.write import io_error
 from engines.header import DataError, input_format
 from engines.tables import numbers
 from mechanisms.discovery import (
@@ -89,6 +94,54 @@ def _read(path: Path, kinds: dict[str, str]) -> dict[str, np.ndarray]:
     return out
 
 
+def _sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite ledger URL (absolute); None for another database, or for a
+    string that is not a URL (opening the ledger names that problem, before the reserve)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except Exception:
+        return None
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database).expanduser().resolve()
+
+
+def _check_places(out: Path, ledger_url: str) -> None:
+    """The checks that need no value of the data, made before the reserve: a SQLite
+    ledger's file is neither ``out`` nor a folder above it (the bundle goes into a folder
+    below ``out``) nor below a file; ``out`` is a folder this process can write to
+    (``bundle.staging.check_out``: created if absent, then probed)."""
+    db = _sqlite_file(ledger_url)
+    if db is not None:
+        folder = out.expanduser().resolve()
+        if db == folder or db in folder.parents:
+            raise DPReleaseError(
+                f"--ledger ({db}) must be a file apart from --bundle-out ({out}), the folder that receives "
+                f"the bundle; pass --ledger {out / 'ledger.db'}, or leave --ledger out for that default"
+            )
+        above = next((p for p in db.parents if p.exists()), None)
+        if above is not None and not above.is_dir():
+            raise DPReleaseError(
+                f"--ledger ({db}) must be in a folder, but '{above}' is a file; pass --ledger with a path "
+                "in a folder you can write to"
+            )
+    check_out(out)
+
+
+def _write_bundle(bundle: Path, doc: dict) -> Path:
+    """``<bundle>/public/`` (world-readable: 0755, files 0644) with release.json and its
+    manifest; returns the manifest."""
+    public = make_dir(make_dir(bundle, PUBLIC_DIR) / "public", PUBLIC_DIR)
+    write_json(public / "release.json", doc)
+    write_json(
+        public / "manifest.json",
+        {"algorithm": "sha256", "files": {"release.json": sha256(public / "release.json")}},
+    )
+    return public / "manifest.json"
+
+
 def discover(
     data: Path,
     kinds: dict[str, str],
@@ -116,6 +169,7 @@ def discover(
     bundle = out / release_id
     if bundle.exists():
         raise DPReleaseError(f"'{bundle}' already exists; wait a second and run again")
+    _check_places(out, ledger_url)
     share = plan.stage("schema").split(len(kinds))
     with Ledger(ledger_url) as led:
         led.reserve(dataset=dataset, release_id=release_id, mechanism=MECHANISM, plan=plan, lifetime=lifetime)
@@ -146,13 +200,14 @@ def discover(
         )
         doc["privacy"]["ledger"]["measurements"] = [m.ledger_row() for m in made]
         doc["privacy"]["ledger_record"] = ledger_facts(led, dataset, release_id)
-        public = bundle / "public"
-        write_json(public / "release.json", doc)
-        write_json(
-            public / "manifest.json",
-            {"algorithm": "sha256", "files": {"release.json": sha256(public / "release.json")}},
-        )
-        led.finish(release_id, "released", {"public_manifest_sha256": sha256(public / "manifest.json")})
+        try:
+            manifest = _write_bundle(bundle, doc)
+        except OSError as e:  # e.g. a full disk: the places were checked before the reserve
+            shutil.rmtree(bundle, ignore_errors=True)
+            led.finish(release_id, "failed", {"stage": "write_bundle", "error": type(e).__name__})
+            spent = " (the budget this discovery spent stays spent: its noise was drawn)"
+            raise io_error("writing the discovery bundle", out, e, spent) from None
+        led.finish(release_id, "released", {"public_manifest_sha256": sha256(manifest)})
     return Discovery(release_id, bundle, bounds, categories, epsilon, plan.delta)
 
 

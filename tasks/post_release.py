@@ -22,7 +22,7 @@ import pandas as pd
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from bundle.files import write_json
+from bundle.files import write_json, write_text
 from checks.gates import gate_metrics
 from checks.html import render_report
 from checks.reports import linkage_report, utility_report
@@ -141,5 +141,5 @@ def write_report(
     """``internal/report.html``: one self-contained page with embedded pictures (advisory:
     a section that cannot be drawn says so)."""
     path = internal_dir / "report.html"
-    path.write_text(render_report(real[1], synthetic[1], schema, utility, linkage, gates, document))
+    write_text(path, render_report(real[1], synthetic[1], schema, utility, linkage, gates, document))
     return path

@@ -69,6 +69,18 @@ def test_missing_file(tmp_path):
         read_input(spec)
 
 
+def test_a_folder_is_not_taken_for_a_missing_file(tmp_path):
+    """Issue 30: a folder given as the data path is named as a folder, not as missing."""
+    spec = load_spec(
+        write_spec(tmp_path, checks={}, schema=TOY_SCHEMA, dataset={"name": "toy", "path": "data.csv"})
+    )
+    (tmp_path / "data.csv").mkdir()
+    with pytest.raises(
+        DataError, match=r"dataset file '.*data\.csv' is a folder, not a file; fix dataset\.path"
+    ):
+        read_input(spec)
+
+
 @pytest.mark.parametrize(
     ("header", "message"),
     [

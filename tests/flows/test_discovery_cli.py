@@ -117,3 +117,61 @@ def test_text_in_a_numeric_column_fails_naming_it_and_spends_nothing(tmp_path):
         assert row["status"] == "failed" and row["epsilon"] == 0.0
         failed = [r for r in led.entries(dataset="people") if r["status"] == "failed"]
         assert [r["detail"] for r in failed] == [{"stage": "read", "error": "DataError"}]  # no message
+
+
+def test_a_ledger_on_the_bundle_folder_is_refused_before_anything_is_spent(tmp_path):
+    """Issue 30: ``--bundle-out X --ledger X`` (X missing) made X the ledger's file, then
+    failed writing the bundle into it after the noise was drawn; now refused first."""
+    same = tmp_path / "X"
+    result = _init(_people(tmp_path), *KINDS, "--bundle-out", str(same), "--ledger", str(same))
+    text = cli_text(result.output)
+    assert result.exit_code == 2, result.output
+    assert f"--ledger ({same}) must be a file apart from --bundle-out" in text and "ledger.db" in text, text
+    assert not same.exists() and not (tmp_path / "people.yaml").exists()  # no ledger, no bundle, no draft
+
+
+def test_a_bundle_folder_that_cannot_be_made_is_refused_before_the_reserve(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    ledger = tmp_path / "ledger.db"
+    Ledger(default_url(tmp_path)).close()  # the dataset's ledger, as a steward keeps it
+    result = _init(_people(tmp_path), *KINDS, "--bundle-out", str(blocker / "out"), "--ledger", str(ledger))
+    assert result.exit_code == 2 and "is not writable" in cli_text(result.output), result.output
+    with Ledger(default_url(tmp_path)) as led:
+        assert led.releases("people") == [] and led.entries(dataset="people") == []  # nothing reserved
+
+
+def test_a_ledger_below_a_file_is_refused_before_the_reserve(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    result = _init(
+        _people(tmp_path), *KINDS, "--bundle-out", str(tmp_path / "out"), "--ledger", str(blocker / "l.db")
+    )
+    text = cli_text(result.output)
+    assert result.exit_code == 2 and f"'{blocker}' is a file" in text, result.output
+
+
+def test_audit_verify_says_which_ledger_it_checked_and_why(tmp_path):
+    """Issue 30: without --ledger the audit uses the SQLite ledger the bundle names, and says
+    so; a copy whose named ledger is not here says that, and what to pass."""
+    out = tmp_path / "releases"
+    assert _init(_people(tmp_path), *KINDS, "--bundle-out", str(out)).exit_code == 0
+    (bundle,) = [p for p in out.iterdir() if p.is_dir()]
+    named = default_url(out)
+    result = CliRunner().invoke(app, ["audit", "verify", str(bundle)])
+    text = cli_text(result.output)
+    assert result.exit_code == 0, result.output
+    assert (
+        f"checked against the ledger {named} (from the bundle's release.json; pass --ledger to choose)"
+        in text
+    )
+    result = CliRunner().invoke(app, ["audit", "verify", str(bundle), "--ledger", str(out)])
+    assert f"checked against the ledger {named} (--ledger)" in cli_text(result.output), result.output
+    (out / "ledger.db").rename(tmp_path / "elsewhere.db")  # a copied bundle: its ledger is not here
+    result = CliRunner().invoke(app, ["audit", "verify", str(bundle)])
+    text = cli_text(result.output)
+    assert result.exit_code == 1
+    assert (
+        f"no ledger was checked (the bundle's release.json names {named}, which is not a SQLite file here"
+        in text
+    )

@@ -7,6 +7,7 @@ import pandas as pd
 import yaml
 from typer.testing import CliRunner
 
+from engines.header import read_header
 from flows.cli import app
 from tests.helpers import cli_text
 
@@ -78,3 +79,20 @@ def test_a_csv_draft_reads_the_header_line_only(tmp_path):
     assert "3 of unknown kind" in cli_text(result.output)
     result = runner.invoke(app, ["init", str(tmp_path / "data.csv"), "--out", str(tmp_path / "d.yaml")])
     assert result.exit_code == 2 and "--force" in cli_text(result.output)
+
+
+def test_a_quoted_line_break_in_the_header_keeps_every_column(tmp_path):
+    """Issue 30: the header is the first CSV record, which may span lines; nothing past it
+    is read (the next line is not even text)."""
+    (tmp_path / "data.csv").write_bytes(b'a,"b\nc",d\n\xff\xfe\x00garbage\n')
+    assert read_header(tmp_path / "data.csv") == ["a", "b\nc", "d"]
+    result = CliRunner().invoke(app, ["init", str(tmp_path / "data.csv"), "--out", str(tmp_path / "d.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "3 column(s), 3 of unknown kind" in cli_text(result.output)
+
+
+def test_a_folder_as_the_data_path_is_named_a_folder(tmp_path):
+    (tmp_path / "data.csv").mkdir()
+    result = CliRunner().invoke(app, ["init", str(tmp_path / "data.csv")])
+    text = cli_text(result.output)
+    assert result.exit_code == 2 and "is a folder, not a file" in text and "does not exist" not in text, text
