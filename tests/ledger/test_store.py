@@ -134,9 +134,9 @@ def test_tampering_breaks_the_chain(url):
 
 
 def test_a_bad_url_is_a_clear_error(tmp_path):
-    with pytest.raises(LedgerError, match="not a database URL"):
+    with pytest.raises(LedgerError, match="must be a database URL"):
         Ledger("not a url")
-    with pytest.raises(LedgerError, match="only sqlite and postgresql"):
+    with pytest.raises(LedgerError, match="must be sqlite or postgresql"):
         Ledger("mysql://u@localhost/x")
 
 
