@@ -82,7 +82,7 @@ def _url(url: str) -> URL:
         return make_url(url)
     except Exception:
         raise BackupError(
-            f"{url!r} is not a database URL (sqlite:///PATH or postgresql://USER@HOST/DB)"
+            f"{redact(url)!r} is not a database URL (sqlite:///PATH or postgresql://USER@HOST/DB)"
         ) from None
 
 
