@@ -10,10 +10,9 @@ from typing import Annotated
 import typer
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from flows.console import console, fail
+from flows.console import console, fail, shown
 from mechanisms.accuracy import describe
 from mechanisms.errors import DPReleaseError
 
@@ -41,19 +40,23 @@ LedgerReadOpt = Annotated[
 def audit_verify(bundle: BundleArg, ledger: LedgerReadOpt = None) -> None:
     """Recompute every sha256, the budget arithmetic and the hash chain; cross-check the
     ledger. Exit 0 only if every check holds; 1 names what does not."""
-    from flows.audit import verify_bundle
-    from ledger import ledger_url
+    from flows.audit import choose_ledger, load_document, verify_bundle
+    from ledger import ledger_url, redact
 
     try:
-        checks = verify_bundle(bundle, None if ledger is None else ledger_url(ledger, bundle))
+        given = None if ledger is None else ledger_url(ledger, bundle)
+        checks = verify_bundle(bundle, given)
+        chosen = choose_ledger(load_document(bundle)[0], given)
     except (FileNotFoundError, DPReleaseError) as e:
         fail(str(e), "pass the folder of a release bundle (and --ledger if it is not the bundle's).", 2)
-    table = Table(title=f"audit of {escape(str(bundle))}")
+    table = Table(title=f"audit of {shown(str(bundle))}")
     for col in ("group", "check", "result", "detail"):
         table.add_column(col, overflow="fold")
     for c in checks:
-        table.add_row(c.group, escape(c.name), "[green]ok" if c.ok else "[red]FAIL", escape(c.detail))
+        table.add_row(c.group, shown(c.name), "[green]ok" if c.ok else "[red]FAIL", shown(c.detail))
     Console().print(table)
+    said = f"checked against the ledger {redact(chosen.url)}" if chosen.url else "no ledger was checked"
+    console.print(f"{shown(said)} ({shown(chosen.origin)})", soft_wrap=True)
     failed = [c for c in checks if not c.ok]
     if failed:
         fail(
@@ -92,13 +95,13 @@ def audit_show(
     priv, book = doc["privacy"], doc["privacy"]["ledger"]
     key = "rho" if priv["accountant"] == "zcdp" else "epsilon"
     out.print(  # the bundle is not trusted: every string from it is printed escaped
-        f"[bold]release {escape(doc['release_id'])}[/bold] of '{escape(doc['dataset'])}': "
-        f"{escape(doc['status'])}, mechanism {escape(doc['mechanism']['name'])}, "
-        f"{escape(priv['accountant'])} accounting, replace-one neighbours, "
-        f"n = {escape(str(priv['input_rows_n_public']))} (public)"
+        f"[bold]release {shown(doc['release_id'])}[/bold] of '{shown(doc['dataset'])}': "
+        f"{shown(doc['status'])}, mechanism {shown(doc['mechanism']['name'])}, "
+        f"{shown(priv['accountant'])} accounting, replace-one neighbours, "
+        f"n = {shown(str(priv['input_rows_n_public']))} (public)"
     )
     if not doc["differentially_private"]:
-        out.print("[bold red]NOT differentially private:[/bold red] " + escape("; ".join(book["defects"])))
+        out.print("[bold red]NOT differentially private:[/bold red] " + shown("; ".join(book["defects"])))
     if not doc["randomness"]["fit_for_publication"]:
         out.print("[bold red]made with --insecure-seed: not fit for publication[/bold red]")
     stages = Table(title="stages")
@@ -106,7 +109,7 @@ def audit_show(
         stages.add_column(col, overflow="fold")
     for st in book["stages"]:
         stages.add_row(
-            escape(st["stage"]),
+            shown(st["stage"]),
             f"{st['weight']:g}",
             f"{st[key + '_allocated']:.6g}",
             f"{st[key + '_spent']:.6g}",
@@ -116,7 +119,7 @@ def audit_show(
         _discovered(out, doc["discovered"])
     accuracy = {a["statistic"]: a for a in priv.get("accuracy") or []}
     for stage in dict.fromkeys(r["stage"] for r in book["measurements"]):
-        rows = Table(title=f"measurements of stage '{escape(stage)}'", box=box.SIMPLE_HEAD, pad_edge=False)
+        rows = Table(title=f"measurements of stage '{shown(stage)}'", box=box.SIMPLE_HEAD, pad_edge=False)
         names = [r["statistic"] for r in book["measurements"] if r["stage"] == stage]
         rows.add_column("statistic", overflow="fold", min_width=max(map(len, names)))  # names whole
         rows.add_column("noise, scale (expected error)", overflow="fold", max_width=18)
@@ -126,12 +129,12 @@ def audit_show(
         for r in book["measurements"]:
             if r["stage"] == stage:
                 rows.add_row(
-                    escape(r["statistic"]),
-                    f"{escape(r['mechanism'])} {r['noise_scale']:.6g} "
-                    f"({escape(describe(accuracy.get(r['statistic'])))})",
-                    f"{r['sensitivity']:.6g} {escape(r['sensitivity_norm'])}",
+                    shown(r["statistic"]),
+                    f"{shown(r['mechanism'])} {r['noise_scale']:.6g} "
+                    f"({shown(describe(accuracy.get(r['statistic'])))})",
+                    f"{r['sensitivity']:.6g} {shown(r['sensitivity_norm'])}",
                     f"{(r[key] or 0.0):.4g}",
-                    escape(str(r["dimension"])),
+                    shown(str(r["dimension"])),
                 )
         out.print(rows)
     out.print(
@@ -139,23 +142,23 @@ def audit_show(
         "alone moves it by (before post-processing); from the noise scale only, no data"
     )
     t = book["totals"]
-    out.print(f"total: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP; {escape(t['conversion'])}")
+    out.print(f"total: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP; {shown(t['conversion'])}")
     record = priv.get("ledger_record") or {}
     void = (record.get("dataset_guarantee") or {}).get("void_since")
     if void:
         out.print(
-            f"[bold red]dataset guarantee VOID since release '{escape(void['release_id'])}' "
-            f"({escape(void['time'][:19])}):[/bold red] {escape(record['dataset_guarantee']['statement'])}"
+            f"[bold red]dataset guarantee VOID since release '{shown(void['release_id'])}' "
+            f"({shown(void['time'][:19])}):[/bold red] {shown(record['dataset_guarantee']['statement'])}"
         )
     life = record.get("lifetime")
     if life:
         out.print(
-            f"lifetime budget of '{escape(doc['dataset'])}': epsilon {life['epsilon']:g}, "
+            f"lifetime budget of '{shown(doc['dataset'])}': epsilon {life['epsilon']:g}, "
             f"delta {life['delta']:g}; spent with this release {life['spent_epsilon']:.6g} over "
-            f"{escape(str(life['releases_counted']))} release(s) ({escape(life['rule'])}); " + _room(life)
+            f"{shown(str(life['releases_counted']))} release(s) ({shown(life['rule'])}); " + _room(life)
         )
     else:
-        out.print(f"no lifetime budget is set for '{escape(doc['dataset'])}'")
+        out.print(f"no lifetime budget is set for '{shown(doc['dataset'])}'")
 
 
 def _discovered(out: Console, discovered: dict) -> None:
@@ -170,7 +173,7 @@ def _discovered(out: Console, discovered: dict) -> None:
         else:
             values = ", ".join(found["categories"]) or "(none passed the threshold)"
             rule = f"partition selection, threshold {found['threshold']:.4g}, delta {found['delta']:.3g}"
-        table.add_row(escape(name), escape(values), escape(rule))
+        table.add_row(shown(name), shown(values), shown(rule))
     out.print(table)
 
 
@@ -200,6 +203,13 @@ def _shown(doc: dict) -> dict:
 
 def _room(life: dict) -> str:
     """What the lifetime budget still admits, as a steward can act on it."""
+    if life.get("used_up"):  # bundles from before issue 30 lack it
+        return "the lifetime budget is used up: no further release of this dataset fits in it"
+    if life.get("used_up") is False and life["next_epsilon_max"] <= 0 < life["next_epsilon_at_delta"]:
+        return (
+            f"no release at delta {life['next_epsilon_at_delta']:g} fits any more, but the lifetime budget "
+            "is not used up: a pure-DP release, or one at a smaller delta, can still fit"
+        )
     rho = "" if life.get("rho_left") is None else f", rho left {life['rho_left']:.6g}"
     at = life["next_epsilon_at_delta"]
     return f"the next release can take epsilon up to {life['next_epsilon_max']:.6g}" + (
@@ -251,7 +261,7 @@ def ledger_show(
     if as_json:
         print(json.dumps(releases, indent=2))
         if problems:
-            console.print("[red]hash chain broken: " + escape("; ".join(problems)))
+            console.print("[red]hash chain broken: " + shown("; ".join(problems)))
             raise typer.Exit(1)
         return
     table = Table(title="releases")
@@ -260,21 +270,21 @@ def ledger_show(
     for r in releases:
         not_dp = not r["differentially_private"]
         table.add_row(
-            escape(r["dataset"]),
-            escape(r["release_id"]),
-            escape(r["status"]),
+            shown(r["dataset"]),
+            shown(r["release_id"]),
+            shown(r["status"]),
             "[red]unbounded (not DP)[/red]" if not_dp else f"{r['epsilon']:.6g}",
             "-" if not_dp else f"{r['delta']:.3g}",
             str(sum(s["status"] == "spent" for s in r["stages"])),
-            escape(r["started"][:19]),
+            shown(r["started"][:19]),
         )
     screen = Console()
     screen.print(table)
     for name, (life, spend, void, room) in accounts.items():
         if void is not None:
             screen.print(
-                f"[bold red]{escape(name)}: guarantee VOID since release '{escape(void['release_id'])}' "
-                f"({escape(void['time'][:19])}), which was not differentially private:[/bold red] no "
+                f"[bold red]{shown(name)}: guarantee VOID since release '{shown(void['release_id'])}' "
+                f"({shown(void['time'][:19])}), which was not differentially private:[/bold red] no "
                 "composed (epsilon, delta) statement holds for this dataset, and a lifetime budget on it is "
                 "refused"
             )
@@ -282,18 +292,23 @@ def ledger_show(
         budget = "no lifetime budget"
         if life is not None and room is not None:
             budget = f"lifetime epsilon {life[0]:g} (delta {life[1]:g}); " + _room(
-                {"next_epsilon_max": room.epsilon, "next_epsilon_at_delta": room.delta, "rho_left": room.rho}
+                {
+                    "next_epsilon_max": room.epsilon,
+                    "next_epsilon_at_delta": room.delta,
+                    "rho_left": room.rho,
+                    "used_up": room.used_up,
+                }
             )
         screen.print(
-            f"{escape(name)}: spent epsilon {spend.epsilon:.6g} at delta {spend.delta:g} "
-            f"({escape(spend.rule)}); {budget}"
+            f"{shown(name)}: spent epsilon {spend.epsilon:.6g} at delta {spend.delta:g} "
+            f"({shown(spend.rule)}); {budget}"
         )
     screen.print(
         "[green]hash chain intact"
         if not problems
-        else "[red]hash chain broken: " + escape("; ".join(problems))
+        else "[red]hash chain broken: " + shown("; ".join(problems))
     )
-    screen.print(f"chain head: row {head[0]}, sha256 {escape(head[1])}")
+    screen.print(f"chain head: row {head[0]}, sha256 {shown(head[1])}")
     if problems:
         fail(
             f"the ledger's hash chain is broken in {len(problems)} place(s); its charges cannot be trusted.",

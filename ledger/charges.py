@@ -210,17 +210,43 @@ def lifetime_refusal(
     except BudgetError as e:
         return f"dataset '{dataset}': {e}", None, rows
     if after.epsilon > limit[0]:
-        room = headroom(charges, limit, plan.notion, plan.delta)
-        at = f" at delta={room.delta:g}" if plan.notion == "zcdp" else " (pure DP)"
-        rho = "" if room.rho is None else f"; rho left under zCDP composition: {room.rho:.4g}"
+        running = sum((last_state(g) or {}).get("status") == "reserved" for g in charged.values())
         return (
             f"lifetime budget of dataset '{dataset}' (epsilon={limit[0]:g}, delta={limit[1]:g}) would be "
-            f"exceeded: {len(charges)} earlier release(s) spent epsilon={before.epsilon:.4g}; this release "
-            f"needs epsilon={this.epsilon:.4g}, which would make {after.epsilon:.4g} ({after.rule}). "
-            f"The largest epsilon the next release can take{at} is {room.epsilon:.4g}{rho} "
-            "(releases compose in rho, not by subtracting epsilons). Lower privacy.epsilon to at most that "
-            "or stop releasing this dataset; nothing was read or spent",
+            f"exceeded: {len(charges)} earlier release(s)"
+            + (f" ({running} of them still open, charged its whole plan until it closes)" if running else "")
+            + f" spent epsilon={before.epsilon:.4g}; this release needs epsilon={this.epsilon:.4g}, which "
+            f"would make {after.epsilon:.4g} ({after.rule}). " + _what_is_left(charges, limit, plan, running),
             None,
             rows,
         )
     return None, (None if held else limit), rows
+
+
+def _what_is_left(charges: list[Charge], limit: tuple[float, float], plan: BudgetPlan, running: int) -> str:
+    """What the next release can still take (``headroom``); that the lifetime is used up
+    (for now, if ``running`` open reservations may still close without spending their
+    plans); or, when no release like this one fits but a pure one does, how much that takes."""
+    room = headroom(charges, limit, plan.notion, plan.delta)
+    if room.used_up:
+        return "The lifetime budget is used up: no further release of this dataset fits in it. " + (
+            "Wait for the open release(s) to close (one that fails before drawing noise gives its plan "
+            "back; `dprelease ledger settle` closes one whose process died); nothing was read or spent"
+            if running
+            else "Stop releasing this dataset; nothing was read or spent"
+        )
+    if room.epsilon <= 0 and plan.notion == "zcdp":
+        pure = headroom(charges, limit, "pure")
+        return (
+            f"No zCDP release at delta={room.delta:g} fits any more (the earlier releases' deltas leave too "
+            f"little of the lifetime delta); a pure-DP release (privacy.accountant: pure, delta: 0) can take "
+            f"epsilon up to {pure.epsilon:.4g}, a zCDP one at a smaller delta may fit too; nothing was read "
+            "or spent"
+        )
+    at = f" at delta={room.delta:g}" if room.notion == "zcdp" else " (pure DP)"
+    rho = "" if room.rho is None else f"; rho left under zCDP composition: {room.rho:.4g}"
+    return (
+        f"The largest epsilon the next release can take{at} is {room.epsilon:.4g}{rho} "
+        "(releases compose in rho, not by subtracting epsilons). Lower privacy.epsilon to at most that "
+        "or stop releasing this dataset; nothing was read or spent"
+    )

@@ -54,10 +54,16 @@ def ledger_facts(ledger: Ledger, dataset: str, release_id: str) -> dict:
 
 def _headroom(ledger: Ledger, dataset: str) -> dict:
     """What the lifetime budget still admits. Not ε_L − ε_spent: under zCDP composition the
-    ρ's add, so a next release can often take more than that difference."""
+    ρ's add, so a next release can often take more than that difference. ``used_up``: no
+    further release of any kind fits."""
     room = ledger.headroom(dataset)
     assert room is not None  # only called with a lifetime budget
-    return {"next_epsilon_max": room.epsilon, "next_epsilon_at_delta": room.delta, "rho_left": room.rho}
+    return {
+        "next_epsilon_max": room.epsilon,
+        "next_epsilon_at_delta": room.delta,
+        "rho_left": room.rho,
+        "used_up": room.used_up,
+    }
 
 
 def budget_facts(ledger: Ledger, dataset: str, release_id: str) -> dict:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -23,6 +24,8 @@ from scipy.optimize import brentq
 from mechanisms.errors import BudgetError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mechanisms.primitives import Measurement
 
 __all__ = [
@@ -46,12 +49,19 @@ Notion = Literal["zcdp", "pure"]
 ChargeNotion = Literal["zcdp", "pure", "void"]
 
 
+_ALPHA_MAX = 1e300  # the largest Rényi order searched: finite, so no bracket overflows
+
+
 def zcdp_delta(rho: float, epsilon: float) -> float:
     """δ such that ρ-zCDP implies (ε, δ)-DP (Canonne, Kamath, Steinke 2020, Cor. 13).
 
     δ = inf_{α>1} exp((α−1)(αρ−ε)) / (α−1) · (1 − 1/α)^α. The log is convex in α with
     derivative (2α−1)ρ − ε + ln(1 − 1/α); any α > 1 gives a valid δ, so root-finding
-    error only makes δ larger (safe).
+    error only makes δ larger (safe). The guards keep to that: the search stops at
+    α = 10³⁰⁰ (vanishing ρ, where δ underflows anyway), a search that does not converge
+    keeps an α > 1 (``_root``), a bound above 1 is 1 (huge ρ), and a δ below the normal
+    doubles (which exp rounds by a whole subnormal step, or to 0) is rounded up. ρ = 0
+    is (ε, 0)-DP.
     """
     if rho <= 0:
         return 0.0
@@ -59,38 +69,75 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
     def dlog(a: float) -> float:
         return (2 * a - 1) * rho - epsilon + math.log1p(-1 / a)
 
-    hi = max(2.0, (epsilon + 1) / (2 * rho) + 2)
-    a = brentq(dlog, 1 + 1e-12, hi) if dlog(1 + 1e-12) < 0 < dlog(hi) else hi
-    logd = (a - 1) * (a * rho - epsilon) + a * math.log1p(-1 / a) - math.log(a - 1)
-    return min(1.0, math.exp(logd))
+    hi = min(_ALPHA_MAX, max(2.0, (epsilon + 1) / (2 * rho) + 2))
+    a = _root(dlog, 1 + 1e-12, hi) if dlog(1 + 1e-12) < 0 < dlog(hi) else hi
+    delta = math.exp(min((a - 1) * (a * rho - epsilon) + a * math.log1p(-1 / a) - math.log(a - 1), 0.0))
+    return math.nextafter(delta, 1.0) if delta < sys.float_info.min else delta
 
 
-def zcdp_rho(epsilon: float, delta: float, iters: int = 200) -> float:
+def _root(f: Callable[[float], float], lo: float, hi: float) -> float:
+    """The root of the increasing ``f`` on [lo, hi] (lo > 1), f(lo) < 0 < f(hi): brentq, as
+    always; where it does not converge (a bracket many decades wide, at vanishing ρ),
+    brentq on t = ln(α − 1), which such a bracket does not trouble; failing that too, the
+    last α tried, which is still an α > 1."""
+    a, found = brentq(f, lo, hi, full_output=True, disp=False)
+    if found.converged:
+        return a
+
+    def in_log(t: float) -> float:
+        return f(1 + math.exp(t))
+
+    ends = (math.log(lo - 1), math.log(hi - 1))
+    return 1 + math.exp(brentq(in_log, *ends, disp=False)) if in_log(ends[0]) < 0 < in_log(ends[1]) else a
+
+
+def zcdp_rho(epsilon: float, delta: float) -> float:
     """Largest ρ (to bisection precision, rounded down) with zcdp_delta(ρ, ε) ≤ δ.
 
     Starts from the simple bound ρ = (√(ln(1/δ)+ε) − √ln(1/δ))², which always satisfies
-    the target, and bisects on [ρ_simple, ε] keeping the end that satisfies it.
+    the target (computed as (ε / (√(ln(1/δ)+ε) + √ln(1/δ)))², which does not cancel for
+    small ε), and bisects on [ρ_simple, ε] keeping the end that satisfies it. Capping ρ
+    at ε understates it (safe) only where ρ = ε meets δ already (a tiny ε against a large
+    δ: δ ≈ √ρ as ε → 0). ε = 0 or δ = 0 admits only ρ = 0 (a ρ > 0 is never (ε, 0)-DP);
+    a ρ below the doubles' range is 0 (rounded down).
     """
-    log_inv = math.log(1 / delta)
-    lo = math.nextafter((math.sqrt(log_inv + epsilon) - math.sqrt(log_inv)) ** 2, 0.0)
-    hi = epsilon
+    if epsilon <= 0 or delta <= 0:
+        return 0.0
+    log_inv = -math.log(delta)
+    lo = math.nextafter((epsilon / (math.sqrt(log_inv + epsilon) + math.sqrt(log_inv))) ** 2, 0.0)
     if zcdp_delta(lo, epsilon) > delta:  # pragma: no cover - the simple bound is valid
         raise BudgetError("zCDP conversion failed: the simple bound does not hold")
-    for _ in range(iters):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if zcdp_delta(mid, epsilon) <= delta else (lo, mid)
-    return lo
+    return _bisect(lambda rho: zcdp_delta(rho, epsilon) <= delta, lo, epsilon)
 
 
-def zcdp_epsilon(rho: float, delta: float, iters: int = 200) -> float:
-    """Smallest ε (rounded up) with zcdp_delta(ρ, ε) ≤ δ: what a spent ρ is worth."""
+def zcdp_epsilon(rho: float, delta: float) -> float:
+    """Smallest ε (rounded up) with zcdp_delta(ρ, ε) ≤ δ: what a spent ρ is worth.
+
+    Bisects on [0, ρ + 2√(ρ ln(1/δ))] (the simple bound holds), 200 halvings at most: the
+    bound is within a small factor of the answer unless ε = 0 (nearly) meets δ already,
+    where ε stays at the bound·2⁻²⁰⁰, an overstatement (safe) kept from earlier versions,
+    whose bundles the audit recomputes. ρ = 0 is worth 0; a ρ > 0 at δ = 0 (or an
+    infinite ρ) is worth no finite ε: ∞."""
     if rho <= 0:
         return 0.0
-    lo, hi = 0.0, rho + 2 * math.sqrt(rho * math.log(1 / delta))  # the simple bound holds
-    for _ in range(iters):
-        mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if zcdp_delta(rho, mid) <= delta else (mid, hi)
-    return hi
+    if delta <= 0 or math.isinf(rho):
+        return math.inf
+    simple = rho + 2 * math.sqrt(rho * -math.log(delta))
+    if zcdp_delta(rho, 0.0) <= delta:  # every halving holds: skip to where 200 of them end
+        return math.ldexp(simple, -200)
+    return _bisect(lambda eps: zcdp_delta(rho, eps) <= delta, simple, 0.0, 200)
+
+
+def _bisect(ok: Callable[[float], bool], good: float, bad: float, halvings: int = 1100) -> float:
+    """The end of [good, bad] (either order) where the monotone ``ok`` holds, halved until
+    no double lies between the ends (~55 halvings when they are within a small factor),
+    or ``halvings`` times: 1100 reach adjacent doubles from any two up to 10³."""
+    for _ in range(halvings):
+        mid = (good + bad) / 2
+        if mid in (good, bad):
+            break
+        good, bad = (mid, bad) if ok(mid) else (good, mid)
+    return good
 
 
 def split_budget(total: float, weights: list[float]) -> list[float]:
@@ -300,7 +347,7 @@ def compose_lifetime(charges: list[Charge], delta: float) -> LifetimeSpend:
     zcdp = None
     aside = approximate_delta(charges)
     if delta > aside:
-        rho = math.fsum(c.rho if c.rho is not None else c.epsilon**2 / 2 for c in charges)
+        rho = _zcdp_cost(charges)
         zcdp = (zcdp_epsilon(rho, delta - aside), delta)
         at = f"delta {delta:g}" if not aside else f"delta {delta:g} - {aside:g} (approximate zCDP)"
         options.append((*zcdp, f"zCDP composition: rho {rho:.6g} converted at {at} (CKS Cor. 13)"))
@@ -318,22 +365,40 @@ def compose_lifetime(charges: list[Charge], delta: float) -> LifetimeSpend:
     return LifetimeSpend(eps, dlt, rule, basic, zcdp)
 
 
+def _zcdp_cost(charges: list[Charge]) -> float:
+    """Σρ_i of ``charges`` under zCDP composition: a pure ε_i-DP charge counts ε_i²/2 (Bun &
+    Steinke 2016, Prop. 1.4), rounded up when that falls below the normal doubles (where
+    a product rounds by a whole subnormal step), so that a tiny ε never counts as ρ = 0."""
+
+    def pure(eps: float) -> float:
+        rho = eps * eps / 2
+        return math.nextafter(rho, math.inf) if 0 < eps and rho < sys.float_info.min else rho
+
+    return math.fsum(c.rho if c.rho is not None else pure(c.epsilon) for c in charges)
+
+
 def approximate_delta(charges: list[Charge]) -> float:
     """Σδ_i of the (ε_i, δ_i)-DP "pure" charges: set aside from the δ at which zCDP
     composition converts (``compose_lifetime``)."""
     return math.fsum(c.delta for c in charges if c.rho is None and not c.is_void)
 
 
+USED_UP = 1e-12  # a remainder below this fraction of the lifetime is the splits' rounding, not budget
+
+
 @dataclass(frozen=True)
 class Headroom:
     """What a dataset's lifetime budget (ε_L, δ_L) still admits: the largest ``epsilon`` the
-    next release can state (as a ``notion`` release at ``delta``), and the ρ left under zCDP
-    composition (None when δ_L = 0, where only basic composition applies)."""
+    next release can state (as a ``notion`` release at ``delta``), the ρ left under zCDP
+    composition (None when δ_L = 0, or all of it is set aside: only basic composition
+    applies), and whether the lifetime is ``used_up``: no release of any notion at any δ
+    fits any more (``epsilon`` can be 0 at ``delta`` while a pure release still fits)."""
 
     epsilon: float
     delta: float
     notion: Notion
     rho: float | None
+    used_up: bool
 
 
 def headroom(
@@ -349,37 +414,54 @@ def headroom(
       ρ_next = ε²/2, so ε = √(2(ρ_L − Σρ_i));
     * basic: ε = ε_L − Σε_i, if Σδ_i + δ ≤ δ_L.
 
-    ``delta`` (default δ_L) is the δ the next release states; a pure release has δ = 0.
-    The answer is checked with ``compose_lifetime`` and lowered until it fits (the
-    conversions round), so a release at exactly that ε is accepted.
+    ``delta`` (default δ_L) is the δ the next release states; a pure release has δ = 0,
+    a zCDP one needs δ > 0. What is left below ``USED_UP`` of the lifetime (of ρ_L, of
+    ε_L) is the rounding down of the splits (a release of ε_L leaves a few ulps), not
+    budget: with no more than that left under either rule the lifetime is used up, which
+    understates the room (safe). The answer is checked with ``compose_lifetime`` and
+    lowered until it fits, else it is 0: a release at exactly that ε is accepted.
     """
     eps_l, delta_l = lifetime
     delta = 0.0 if notion == "pure" else (delta_l if delta is None else delta)
     if any(c.is_void for c in charges):
-        return Headroom(0.0, delta, notion, 0.0 if delta_l > 0 else None)
-    rho_left = None
+        return Headroom(0.0, delta, notion, 0.0 if delta_l > 0 else None, True)
+    deltas, basic = math.fsum(c.delta for c in charges), eps_l - math.fsum(c.epsilon for c in charges)
+    basic = basic if basic > USED_UP * eps_l and deltas <= delta_l else 0.0
+    rho_left = _rho_left(charges, lifetime)
     options = []
-    basic_eps = math.fsum(c.epsilon for c in charges)
-    if math.fsum(c.delta for c in charges) + delta <= delta_l:
-        options.append(eps_l - basic_eps)
-    aside = approximate_delta(charges)
-    if delta_l > aside:
-        spent = math.fsum(c.rho if c.rho is not None else c.epsilon**2 / 2 for c in charges)
-        rho_left = max(0.0, zcdp_rho(eps_l, delta_l - aside) - spent)
-        if rho_left > 0 and (notion == "pure" or delta > 0):
+    if notion == "pure" or delta > 0:
+        if deltas + delta <= delta_l and basic > 0:
+            options.append(basic)
+        if rho_left:
             options.append(math.sqrt(2 * rho_left) if notion == "pure" else zcdp_epsilon(rho_left, delta))
-    eps = max([0.0, *options])
 
     def fits(e: float) -> bool:
         rho = None if notion == "pure" else zcdp_rho(e, delta)
-        nxt = Charge(notion, rho, e, delta)
-        return compose_lifetime([*charges, nxt], delta_l).epsilon <= eps_l
+        return compose_lifetime([*charges, Charge(notion, rho, e, delta)], delta_l).epsilon <= eps_l
 
-    for _ in range(60):  # the conversions round: step down until it fits
+    eps = _lowered_until(fits, max([0.0, *options]))
+    return Headroom(eps, delta, notion, rho_left, used_up=not rho_left and not basic)
+
+
+def _rho_left(charges: list[Charge], lifetime: tuple[float, float]) -> float | None:
+    """ρ_L − Σρ_i under zCDP composition at δ_L less the δ set aside (0 when below
+    ``USED_UP`` of ρ_L; None when no δ is left to convert at: no zCDP rule)."""
+    aside = approximate_delta(charges)
+    if lifetime[1] <= aside:
+        return None
+    rho_l = zcdp_rho(lifetime[0], lifetime[1] - aside)
+    left = rho_l - _zcdp_cost(charges)
+    return left if left > USED_UP * rho_l else 0.0
+
+
+def _lowered_until(fits: Callable[[float], bool], eps: float) -> float:
+    """``eps``, or lowered (by 10⁻⁹ of it, then twice that, and so on: 30 steps take it to
+    about a quarter) until ``fits`` holds, else 0: the conversions round."""
+    for k in range(30):
         if eps <= 0 or fits(eps):
-            break
-        eps = math.nextafter(eps * (1 - 1e-9), 0.0)
-    return Headroom(max(0.0, eps), delta, notion, rho_left)
+            return eps
+        eps = math.nextafter(eps * (1 - 1e-9 * 2**k), 0.0)
+    return 0.0
 
 
 def account(

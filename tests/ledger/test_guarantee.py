@@ -1,6 +1,7 @@
 """What the ledger guarantees beyond arithmetic, on SQLite and PostgreSQL: a non-DP
 release voids its dataset's account; a broken hash chain refuses new releases, checked
-from a checkpoint; a password never has to travel in a URL."""
+from a checkpoint; a password never has to travel in a URL; a lifetime budget used up,
+or spent in large amounts, refuses the next release cleanly."""
 
 import json
 
@@ -11,10 +12,12 @@ from ledger import (
     PASSWORD_ENV,
     BudgetRefused,
     Ledger,
+    ledger_facts,
     row_hash,
     split_password,
 )
-from mechanisms.accounting import plan_budget
+from mechanisms.accounting import Charge, compose_lifetime, plan_budget, zcdp_rho
+from mechanisms.discovery import discovery_plan
 from tests.helpers import PURE_PLAN as PURE
 from tests.helpers import record_release
 
@@ -190,3 +193,71 @@ def test_checkpoint_verifies_the_whole_chain_first(url):
         assert led.checkpoint() and led.verify_chain()
         with led.engine.connect() as c:
             assert tuple(c.execute(text("SELECT seq, hash FROM ledger_checkpoint")).one()) == before
+
+
+WHOLE = (1.0, 1e-6)  # a lifetime that one release of ZCDP (epsilon 1, delta 1e-6) uses up
+
+
+def test_a_lifetime_used_up_by_one_release_refuses_the_next_one(url):
+    """Issue 30: the release's ledger facts, the headroom and the refusal of the next
+    release searched for a root at vanishing rho and crashed; now the lifetime is used up."""
+    with Ledger(url) as led:
+        record_release(led, "whole", plan=ZCDP, lifetime=WHOLE)
+        room = led.headroom("d")
+        assert room is not None and room.used_up and (room.epsilon, room.rho) == (0.0, 0.0)
+        life = ledger_facts(led, "d", "whole")["lifetime"]
+        assert life["next_epsilon_max"] == 0.0 and life["spent_epsilon"] <= 1.0
+        for plan in (ZCDP, plan_budget("zcdp", 0.01, 1e-6, {"a": 1.0})):
+            reason = led.refusal(dataset="d", release_id="next", plan=plan, lifetime=WHOLE)
+            assert reason is not None and "The lifetime budget is used up" in reason
+        with pytest.raises(BudgetRefused, match="used up: no further release of this dataset fits"):
+            led.reserve(dataset="d", release_id="next", mechanism="m", plan=ZCDP, lifetime=WHOLE)
+        (refused,) = [r for r in led.releases() if r["release_id"] == "next"]
+        assert (refused["status"], refused["epsilon"], refused["stages"]) == ("refused", 0.0, [])
+
+
+def test_an_open_reservation_of_the_whole_lifetime_refuses_the_others_until_it_closes(url):
+    """Releases started together: the first reservation holds the whole plan while it
+    runs, so the others are refused (BudgetRefused, not a crash) and told why; a first
+    release that fails before drawing noise gives its plan back."""
+    with Ledger(url) as led:
+        led.reserve(dataset="d", release_id="first", mechanism="m", plan=ZCDP, lifetime=WHOLE)
+        for rid in ("second", "third"):
+            with pytest.raises(BudgetRefused, match=r"\(1 of them still open.*used up.*Wait for the open"):
+                led.reserve(dataset="d", release_id=rid, mechanism="m", plan=ZCDP, lifetime=WHOLE)
+        led.finish("first", "failed")
+        record_release(led, "after", plan=ZCDP, lifetime=WHOLE)
+        assert led.headroom("d").used_up
+
+
+def test_a_lifetime_of_epsilon_1000_takes_releases_until_rho_runs_out(url):
+    """A spent rho above ~355 overflowed exp in the conversion (the 7th release of epsilon
+    100 crashed): releases are admitted while zCDP composition fits, then refused."""
+    big = plan_budget("zcdp", 100.0, 1e-6, {"a": 1.0})
+    fit = int(zcdp_rho(1000.0, 1e-6) // big.spent_rho)  # 16 (basic composition: delta 1e-6 allows 1)
+    with Ledger(url) as led:
+        for i in range(fit):
+            record_release(led, f"r{i}", plan=big, lifetime=(1000.0, 1e-6))
+        with pytest.raises(BudgetRefused, match="The largest epsilon the next release can take"):
+            record_release(led, "over", plan=big, lifetime=(1000.0, 1e-6))
+        assert led.spend_so_far("d", 1e-6).epsilon <= 1000.0
+        room = led.headroom("d")
+        charges = [led.charge(f"r{i}") for i in range(fit)]
+        nxt = Charge("zcdp", zcdp_rho(room.epsilon, 1e-6), room.epsilon, 1e-6)
+        assert 0 < room.epsilon < 100 and compose_lifetime([*charges, nxt], 1e-6).epsilon <= 1000.0
+
+
+def test_a_release_whose_delta_no_longer_fits_is_told_what_still_does(url):
+    """Schema discovery set aside delta 1e-7 of a lifetime (5, 1e-6) and spent rho 0.5, more
+    than zCDP composition has at delta 9e-7: no zCDP release at delta 1e-6 fits, but the
+    lifetime is not used up (basic composition leaves epsilon 4 at a smaller delta)."""
+    with Ledger(url) as led:
+        record_release(led, "s", plan=discovery_plan(1.0, 1e-7), lifetime=(5.0, 1e-6))
+        room = led.headroom("d")
+        assert room is not None and room.epsilon == 0.0 and not room.used_up
+        with pytest.raises(
+            BudgetRefused, match=r"No zCDP release at delta=1e-06 fits.*pure-DP release .* up to 4,"
+        ):
+            led.reserve(dataset="d", release_id="z", mechanism="m", plan=ZCDP, lifetime=(5.0, 1e-6))
+        record_release(led, "p", plan=plan_budget("pure", 4.0, 0.0, {"a": 1.0}), lifetime=(5.0, 1e-6))
+        assert led.headroom("d").used_up
