@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
-from flows.console import console, fail
+from flows.console import console, fail, shown
 from mechanisms.errors import DPReleaseError
 
 __all__ = ["notify", "recover", "settle"]
@@ -53,8 +52,8 @@ def recover(out: OutDir = Path("releases"), ledger: LedgerUrl = None) -> None:
     except DPReleaseError as e:
         fail(str(e), "check --ledger (or DPRELEASE_LEDGER) and --out.", 2)
     for r in found:
-        console.print(escape(r.describe()))
-    console.print(f"{len(found)} stale staging folder(s) cleared in '{escape(str(out))}'")
+        console.print(shown(r.describe()))
+    console.print(f"{len(found)} stale staging folder(s) cleared in '{shown(str(out))}'")
 
 
 def notify(out: OutDir = Path("releases")) -> None:
@@ -70,7 +69,7 @@ def notify(out: OutDir = Path("releases")) -> None:
 
     queued = sorted((out / UNDELIVERED).glob("*.json"))
     if not queued:
-        console.print(f"nothing queued in '{escape(str(out / UNDELIVERED))}'")
+        console.print(f"nothing queued in '{shown(str(out / UNDELIVERED))}'")
         return
     for k, v in _PREFECT_DEFAULTS.items():
         os.environ.setdefault(k, v)
@@ -83,8 +82,8 @@ def notify(out: OutDir = Path("releases")) -> None:
             2,
         )
     for r in send_undelivered(out):
-        what = "sent" if r.sent else f"NOT sent ({escape(r.reason or '?')}; still queued: {escape(r.left)})"
-        console.print(f"release '{escape(r.release_id)}', {escape(r.kind)} notice: {what}")
+        what = "sent" if r.sent else f"NOT sent ({shown(r.reason or '?')}; still queued: {shown(r.left)})"
+        console.print(f"release '{shown(r.release_id)}', {shown(r.kind)} notice: {what}")
     left = sorted((out / UNDELIVERED).glob("*.json"))
     if left:
         fail(
@@ -131,6 +130,6 @@ def settle(
         f"epsilon={row['epsilon']:.6g}, delta={row['delta']:.3g}" if row["epsilon"] is not None else "void"
     )
     console.print(
-        f"release '{escape(release_id)}' settled as failed, charged {charged} "
-        f"(ledger row {row['seq']}); evidence: {escape(row['detail']['settled']['evidence'])}"
+        f"release '{shown(release_id)}' settled as failed, charged {charged} "
+        f"(ledger row {row['seq']}); evidence: {shown(row['detail']['settled']['evidence'])}"
     )

@@ -1,9 +1,11 @@
 """The CLI's terminal: one console on stderr (the bundle path goes to stdout), and the
 error panel every refusal ends with: what happened, what to do next, the exit code.
 
-Rich reads ``[...]`` in a printed string as markup, so text the user supplied (paths,
-spec values, release ids, the patterns they must match) is printed through ``escape``:
-``fail`` escapes its message and hint itself."""
+Text the user or a file supplied (paths, spec values, column names, release ids, the
+patterns they must match, a bundle's or a ledger's strings) is printed through ``shown``:
+Rich reads ``[...]`` in a printed string as markup, and a terminal runs the control
+characters of an escape sequence (a window title, colours, a cursor move), so ``shown``
+escapes both. ``fail`` shows its message and hint itself."""
 
 from __future__ import annotations
 
@@ -12,17 +14,26 @@ from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 
-__all__ = ["console", "fail"]
+__all__ = ["console", "fail", "shown"]
 
 console = Console(stderr=True)
 
+_VISIBLE = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c != ord("\n")}
+"""Control characters (C0 but the newline, DEL, C1) → their Python escapes, e.g. ``\\x1b``."""
+
+
+def shown(text: str) -> str:
+    """``text`` to print literally: markup escaped, control characters (an ESC, a BEL, a
+    carriage return; not the newline) written as visible escapes such as ``\\x1b``."""
+    return escape(text.translate(_VISIBLE))
+
 
 def fail(message: str, hint: str, code: int) -> None:
-    """Print the error panel, ``message`` and ``hint`` as plain text (never markup), and
-    exit with ``code``."""
+    """Print the error panel, ``message`` and ``hint`` as plain text (never markup, never
+    a terminal's control sequence), and exit with ``code``."""
     console.print(
         Panel(
-            f"{escape(message)}\n\n[bold]Next:[/bold] {escape(hint)}",
+            f"{shown(message)}\n\n[bold]Next:[/bold] {shown(hint)}",
             title="dprelease: error",
             border_style="red",
         )

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from pydantic import Field
 
-from spec.columns import Strict
+from spec.columns import Strict, visible
 
 __all__ = ["FILL", "DraftSpec", "draft_text", "placeholders", "yaml_scalar"]
 
@@ -35,11 +35,16 @@ class DraftSpec(Strict):
 
 
 def placeholders(raw: Any, path: str = "") -> list[str]:
-    """The dotted paths of every ``FILL`` left in a raw (YAML-loaded) spec."""
+    """The dotted paths of every ``FILL`` left in a raw (YAML-loaded) spec (control
+    characters in its keys made visible)."""
     if isinstance(raw, str):
         return [path] if raw.strip() == FILL else []
     if isinstance(raw, Mapping):
-        return [p for k, v in raw.items() for p in placeholders(v, f"{path}.{k}" if path else str(k))]
+        return [
+            p
+            for k, v in raw.items()
+            for p in placeholders(v, f"{path}.{visible(str(k))}" if path else visible(str(k)))
+        ]
     if isinstance(raw, list):
         return [p for i, v in enumerate(raw) for p in placeholders(v, f"{path}[{i}]")]
     return []

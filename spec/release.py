@@ -27,17 +27,28 @@ from spec.columns import (
     DerivedSpec,
     DropSpec,
     IdSpec,
+    Label,
     NominalSpec,
     OneHotSpec,
     OrdinalSpec,
     Strict,
+    visible,
 )
 from spec.draft import DraftSpec, placeholders
-from spec.sections import ChecksSpec, DatasetSpec, EngineSpec, MechanismSpec, OutputSpec, PrivacySpec
+from spec.sections import (
+    RELEASE_ID_LENGTH,
+    STAMP,
+    ChecksSpec,
+    DatasetSpec,
+    EngineSpec,
+    MechanismSpec,
+    OutputSpec,
+    PrivacySpec,
+)
 
 __all__ = ["RELEASE_ID", "ContinuousSpec", "EngineSpec", "ReleaseSpec", "SpecError", "load_spec"]
 
-RELEASE_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,79}")
+RELEASE_ID = re.compile(rf"[a-z0-9][a-z0-9-]{{0,{RELEASE_ID_LENGTH - 1}}}")
 """A release id: it names a folder, so lowercase letters, digits and '-', at most 80."""
 
 
@@ -48,7 +59,7 @@ class SpecError(DPReleaseError):
 class ReleaseSpec(Strict):
     release_id: str | None = Field(default=None, pattern=rf"^{RELEASE_ID.pattern}$")
     dataset: DatasetSpec
-    columns: dict[str, ColumnSpec] = Field(alias="schema", min_length=1)
+    columns: dict[Label, ColumnSpec] = Field(alias="schema", min_length=1)
     privacy: PrivacySpec
     mechanism: MechanismSpec = MechanismSpec(name="factor_gauss")
     allocation: dict[str, float] = Field(default_factory=dict)
@@ -181,7 +192,7 @@ class ReleaseSpec(Strict):
         return self.dataset.path if self.dataset.path.is_absolute() else self.base_dir / self.dataset.path
 
     def resolved_release_id(self, now: datetime | None = None) -> str:
-        stamp = (now or datetime.now(UTC)).strftime("%Y%m%dt%H%M%Sz")
+        stamp = (now or datetime.now(UTC)).strftime(STAMP)
         return self.release_id or f"{self.dataset.name}-{stamp}"
 
     def _default_weights(self) -> dict[str, float]:
@@ -318,13 +329,51 @@ class ReleaseSpec(Strict):
 
 
 def _field(loc: tuple) -> str:
-    return ".".join(str(p) for p in loc if not str(p).endswith("Spec"))
+    """A field's dotted path; it quotes the spec's keys, control characters made visible."""
+    return ".".join(visible(str(p)) for p in loc if not str(p).endswith("Spec"))
+
+
+class _Refused(yaml.YAMLError):
+    """A YAML construct a release spec never needs (``_SpecLoader``)."""
 
 
 class _SpecLoader(yaml.SafeLoader):
     """YAML's safe loader, reading numbers as YAML 1.2 does: PyYAML (YAML 1.1) reads
     ``delta: 1e-6`` as the text '1e-6'. With it, a number is a number and a quoted number is
-    text, which the spec's numeric fields refuse (``epsilon: "1.0"`` is an error, not 1.0)."""
+    text, which the spec's numeric fields refuse (``epsilon: "1.0"`` is an error, not 1.0).
+
+    It refuses what a release spec never needs and an attacker can use: anchors and aliases
+    (``&a``, ``*a``; nested aliases expand exponentially, "billion laughs"), refused as the
+    parser meets the first, before anything is built; and a key stated twice in a mapping
+    (YAML keeps the last silently: two ``privacy:`` blocks would load as the second)."""
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise _Refused(
+                f"line {event.start_mark.line + 1}: YAML anchors and aliases (&name, *name) are not "
+                "allowed in a release spec; write each value out where it is used"
+            )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the constructor refuses it below
+                continue
+            if first is not None:
+                raise _Refused(
+                    f"line {line}: key {key!r} is stated twice in one mapping (first on line {first}); "
+                    "state each field once"
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 _SpecLoader.add_implicit_resolver(
@@ -343,6 +392,8 @@ def load_spec(path: str | Path) -> ReleaseSpec:
         raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_SpecLoader)  # a SafeLoader
     except UnicodeDecodeError:
         raise SpecError(f"spec file '{path}' is not UTF-8 text; save the release YAML as UTF-8") from None
+    except _Refused as e:
+        raise SpecError(f"spec file '{path}': {e}") from None
     except yaml.YAMLError as e:
         raise SpecError(f"spec file '{path}' is not valid YAML: {e}") from None
     except RecursionError:

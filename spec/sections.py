@@ -4,6 +4,7 @@ mechanism, checks and gates, engine, outputs. Each validates its own fields."""
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,6 +15,9 @@ from mechanisms.registry import MECHANISMS
 from spec.columns import Strict
 
 __all__ = [
+    "MAX_NAME",
+    "RELEASE_ID_LENGTH",
+    "STAMP",
     "ChecksSpec",
     "DatasetSpec",
     "EngineSpec",
@@ -24,9 +28,27 @@ __all__ = [
 ]
 
 
+RELEASE_ID_LENGTH = 80
+"""A release id names a folder: at most this many characters."""
+STAMP = "%Y%m%dt%H%M%Sz"
+"""The UTC time that ends a release id the spec does not declare: ``<dataset.name>-<STAMP>``."""
+MAX_NAME = RELEASE_ID_LENGTH - len("-" + datetime(2000, 1, 1).strftime(STAMP))
+"""The longest ``dataset.name`` whose release ids fit ``RELEASE_ID_LENGTH`` (63)."""
+
+
 class DatasetSpec(Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     path: Path
+
+    @field_validator("name")
+    @classmethod
+    def _fits_a_release_id(cls, v: str) -> str:
+        if len(v) > MAX_NAME:
+            raise ValueError(
+                f"name must be at most {MAX_NAME} characters: a release is named <name>-<UTC time>, a "
+                f"folder name of at most {RELEASE_ID_LENGTH}"
+            )
+        return v
 
 
 class PrivacySpec(Strict):

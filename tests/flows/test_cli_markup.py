@@ -1,8 +1,9 @@
 """Issue 17: the CLI prints through Rich, which reads ``[...]`` as markup. Text the user
 or a file supplied (a spec path, a release id, the pattern it must match, a column name,
 a bundle's or a ledger's strings, a help text) is printed literally: no MarkupError (exit
-1 instead of the refusal's code), nothing eaten. The flow is replaced by a tripwire: none
-of these runs reaches it."""
+1 instead of the refusal's code), nothing eaten. Issue 30: nor a control character (an
+escape sequence setting the window title or the colours): it is shown as ``\x1b``. The
+flow is replaced by a tripwire: none of these runs reaches it."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from rich.text import Text
 from typer.testing import CliRunner
 
 from flows.cli import app
-from flows.console import console, fail
+from flows.console import console, fail, shown
 from ledger import Ledger
-from tests.helpers import TOY_SCHEMA, cli_text, record_release, toy_schema, write_spec
+from spec.columns import CONTROLS
+from tests.helpers import TOY_SCHEMA, adult_rows, cli_text, record_release, toy_schema, write_spec
+from tests.hostile_specs import CORPUS
 
 
 @pytest.fixture(autouse=True)
@@ -161,3 +164,82 @@ def test_help_texts_hold_no_markup():
     vanish from --help. Every help text must read the same as markup and as text."""
     for where, help_text in _help_texts(typer.main.get_command(app), "dprelease"):
         assert Text.from_markup(help_text).plain == help_text, where
+
+
+# ---------------------------------------------------------------- issue 30: terminal escape sequences
+
+OSC = "\x1b]0;pwned\x07"  # sets the terminal's window title
+SGR = "\x1b[31m"  # turns the text red
+
+
+def _no_controls(output: str) -> None:
+    """No control character reaches the terminal but the newline (the CLI's own output is
+    plain text here: CliRunner is not a terminal, so Rich emits no styles)."""
+    assert not CONTROLS.search(output.replace("\n", "")), repr(output)
+
+
+def test_shown_escapes_markup_and_control_characters_but_the_newline():
+    assert shown(f"a{OSC}[bold]b\x9b\x7f\r\n") == "a\\x1b]0;pwned\\x07\\[bold]b\\x9b\\x7f\\x0d\n"
+    with console.capture() as out, pytest.raises(typer.Exit):
+        fail(f"column '{OSC}x'", f"rename {SGR}it", 2)
+    _no_controls(out.get())
+    assert "column '\\x1b]0;pwned\\x07x'" in cli_text(out.get()) and "rename \\x1b[31mit" in cli_text(
+        out.get()
+    )
+
+
+def test_validate_shows_an_escape_sequence_in_a_column_name_as_text(tmp_path):
+    """Issue 30: a column name with an escape sequence was printed to the terminal raw; the
+    spec now refuses it, and the refusal shows it escaped."""
+    name = f"x{OSC}"
+    (tmp_path / "data.csv").write_text(f'"{name}",k,c\n0.5,3,a\n0.2,7,b\n0.4,2,a\n')
+    schema = {name: dict(TOY_SCHEMA["x"]), "k": TOY_SCHEMA["k"], "c": TOY_SCHEMA["c"]}
+    spec = write_spec(
+        tmp_path, schema=schema, checks={"enabled": False}, privacy={"epsilon": 100.0, "delta": 1e-6}
+    )
+    result = CliRunner().invoke(app, ["validate", str(spec)])
+    assert result.exit_code == 2, result.output
+    _no_controls(result.output)
+    assert "schema.x\\x1b]0;pwned\\x07" in cli_text(result.output)
+
+
+def test_a_draft_from_a_header_with_an_escape_sequence_is_shown_escaped(tmp_path):
+    """``dprelease init`` writes the header's names into the draft (YAML escapes them);
+    ``validate`` of the draft names them as visible escapes, never raw."""
+    (tmp_path / "data.csv").write_text(f'age,"{SGR}sex{OSC}"\n30,f\n')
+    code, text = _run("init", str(tmp_path / "data.csv"))
+    assert code == 0, text
+    result = CliRunner().invoke(app, ["validate", str(tmp_path / "data.yaml")])
+    assert result.exit_code == 2, result.output
+    _no_controls(result.output)
+    assert "schema.\\x1b[31msex\\x1b]0;pwned\\x07.type" in cli_text(result.output)
+
+
+def test_audit_show_and_ledger_show_escape_control_characters(tmp_path):
+    """A bundle and a ledger are not trusted: their strings reach the terminal escaped."""
+    bundle = _bundle(tmp_path, f"d{OSC}", f"st{SGR}age")
+    result = CliRunner().invoke(app, ["audit", "show", str(bundle)])
+    assert result.exit_code == 0, result.output
+    _no_controls(result.output)
+    assert "d\\x1b]0;pwned\\x07" in result.output and "st\\x1b[31mage" in result.output
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    with Ledger(url) as led:
+        record_release(led, "r1", dataset=f"d{SGR}")
+    result = CliRunner().invoke(app, ["ledger", "show", "--ledger", url])
+    assert result.exit_code == 0, result.output
+    _no_controls(result.output)
+    assert "d\\x1b[31m" in result.output
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=[c.name for c in CORPUS])
+def test_validate_and_release_refuse_every_hostile_spec_before_anything_runs(case, tmp_path):
+    """The hostile corpus (tests/hostile_specs.py) at the CLI: exit 2 naming the field, no
+    control character on the terminal, nothing in the output folder (the flow's tripwire
+    stays untouched)."""
+    spec = case.write(tmp_path, adult_rows(50))
+    for args in (["validate", str(spec)], ["release", str(spec), "--out", str(tmp_path / "out")]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, (args[0], result.output)
+        _no_controls(result.output)
+        assert case.field in cli_text(result.output), (args[0], result.output[-1000:])
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -180,7 +180,14 @@ def mutated_specs(draw):
 
 
 _FIELD = re.compile(r"spec field '[^']+'")
-_FILE_LEVEL = ("is not valid YAML", "must contain a YAML mapping", "is not UTF-8 text", "nested too deeply")
+_FILE_LEVEL = (
+    "is not valid YAML",
+    "must contain a YAML mapping",
+    "is not UTF-8 text",
+    "nested too deeply",
+    "YAML anchors and aliases",
+    "is stated twice in one mapping",
+)
 
 
 def _check(text: str | bytes) -> str:
@@ -234,3 +241,41 @@ def test_random_documents(doc):
 @given(st.one_of(st.text(max_size=200), st.binary(max_size=200)))
 def test_random_text_and_bytes(raw):
     event(_check(raw))
+
+
+ID_LITERALS = st.lists(
+    st.sampled_from(["SYN-", "X", "é", " ", "{{", "}}", ",", "'", '"', "\n", "\x1b", "{", "}"]), max_size=2
+).map("".join)
+ID_FIELDS = st.sampled_from(
+    [
+        *("{}", "{0}", "{:09d}", "{:x}", "{:020X}"),
+        *("{1}", "{:021d}", "{:>999}", "{:c}", "{!r}", "{0!s}", "{0.real}", "{0[0]}", "{:+d}", "{:,}"),
+        *("{:{}}", "{:n}", "{:%}", "{}{}", ""),
+    ]
+)
+
+
+@FUZZ
+@given(st.tuples(ID_LITERALS, ID_FIELDS, ID_LITERALS).map("".join))
+def test_an_id_format_loads_only_if_its_identifiers_are_distinct_short_and_csv_safe(fmt):
+    """Issue 30: a loaded id format gives distinct identifiers of bounded length, printable
+    and without a comma or a quote, for any row number up to 2⁶³; any other is refused
+    naming the field."""
+    from bundle.published import fresh_identifiers
+
+    doc = copy.deepcopy(VALID)
+    doc["schema"]["row"] = {"type": "id", "format": fmt}
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "spec.yaml"
+        path.write_text(_dump(doc), encoding="utf-8")
+        try:
+            load_spec(path)
+        except SpecError as e:
+            assert "spec field 'schema.row.id.format'" in str(e), str(e)
+            event("refused")
+            return
+    event("loaded")
+    ids = fresh_identifiers(fmt, 0, 1000) + fresh_identifiers(fmt, 2**63 - 1, 1)
+    assert len(set(ids)) == len(ids)
+    for i in ids:
+        assert i.isprintable() and not set(i) & set(",'\"") and len(i) <= len(fmt) + 20, (fmt, i)
