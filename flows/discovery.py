@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from pydantic import ValidationError
 
 from bundle.files import PUBLIC_DIR, make_dir, sha256, write_json
 from bundle.staging import check_out
@@ -38,6 +39,7 @@ from mechanisms.discovery import (
 )
 from mechanisms.errors import DPReleaseError
 from mechanisms.randomness import noise_rngs
+from spec.sections import DISCOVERY, MAX_NAME, STAMP, DatasetSpec
 
 __all__ = ["DISCOVERABLE", "Discovery", "discover"]
 
@@ -142,6 +144,19 @@ def _write_bundle(bundle: Path, doc: dict) -> Path:
     return public / "manifest.json"
 
 
+def discovery_release_id(dataset: str, now: datetime | None = None) -> str:
+    """``<dataset>-schema-<UTC time>``; refuses a dataset name a spec would refuse (lowercase
+    letters, digits and '-', at most ``MAX_NAME`` characters), before anything is reserved."""
+    try:
+        DatasetSpec(name=dataset, path=Path("."))
+    except ValidationError:
+        raise DPReleaseError(
+            f"the dataset name ({dataset!r}, --name or the file's stem) must be lowercase letters, digits "
+            f"and '-', starting with a letter or digit, at most {MAX_NAME} characters: pass --name"
+        ) from None
+    return f"{dataset}{DISCOVERY}{(now or datetime.now(UTC)).strftime(STAMP)}"
+
+
 def discover(
     data: Path,
     kinds: dict[str, str],
@@ -165,7 +180,7 @@ def discover(
         raise DPReleaseError("discovering categories needs --private-delta > 0 (partition selection)")
     plan = discovery_plan(epsilon, delta if nominal else 0.0)
     stamp = datetime.now(UTC)
-    release_id = f"{dataset}-schema-{stamp:%Y%m%dt%H%M%S}".lower()
+    release_id = discovery_release_id(dataset, stamp)
     bundle = out / release_id
     if bundle.exists():
         raise DPReleaseError(f"'{bundle}' already exists; wait a second and run again")

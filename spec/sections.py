@@ -32,8 +32,10 @@ RELEASE_ID_LENGTH = 80
 """A release id names a folder: at most this many characters."""
 STAMP = "%Y%m%dt%H%M%Sz"
 """The UTC time that ends a release id the spec does not declare: ``<dataset.name>-<STAMP>``."""
-MAX_NAME = RELEASE_ID_LENGTH - len("-" + datetime(2000, 1, 1).strftime(STAMP))
-"""The longest ``dataset.name`` whose release ids fit ``RELEASE_ID_LENGTH`` (63)."""
+DISCOVERY = "-schema-"
+"""What names a schema discovery's release: ``<dataset.name>-schema-<STAMP>`` (``init --private-epsilon``)."""
+MAX_NAME = RELEASE_ID_LENGTH - len(DISCOVERY + datetime(2000, 1, 1).strftime(STAMP))
+"""The longest ``dataset.name`` whose release ids, a discovery's included, fit ``RELEASE_ID_LENGTH`` (56)."""
 
 
 class DatasetSpec(Strict):
@@ -45,8 +47,8 @@ class DatasetSpec(Strict):
     def _fits_a_release_id(cls, v: str) -> str:
         if len(v) > MAX_NAME:
             raise ValueError(
-                f"name must be at most {MAX_NAME} characters: a release is named <name>-<UTC time>, a "
-                f"folder name of at most {RELEASE_ID_LENGTH}"
+                f"name must be at most {MAX_NAME} characters: a release is named <name>-<UTC time> (a schema "
+                f"discovery <name>{DISCOVERY}<UTC time>), a folder name of at most {RELEASE_ID_LENGTH}"
             )
         return v
 

@@ -178,7 +178,7 @@ CORPUS: list[HostileSpec] = [
     HostileSpec(
         "dataset-name-300",
         "dataset.name",
-        "name must be at most 63 characters",
+        "name must be at most 56 characters",
         mutate=_dataset_name,
     ),
     HostileSpec(

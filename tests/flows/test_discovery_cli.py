@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -175,3 +176,16 @@ def test_audit_verify_says_which_ledger_it_checked_and_why(tmp_path):
         f"no ledger was checked (the bundle's release.json names {named}, which is not a SQLite file here"
         in text
     )
+
+
+@pytest.mark.parametrize("name", ["a" * 57, "My Data"])
+def test_a_dataset_name_no_release_id_can_hold_is_refused_before_the_reserve(tmp_path, name):
+    """The discovery is named ``<name>-schema-<time>``, a folder: a name a spec would refuse
+    (too long for the id, or not lowercase letters, digits and '-') is refused first."""
+    Ledger(default_url(tmp_path)).close()
+    result = _init(_people(tmp_path), *KINDS, "--name", name, "--bundle-out", str(tmp_path))
+    text = cli_text(result.output)
+    assert result.exit_code == 2 and f"the dataset name ({name!r}" in text and "at most 56" in text, text
+    with Ledger(default_url(tmp_path)) as led:
+        assert led.entries(dataset=name) == []
+    assert not list(tmp_path.glob("*-schema-*"))
