@@ -308,8 +308,12 @@ def _lifetime(record: dict | None) -> str:
         f"<p>Lifetime budget of the dataset: (ε, δ) = ({life['epsilon']:.6g}, {life['delta']:.3g}). "
         f"Spent so far with this release (releases counted: {life['releases_counted']}): (ε, δ) = "
         f"({life['spent_epsilon']:.6g}, {life['spent_delta']:.3g}), by {html.escape(life['rule'])}. "
-        f"The next release can take ε up to {life['next_epsilon_max']:.6g} at δ "
-        f"{life['next_epsilon_at_delta']:.3g} ({rho}).</p>"
+        + (
+            "The lifetime budget is used up: no further release of this dataset fits.</p>"
+            if life.get("used_up")
+            else f"The next release can take ε up to {life['next_epsilon_max']:.6g} at δ "
+            f"{life['next_epsilon_at_delta']:.3g} ({rho}).</p>"
+        )
     )
     return "\n".join(parts)
 

@@ -182,6 +182,16 @@ def test_the_lifetime_line_states_the_budget_the_spend_and_the_headroom(checked,
     assert "No lifetime budget" not in page and "VOID" not in page
 
 
+def test_a_used_up_lifetime_is_stated_as_such(checked, tmp_path):
+    """Two pure releases of ε = 1 on a lifetime (2, 0): nothing fits any more, and the report
+    says so instead of 'ε up to 0'."""
+    record = _record(tmp_path, PURE, (2.0, 0.0))
+    assert record["lifetime"]["used_up"]
+    page = _page(checked, _document(PURE, record))
+    assert "The lifetime budget is used up: no further release of this dataset fits." in page
+    assert "The next release can take" not in page
+
+
 def test_without_a_lifetime_budget_the_report_says_so(checked, tmp_path):
     page = _page(checked, _document(ZCDP, _record(tmp_path, ZCDP, None)))
     assert (
