@@ -228,7 +228,7 @@ def _what_the_flow_did(error: Exception) -> str:
         _API_LOST.append(type(error).__name__)
     console.print(
         f"[yellow]warning:[/yellow] Prefect could not record the end of this run "
-        f"({escape(type(error).__name__)}: its API is unreachable); what the release did stands, and the "
+        f"({shown(type(error).__name__)}: its API is unreachable); what the release did stands, and the "
         "ledger records it (`dprelease ledger show`)."
     )
     path, own = outcome
@@ -257,7 +257,7 @@ def _undelivered(out: Path, release_id: str) -> None:
     if any((out / UNDELIVERED).glob(f"{release_id}-*.json")):
         console.print(
             f"[yellow]Prefect's API was unreachable:[/yellow] this release's artifacts and event are queued "
-            f"in {escape(str(out / UNDELIVERED))}; `dprelease notify --out {escape(str(out))}` sends them "
+            f"in {shown(str(out / UNDELIVERED))}; `dprelease notify --out {shown(str(out))}` sends them "
             "(every release into this folder also does)."
         )
 
@@ -314,7 +314,7 @@ def _refused_by_the_ledger(s: ReleaseSpec, out: Path, rid: str | None, ledger_ur
             from flows.recovery import recover
 
             for r in recover(out, book):
-                console.print(f"[yellow]recovered:[/yellow] {escape(r.describe())}")
+                console.print(f"[yellow]recovered:[/yellow] {shown(r.describe())}")
         p = s.privacy
         plan = plan_budget(p.accountant, p.epsilon, p.delta, s.stage_weights())
         facts: dict[str, Any] = {
@@ -340,7 +340,7 @@ def _summary(bundle: Path) -> None:
 
     doc = json.loads((bundle / "public" / "release.json").read_text())
     t = doc["privacy"]["ledger"]["totals"]
-    table = Table(title=f"release {escape(doc['release_id'])}", show_header=True)
+    table = Table(title=f"release {shown(doc['release_id'])}", show_header=True)
     for col in ("stage", "statistics", "spent", "allocated"):
         table.add_column(col)
     key = "rho" if doc["privacy"]["accountant"] == "zcdp" else "epsilon"
@@ -412,8 +412,8 @@ def _quality(bundle: Path) -> None:
     verdict, line = quality_line(json.loads(path.read_text()))
     colour = {"good": "green", "fair": "yellow", "poor": "bold red"}.get(verdict, "yellow")
     console.print(
-        f"quality: [{colour}]{verdict}[/{colour}]: {escape(line)}. Exact values on the confidential data, "
-        f"for you, not for publication; read {escape(str(report))} before sharing the release."
+        f"quality: [{colour}]{verdict}[/{colour}]: {shown(line)}. Exact values on the confidential data, "
+        f"for you, not for publication; read {shown(str(report))} before sharing the release."
     )
 
 
