@@ -8,6 +8,7 @@ and ``dprelease release`` refuses a spec with a ``draft`` section.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import Field
 
-from spec.columns import Strict, visible
+from spec.columns import CONTROLS, Strict, visible
 
 __all__ = ["FILL", "DraftSpec", "draft_text", "placeholders", "yaml_scalar"]
 
@@ -70,6 +71,11 @@ def _number(v: float) -> str:
 
 
 def yaml_scalar(name: str) -> str:
+    """``name`` as one line of YAML: plain or quoted by PyYAML, or, when it holds a control
+    character (a line break in a quoted CSV header), a double-quoted scalar with escapes,
+    which the spec then refuses naming the column."""
+    if CONTROLS.search(name):
+        return json.dumps(name)  # a JSON string is a YAML double-quoted scalar
     return yaml.safe_dump(name, default_flow_style=True, width=1 << 20).strip().removesuffix("...").strip()
 
 
