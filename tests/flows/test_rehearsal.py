@@ -19,7 +19,6 @@ import math
 import re
 
 import numpy as np
-
 import pytest
 from typer.testing import CliRunner
 
