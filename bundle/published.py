@@ -1,23 +1,52 @@
 """The published table's columns: fresh identifiers for ``type: id`` columns, one-hot
 groups written back as indicators, derived columns computed from the decoded values, dates
-as ISO text, and the declared order without the ``type: drop`` ones. Nothing here reads a
-confidential value: it sees the synthetic table and the public spec only (an identifier is
-``format.format(i)`` for the synthetic row's position i = 1…m)."""
+as ISO text, nominal and ordinal tokens that are plain numbers as numbers, and the declared
+order without the ``type: drop`` ones. Nothing here reads a confidential value: it sees
+the synthetic table and the public spec only (an identifier is ``format.format(i)`` for the
+synthetic row's position i = 1…m)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+import io
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
 
 from mechanisms.calendar import to_iso
 from mechanisms.formula import Formula
 from mechanisms.schema import Continuous, Schema
 from spec import ReleaseSpec
 
-__all__ = ["Derived", "Layout", "fresh_identifiers", "publishable"]
+__all__ = ["Derived", "Layout", "fresh_identifiers", "number_type", "publishable"]
+
+
+def number_type(tokens: Sequence[str]) -> pa.DataType | None:
+    """``int64`` or ``float64`` when every token is a plain number, one that the CSV
+    writer prints back exactly as the token ("0", "-3", "2.5"; not "01", "1.0", "1e5",
+    "nan", " 1"; nor "-0" beside "0": equal numbers); else None (text). pyarrow quotes
+    every text cell, a number never, so such tokens are published as numbers, like one-hot
+    indicators and derived columns."""
+    text = pa.array(list(tokens), pa.string())
+    for kind in (pa.int64(), pa.float64()):
+        try:
+            numbers = pc.cast(text, kind)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            continue
+        if kind == pa.float64() and not pc.all(pc.is_finite(numbers)).as_py():
+            continue
+        if len(set(numbers.to_pylist())) < len(tokens):
+            continue
+        printed = io.BytesIO()
+        pa_csv.write_csv(pa.table({"t": numbers}), printed, pa_csv.WriteOptions(include_header=False))
+        if printed.getvalue().decode().splitlines() == list(tokens):
+            return kind
+    return None
 
 
 def fresh_identifiers(fmt: str, start: int, k: int) -> list[str]:
@@ -62,6 +91,17 @@ class Layout:
             {n: Derived(d.compiled(), d.integer, d.decimals) for n, d in spec.derived().items()},
         )
 
+    @functools.cached_property
+    def numbers(self) -> dict[str, pa.DataType]:
+        """Published nominal and ordinal columns whose declared tokens are all plain
+        numbers (``number_type``), and the number type they are published as."""
+        kinds = {
+            c.name: number_type(c.values)
+            for c in self.schema.columns
+            if not isinstance(c, Continuous) and c.name in self.columns
+        }
+        return {name: kind for name, kind in kinds.items() if kind is not None}
+
     @property
     def plain(self) -> bool:
         """Published as modelled: nothing to add, convert or reorder."""
@@ -70,7 +110,7 @@ class Layout:
             for c in self.schema.columns
         )
         return (
-            not (self.identifiers or self.one_hot or self.derived or convert)
+            not (self.identifiers or self.one_hot or self.derived or convert or self.numbers)
             and list(self.columns) == self.schema.names
         )
 
@@ -79,13 +119,16 @@ def publishable(table: pd.DataFrame, layout: Layout, start: int = 0) -> pd.DataF
     """``table`` (the modelled columns, decoded) as published: derived columns computed
     from it first (on numbers); an ``integer`` column with ``missing: allowed`` (floats
     with NaN in the model's table) as nullable integers, written as 51 and an empty cell;
-    a date column as ISO 8601 text; a one-hot group as its indicators (0/1, at most one
-    set: the modelled category's); fresh identifiers; the published column order."""
+    a date column as ISO 8601 text; tokens that are plain numbers as those numbers
+    (``Layout.numbers``); a one-hot group as its indicators (0/1, at most one set: the
+    modelled category's); fresh identifiers; the published column order."""
     if layout.plain:
         return table
     out = table.copy()
     for name, d in layout.derived.items():
         out[name] = d.values(table)
+    for name, kind in layout.numbers.items():
+        out[name] = out[name].astype(kind.to_pandas_dtype())
     for c in layout.schema.columns:
         if isinstance(c, Continuous) and c.calendar is not None:
             out[c.name] = pd.array(to_iso(out[c.name].to_numpy(float), c.calendar), dtype="str")

@@ -37,8 +37,8 @@ class Synthetic:
 
 def _arrow_schema(layout: Layout) -> pa.Schema:
     """The published columns' types: numbers for continuous columns (not dates, ISO
-    text), one-hot indicators and derived columns; text for the rest (categories, dates,
-    identifiers)."""
+    text), one-hot indicators, derived columns and tokens that are plain numbers
+    (``Layout.numbers``); text for the rest (categories, dates, identifiers)."""
     schema = layout.schema
     indicators = {k for group in layout.one_hot.values() for k in group}
 
@@ -48,6 +48,8 @@ def _arrow_schema(layout: Layout) -> pa.Schema:
             return pa.int64() if c.integer else pa.float64()
         if name in indicators:
             return pa.int64()
+        if name in layout.numbers:
+            return layout.numbers[name]
         if name in layout.derived:
             return pa.int64() if layout.derived[name].integer else pa.float64()
         return pa.string()

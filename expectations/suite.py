@@ -28,7 +28,7 @@ from great_expectations.expectations.metrics.map_metric_provider import (
 )
 
 from mechanisms.calendar import to_iso
-from mechanisms.schema import Continuous, Ordinal, Schema
+from mechanisms.schema import Continuous, Ordinal, Schema, on_support
 
 for _name in [n for n in logging.root.manager.loggerDict if n.startswith("great_expectations")]:
     logging.getLogger(_name).setLevel(logging.WARNING)  # GX sets some of its loggers to INFO
@@ -63,6 +63,34 @@ class ExpectColumnValuesToBeWholeNumbers(ColumnMapExpectation):
     max_value: float
     map_metric = "column_values.whole_within_bounds"
     success_keys = ("min_value", "max_value", "mostly")
+
+
+class ColumnValuesOnSupport(ColumnMapMetricProvider):
+    """The metric behind ``ExpectColumnValuesToBeOnSupport``: per value, does it equal the
+    declared number nearest to it (``mechanisms.schema.on_support``: within
+    ±½·10^−decimals, or a relative ``VALUES_RTOL``)? Text is never on the support (the
+    type rule names it)."""
+
+    condition_metric_name = "column_values.on_support"
+    condition_value_keys = ("value_set", "decimals")
+
+    @column_condition_partial(engine=PandasExecutionEngine)
+    def _pandas(
+        cls, column: pd.Series, value_set: list[float], decimals: int | None, **kwargs: Any
+    ) -> pd.Series:
+        x = pd.to_numeric(column, errors="coerce").to_numpy(dtype=float)
+        support = np.sort(np.array(value_set, dtype=float))
+        return pd.Series(on_support(x, support, decimals), index=column.index)
+
+
+class ExpectColumnValuesToBeOnSupport(ColumnMapExpectation):
+    """The values of a column with a declared finite support (``values``) are those
+    numbers, equality judged as ``Continuous.to_bins`` counts them (``on_support``)."""
+
+    value_set: list[float]
+    decimals: int | None = None
+    map_metric = "column_values.on_support"
+    success_keys = ("value_set", "decimals", "mostly")
 
 
 def _rule(column: str, rule: str) -> dict:
@@ -113,13 +141,11 @@ def build_suite(schema: Schema, name: str) -> gx.ExpectationSuite:
                 )
             if c.values is not None:
                 expectations.append(
-                    gxe.ExpectColumnValuesToBeInSet(
+                    ExpectColumnValuesToBeOnSupport(
                         column=c.name,
                         value_set=list(c.values),
-                        meta=_rule(
-                            c.name,
-                            f"values must be among the {len(c.values)} declared numbers (values: ...)",
-                        ),
+                        decimals=c.decimals,
+                        meta=_rule(c.name, _support_rule(c)),
                     )
                 )
         else:
@@ -146,6 +172,18 @@ def build_suite(schema: Schema, name: str) -> gx.ExpectationSuite:
     for i, e in enumerate(expectations):  # GX reports results in its own order
         e.meta = {**(e.meta or {}), "order": i}
     return gx.ExpectationSuite(name=name, expectations=expectations)
+
+
+def _support_rule(c: Continuous) -> str:
+    """The ``values`` rule: how equality is judged, and how to relax it (never a value
+    of the data: only the declared count and precision)."""
+    n = len(c.values or ())
+    hint = (
+        "declare decimals: d to match the numbers to d decimal places"
+        if c.decimals is None
+        else "declare fewer decimals to match more coarsely"
+    )
+    return f"values must be among the {n} declared numbers (values: ...), {c.values_equality}; or {hint}"
 
 
 @functools.lru_cache(maxsize=8)

@@ -489,19 +489,26 @@ def validate(
         fail(str(e), "fix what the message names and run `dprelease validate` again.", 2)
     if report is not None:
         write_json(report, {"suite": suite, "results": records, "rows": len(df), "policies": changed})
+    failures = {f["column"]: f["rule"] for f in failing_rules(records)}  # the first failing rule of each
+    columns = list(dict.fromkeys(r["column"] for r in records))
     table = Table()
-    for col in ("column", "rule", "result"):
+    for col in ("column", "result"):
         table.add_column(col)
-    failures = failing_rules(records)
-    for r in records:
-        table.add_row(shown(r["column"]), shown(r["rule"]), "[green]pass" if r["success"] else "[red]FAIL")
+    for name in columns:  # one line per column: pass, or its first failing rule
+        table.add_row(
+            shown(name), f"[red]FAIL: {shown(failures[name])}" if name in failures else "[green]pass"
+        )
     report_out = Console()  # the report goes to stdout (redirectable); warnings and errors to stderr
-    report_out.print(f"{shown(str(spec))}: {len(records)} expectations", soft_wrap=True)
+    report_out.print(
+        f"{shown(str(spec))}: {len(records)} expectations on {len(columns)} columns", soft_wrap=True
+    )
     report_out.print(table)
     if failures:
         fail(
-            f"{len(failures)} column(s) break the schema.",
-            "fix the data or the schema; --report FILE writes the affected-row counts.",
+            f"{len(failures)} column(s) break the schema:\n"
+            + "\n".join(f"  column '{name}': {rule}" for name, rule in failures.items()),
+            "fix the data or the schema; --report FILE writes every rule's result and the affected-row "
+            "counts.",
             2,
         )
     try:

@@ -18,6 +18,10 @@ Laplace of scale b (s.d. √2·b); ``sd`` is that s.d., ``mean_abs`` = E|e| (σ�
 * **Warn** when a column is modelled on at most a quarter of its declared cells
   (``COARSE``): a mechanism that merges cells against noise (``mechanisms.resolution``)
   keeps the error above down, but its marginals are then coarse.
+* **Warn** when a continuous column declares ``bins`` (which a merging step keeps as
+  declared: the steward's choice) and the merge rule (``resolution.group_count``) would
+  keep fewer of them for this noise and n, i.e. K·E|e|/n > 2τ = ``WARN_L1`` over its K
+  interval cells: the message says how many the rule would keep and to remove ``bins``.
 
 Each message names the ε that removes it: the smallest ``privacy.epsilon`` (same δ,
 accountant and stage weights) at which the condition no longer holds, found by
@@ -34,9 +38,19 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from mechanisms.resolution import group_count
+from mechanisms.schema import Continuous, Schema
 from mechanisms.synthesizer import HistogramNoise
 
-__all__ = ["COARSE", "MAX_EPSILON", "WARN_L1", "Forecast", "expected_l1", "histogram_forecast"]
+__all__ = [
+    "COARSE",
+    "MAX_EPSILON",
+    "WARN_L1",
+    "Forecast",
+    "expected_l1",
+    "histogram_forecast",
+    "swamped_bins",
+]
 
 COARSE = 0.25  # share of its declared cells below which a merged column is warned about
 WARN_L1 = 0.5  # expected L1 error of a normalised histogram above which a column is warned about
@@ -96,10 +110,13 @@ def _raise_to(x: float | None, what: str) -> str:
     return f"raise privacy.epsilon to at least {x:.2g} to bring {what}"
 
 
-def histogram_forecast(noise_at: NoiseAt, epsilon: float, n: int | None) -> Forecast:
+def histogram_forecast(
+    noise_at: NoiseAt, epsilon: float, n: int | None, schema: Schema | None = None
+) -> Forecast:
     """The forecast at ``epsilon`` for n fitted rows (module docstring): ``noise_at(ε)``
     gives the noise on every published histogram under the plan for ε (the same δ,
-    accountant and weights). ``n`` None (not known yet): no refusal, no warning."""
+    accountant and weights). ``n`` None (not known yet): no refusal, no warning. With the
+    public ``schema``, declared ``bins`` the noise swamps are warned about too."""
     if n is not None and n < 1:
         raise ValueError(f"n ({n}) must be the number of fitted rows, at least 1")
     noise = tuple(noise_at(epsilon))
@@ -140,8 +157,32 @@ def histogram_forecast(noise_at: NoiseAt, epsilon: float, n: int | None) -> Fore
             f"marginals: {columns} declared cells are modelled; "
             f"{_raise_to(x, f'every column to {COARSE:.0%} of its declared cells')}, or supply more rows"
         )
+    if schema is not None:
+        warnings += swamped_bins(noise, schema, epsilon, n)
     return Forecast(refuse, warnings, noise)
 
 
 def _coarse(h: HistogramNoise) -> bool:
     return h.declared is not None and h.bins < COARSE * h.declared
+
+
+def swamped_bins(noise: Sequence[HistogramNoise], schema: Schema, epsilon: float, n: int) -> list[str]:
+    """One warning per continuous column with declared ``bins`` that a merging step
+    (``HistogramNoise.declared`` set) keeps, where the merge rule would keep only
+    k = ``group_count(n, E|e|, bins)`` < bins interval cells. Public facts only."""
+    declared = {c.name: c for c in schema.columns if isinstance(c, Continuous) and c.intervals is not None}
+    out, seen = [], set()
+    for h in noise:
+        c = declared.get(h.column)
+        if c is None or h.declared is None or c.name in seen:
+            continue
+        seen.add(c.name)
+        k = group_count(n, h.mean_abs, c.n_intervals)
+        if k < c.n_intervals:
+            out.append(
+                f"column '{c.name}': bins: {c.intervals} keeps {c.intervals} cells; at privacy.epsilon "
+                f"{epsilon:g} and n = {n} fitted rows the noise swamps them (E|e| {h.mean_abs:.3g} per "
+                f"count, expected L1 error {c.n_intervals * h.mean_abs / n:.2g} > {WARN_L1:g}): the merge "
+                f"rule would keep {k}; remove bins to let it merge"
+            )
+    return out

@@ -19,10 +19,12 @@ TVD against no merging; at τ = 0.25 they gained up to 0.09 (``benchmarks/qualit
 442-row, 11-column table 9 groups per column.
 So the intervals of a continuous column are merged into k contiguous groups of near-equal
 size; declared atoms keep their own cells; a column with declared ``bins`` or ``values``
-is left as declared (a steward's choice is final); ordinal and nominal columns are never
-merged. n, the noise scale and the schema are public (replace-one: n is the same on
-neighbours), so the grouping is too, and a histogram of groups is still a histogram:
-Δ₁ = 2, Δ₂ = √2 (``marginals.histogram_sensitivity``).
+is left as declared (a steward's choice is final; the forecast warns when the noise swamps
+declared ``bins`` and says how many this rule would keep, ``forecast.swamped_bins``);
+ordinal and nominal columns are never merged. n, the noise scale and the schema are
+public (replace-one: n is the same on neighbours), so the grouping is too, and a
+histogram of groups is still a histogram: Δ₁ = 2, Δ₂ = √2
+(``marginals.histogram_sensitivity``).
 
 **Decoding (post-processing).** A row drawn in group g is placed in one of g's declared
 cells with the probability that a piecewise-linear density through the groups' private

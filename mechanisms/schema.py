@@ -3,10 +3,11 @@
 Nothing in this module looks at data. Every column is discretised on *public* bins:
 
 * continuous: equal-width interval bins on the public bounds (on the ``log1p`` scale
-  for ``transform="log"``): the declared ``bins`` of them, else one per integer when
-  ``integer`` is set and the range holds at most ``MAX_INTEGER_BINS`` integers, else
-  ``DEFAULT_BINS``; plus one cell per declared atom (a value such as 0 that many records
-  hold exactly), or, for a declared finite support (``values``), one cell per value;
+  for ``transform="log"``, on asinh(x/scale) for ``transform="asinh"``): the declared
+  ``bins`` of them, else one per integer when ``integer`` is set and the range holds at
+  most ``MAX_INTEGER_BINS`` integers, else ``DEFAULT_BINS``; plus one cell per declared
+  atom (a value such as 0 that many records hold exactly), or, for a declared finite
+  support (``values``), one cell per value;
 * ordinal: one bin per level, in the declared order;
 * nominal: one bin per category, in the declared order.
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Literal, overload
+from typing import Literal, cast, overload
 
 import numpy as np
 
@@ -30,16 +31,22 @@ __all__ = [
     "DEFAULT_BINS",
     "MAX_INTEGER_BINS",
     "MAX_INTERVALS",
+    "VALUES_RTOL",
     "Column",
     "Continuous",
     "Nominal",
     "Ordinal",
     "Schema",
+    "on_support",
+    "support_tolerance",
 ]
 
 MAX_INTEGER_BINS = 128
 DEFAULT_BINS = 64
 MAX_INTERVALS = 1024
+VALUES_RTOL = 1e-9
+"""The relative tolerance at which a value equals a declared ``values`` number (``math.isclose``'s
+default): |x − v| ≤ 1e-9·|v|, widened to ±½·10^−d by a declared ``decimals: d``."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +58,12 @@ class Continuous:
     cell per declared ``atoms`` value, placed by value among the intervals. A value equal
     to an atom is counted in the atom's cell and an atom cell decodes to exactly its
     value. ``values`` declares a finite support instead: one cell per value, no
-    intervals. ``decimals`` rounds decoded values (output precision only). ``missing``
+    intervals; a value counts as the declared value nearest to it when it lies within
+    ``support_tolerance`` of it (``on_support``: the validation's rule). ``decimals``
+    rounds decoded values (output precision) and, for ``values``, is the precision at
+    which a value matches. The working scale is x, log1p(x) (``transform="log"``, lower
+    bound ≥ 0) or asinh(x/scale) (``transform="asinh"``, any bounds: linear within about
+    ±scale of 0, logarithmic beyond, for a signed heavy-tailed column). ``missing``
     (public: the steward declares that the column may be empty) adds one cell, the lowest,
     for a missing value (NaN): it is counted, modelled and refined as any other cell and
     decodes to NaN, so missingness is carried jointly with the other columns. ``calendar``
@@ -63,13 +75,14 @@ class Continuous:
     lower: float
     upper: float
     integer: bool = False
-    transform: Literal["identity", "log"] = "identity"
+    transform: Literal["identity", "log", "asinh"] = "identity"
     atoms: tuple[float, ...] = ()
     values: tuple[float, ...] | None = None
     intervals: int | None = None
     decimals: int | None = None
     missing: bool = False
     calendar: Unit | None = None
+    scale: float | None = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
@@ -81,8 +94,10 @@ class Continuous:
             )
         if self.transform == "log" and self.lower < 0:
             raise SchemaError(
-                f"column '{self.name}': transform 'log' (log1p) needs lower bound ({self.lower}) >= 0"
+                f"column '{self.name}': transform 'log' (log1p) needs lower bound ({self.lower}) >= 0; "
+                "for a column with negative values use transform: asinh with a public scale"
             )
+        self._check_scale()
         if self.integer and math.ceil(self.lower) > math.floor(self.upper):
             raise SchemaError(f"column '{self.name}': the bounds hold no integer")
         for what, points in (("atoms", self.atoms), ("values", self.values or ())):
@@ -96,6 +111,50 @@ class Continuous:
             raise SchemaError(f"column '{self.name}': bins ({self.intervals}) must be in 1..{MAX_INTERVALS}")
         if self.decimals is not None and not 0 <= self.decimals <= 15:
             raise SchemaError(f"column '{self.name}': decimals ({self.decimals}) must be in 0..15")
+        if self.values is not None:
+            self._check_apart(sorted(self.values))
+
+    def _check_scale(self) -> None:
+        """``scale`` is needed by, and only by, ``transform="asinh"``: a finite number > 0."""
+        if self.transform == "asinh":
+            if self.scale is None or not (math.isfinite(self.scale) and self.scale > 0):
+                raise SchemaError(
+                    f"column '{self.name}': transform 'asinh' needs scale ({self.scale}) a finite number "
+                    "> 0, the public width of the linear part around 0, e.g. scale: 1000"
+                )
+        elif self.scale is not None:
+            raise SchemaError(
+                f"column '{self.name}': scale ({self.scale}) is used only with transform: asinh"
+            )
+
+    def _check_apart(self, support: list[float]) -> None:
+        """Two declared values must not both match one number: their tolerance windows
+        (``support_tolerance``) may touch but not overlap."""
+        tol = support_tolerance(np.array(support), self.decimals)
+        gap = np.diff(support)
+        close = np.flatnonzero(gap < (tol[:-1] + tol[1:]) * (1 - VALUES_RTOL))
+        if close.size:
+            a, b = float(support[close[0]]), float(support[close[0] + 1])
+            hint = "declare more decimals" if self.decimals is not None else "declare one of them only"
+            raise SchemaError(
+                f"column '{self.name}': values {a!r} and {b!r} must lie further apart, or one number would "
+                f"match both (a number matches a declared value when {self.values_equality}); {hint}"
+            )
+
+    @property
+    def values_equality(self) -> str:
+        """How a number is judged equal to a declared ``values`` number (``on_support``)."""
+        rel = _sci(VALUES_RTOL)
+        if self.decimals is None:
+            return f"equal within a relative {rel} (|x − v| ≤ {rel}·|v|)"
+        half = _sci(0.5 * 10.0**-self.decimals) if self.decimals > 3 else f"{0.5 * 10.0**-self.decimals:g}"
+        return f"equal within decimals: {self.decimals}, i.e. ±{half} (or a relative {rel})"
+
+    def on_support(self, x: np.ndarray) -> np.ndarray:
+        """Per value: does it equal (``values_equality``) the declared value nearest to it,
+        the one ``to_bins`` counts it as? NaN never does."""
+        support = np.array(self.cell_atoms)
+        return on_support(np.asarray(x, dtype=float), support, self.decimals)
 
     def _check_points(self, what: str, points: tuple[float, ...]) -> None:
         bad = [v for v in points if not (math.isfinite(v) and self.lower <= v <= self.upper)]
@@ -195,11 +254,26 @@ class Continuous:
     def _forward(self, x: np.ndarray) -> np.ndarray: ...
 
     def _forward(self, x: np.ndarray | float) -> np.ndarray | float:
-        """To the working scale: log1p for ``transform="log"`` (unless integers-as-bins)."""
-        return np.log1p(x) if self.transform == "log" and not self.one_bin_per_integer else x
+        """To the working scale (unless integers-as-bins): log1p(x) for ``transform="log"``,
+        asinh(x/scale) for ``transform="asinh"``."""
+        if self.one_bin_per_integer or self.transform == "identity":
+            return x
+        if self.transform == "log":
+            return np.log1p(x)
+        return np.arcsinh(x / self._scale)
 
     def _inverse(self, t: np.ndarray) -> np.ndarray:
-        return np.expm1(t) if self.transform == "log" and not self.one_bin_per_integer else t
+        """From the working scale: expm1(t), scale·sinh(t), or t."""
+        if self.one_bin_per_integer or self.transform == "identity":
+            return t
+        if self.transform == "log":
+            return np.expm1(t)
+        return self._scale * np.sinh(t)
+
+    @property
+    def _scale(self) -> float:
+        """``scale`` of an asinh column (``__post_init__`` requires it there)."""
+        return cast(float, self.scale)
 
     def to_bins(self, values: np.ndarray) -> np.ndarray:
         """Cell index of each value; values must already lie within the public bounds (and
@@ -225,8 +299,8 @@ class Continuous:
         return cells.astype(np.int32)
 
     def to_unit(self, values: np.ndarray) -> np.ndarray:
-        """Position in [0, 1] of each value on the public working scale (log1p for
-        ``transform="log"``): (f(x) − f(lower)) / (f(upper) − f(lower))."""
+        """Position in [0, 1] of each value on the public working scale f (``_forward``):
+        (f(x) − f(lower)) / (f(upper) − f(lower))."""
         lo, hi = self._forward(self.lower), self._forward(self.upper)
         t = self._forward(np.asarray(values, dtype=float))
         return np.clip((t - lo) / (hi - lo), 0.0, 1.0)
@@ -330,6 +404,26 @@ def _nearest(x: np.ndarray, support: np.ndarray) -> np.ndarray:
     """Index of the nearest point of the sorted ``support`` to each x (ties go low)."""
     hi = np.clip(np.searchsorted(support, x), 1, len(support) - 1)
     return np.where(np.abs(x - support[hi - 1]) <= np.abs(support[hi] - x), hi - 1, hi)
+
+
+def _sci(x: float) -> str:
+    """x as 1e-9, 5e-7: the shortest scientific notation."""
+    return np.format_float_scientific(x, trim="-", exp_digits=1)
+
+
+def support_tolerance(support: np.ndarray, decimals: int | None) -> np.ndarray:
+    """Per declared value v: the largest |x − v| at which x equals v, max(``VALUES_RTOL``·|v|,
+    ½·10^−decimals) (only the relative part without ``decimals``)."""
+    tol = VALUES_RTOL * np.abs(support)
+    return tol if decimals is None else np.maximum(tol, 0.5 * 10.0**-decimals)
+
+
+def on_support(x: np.ndarray, support: np.ndarray, decimals: int | None) -> np.ndarray:
+    """Per x: within ``support_tolerance`` of its nearest point of the sorted ``support``
+    (``_nearest``, as ``Continuous.to_bins`` counts it); False for NaN."""
+    nearest = _nearest(np.nan_to_num(x), support)
+    gap = np.abs(x - support[nearest])
+    return np.where(np.isnan(x), False, gap <= support_tolerance(support, decimals)[nearest])
 
 
 def _check_labels(name: str, what: str, labels: tuple[str, ...]) -> None:

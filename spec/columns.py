@@ -99,14 +99,19 @@ class ContinuousSpec(Strict):
 
     Public resolution (``mechanisms.schema.Continuous``): ``atoms`` are values with a cell
     of their own, decoded exactly (e.g. ``[0]`` for a zero-inflated amount); ``values``
-    is a known finite support (every value its own cell; any other value is refused);
-    ``bins`` the number of interval bins; ``decimals`` the output precision.
+    is a known finite support (every value its own cell; a number equal to none of them
+    is refused, equality judged within ±½·10^−decimals, or within a relative 1e-9 without
+    ``decimals``); ``bins`` the number of interval bins; ``decimals`` the output precision.
+    ``transform``: the scale the bins are equal-width on: ``none``, ``log`` (log1p, lower
+    bound ≥ 0) or ``asinh`` (asinh(x/scale), any bounds, with a public ``scale`` > 0: bins
+    about scale·Δ wide near 0, growing geometrically beyond ±scale, for signed heavy tails).
     """
 
     type: Literal["continuous"]
     bounds: tuple[StrictFloat, StrictFloat]  # a quoted number is text, refused
     integer: bool = False
-    transform: Literal["none", "log"] = "none"
+    transform: Literal["none", "log", "asinh"] = "none"
+    scale: StrictFloat | None = Field(default=None, validate_default=True)
     out_of_bounds: Literal["reject", "clip"] = "reject"
     atoms: list[StrictFloat] = Field(default_factory=list, max_length=64)
     values: list[StrictFloat] | None = Field(default=None, min_length=2, max_length=MAX_VALUES)
@@ -119,6 +124,21 @@ class ContinuousSpec(Strict):
     def _ordered(cls, v: tuple[float, float]) -> tuple[float, float]:
         if not all(math.isfinite(b) for b in v) or not v[0] < v[1]:
             raise ValueError(f"bounds ({list(v)}) must be two finite numbers, lower < upper")
+        return v
+
+    @field_validator("scale")
+    @classmethod
+    def _scale(cls, v: float | None, info: ValidationInfo) -> float | None:
+        """``scale``: needed by, and only by, ``transform: asinh``; finite and > 0."""
+        if info.data.get("transform") != "asinh":
+            if v is not None:
+                raise ValueError(f"scale ({v}) is used only with transform: asinh")
+            return v
+        if v is None or not (math.isfinite(v) and v > 0):
+            raise ValueError(
+                f"transform: asinh needs scale ({v}) a finite number > 0: the public width of the "
+                "linear part around 0 (e.g. scale: 1000 for amounts in dollars)"
+            )
         return v
 
 

@@ -19,7 +19,8 @@ def forecast(spec: ReleaseSpec, n: int | None) -> Forecast:
     spec's accountant, δ and ``stage_weights``), at ``privacy.epsilon`` and at each ε the
     thresholds try; the noise is the mechanism's own (``Synthesizer.histograms``):
     σ = Δ₂/√(2ρ_h) or b = Δ₁/ε_h per count for each histogram's share ρ_h or ε_h, and the
-    thresholds are sd ≥ n (refuse) and K·E|e|/n > 0.5 (warn), ``mechanisms.forecast``.
+    thresholds are sd ≥ n (refuse) and K·E|e|/n > 0.5 (warn), ``mechanisms.forecast``;
+    a column's declared ``bins`` the noise swamps are warned about (``swamped_bins``).
     Reads no data (the spec's dataset path is never opened)."""
     synth = MECHANISMS[spec.mechanism.name]
     schema, params, weights = spec.public_schema(), spec.mechanism_params(), spec.stage_weights()
@@ -29,4 +30,4 @@ def forecast(spec: ReleaseSpec, n: int | None) -> Forecast:
         plan = plan_budget(privacy.accountant, epsilon, privacy.delta, weights)
         return synth.histograms(schema, params, plan, n)
 
-    return histogram_forecast(noise_at, privacy.epsilon, n)
+    return histogram_forecast(noise_at, privacy.epsilon, n, schema)

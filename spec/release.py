@@ -286,7 +286,9 @@ class ReleaseSpec(Strict):
         cols: list[Continuous | Ordinal | Nominal] = []
         for name, c in self.columns.items():
             if isinstance(c, ContinuousSpec):
-                transform: Literal["identity", "log"] = "log" if c.transform == "log" else "identity"
+                transform: Literal["identity", "log", "asinh"] = (
+                    "identity" if c.transform == "none" else c.transform
+                )
                 cols.append(
                     Continuous(
                         name,
@@ -294,6 +296,7 @@ class ReleaseSpec(Strict):
                         c.bounds[1],
                         c.integer,
                         transform,
+                        scale=c.scale,
                         atoms=tuple(c.atoms),
                         values=None if c.values is None else tuple(c.values),
                         intervals=c.bins,

@@ -110,3 +110,82 @@ def test_failure_record_moves_the_internal_reports(tmp_path):
     record = write_failure_record(out, "r", "validate_input", DataError("column 'x': rule"), staging)
     assert (record / "internal" / "validation_input.json").is_file() and not staging.exists()
     assert json.loads((record / "failure.json").read_text())["message"] == "column 'x': rule"
+
+
+# ---------------------------------------------------------------- issue 33: tokens that are plain numbers
+
+
+def _layout():
+    from bundle.published import Layout
+    from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+
+    schema = Schema(
+        (
+            Nominal("flag", ("0", "1")),
+            Ordinal("grade", ("1", "2.5", "10")),
+            Nominal("city", ("Paris, TX", "Lyon")),
+            Nominal("code", ("01", "1")),  # "01" is text: it would print as 1
+            Nominal("choice", ("u", "v", "none")),  # a one-hot group, published as indicators
+            Continuous("x", 0.0, 1.0),
+        )
+    )
+    return Layout(schema, ("flag", "grade", "city", "code", "u", "v", "x"), one_hot={"choice": ("u", "v")})
+
+
+def _synthetic() -> pd.DataFrame:
+    text = {"dtype": "str"}
+    return pd.DataFrame(
+        {
+            "flag": pd.array(["0", "1", "1"], **text),
+            "grade": pd.array(["10", "2.5", "1"], **text),
+            "city": pd.array(["Paris, TX", "Lyon", "Lyon"], **text),
+            "code": pd.array(["01", "1", "01"], **text),
+            "choice": pd.array(["u", "none", "v"], **text),
+            "x": [0.5, 0.25, 1.0],
+        }
+    )
+
+
+EXPECTED = [
+    "flag,grade,city,code,u,v,x",
+    '0,10,"Paris, TX","01",1,0,0.5',
+    '1,2.5,"Lyon","1",0,0,0.25',
+    '1,1,"Lyon","01",0,1,1',
+]
+
+
+def test_tokens_that_are_plain_numbers_are_written_bare_like_indicators(tmp_path):
+    """Nominal 0/1 and ordinal 1/2.5/10 come out as bare numbers, as one-hot indicators
+    and numbers do; text that needs quotes (a comma) is quoted, and so is text that only
+    looks like a number ("01", which a number would print as 1)."""
+    from bundle.published import publishable
+    from bundle.write import write_csv
+
+    write_csv(publishable(_synthetic(), _layout()), tmp_path / "s.csv")
+    assert (tmp_path / "s.csv").read_text().splitlines() == EXPECTED
+
+
+def test_the_streaming_writer_writes_the_same_text(tmp_path):
+    import pyarrow.parquet as pq
+
+    from bundle.stream import write_synthetic_chunks
+
+    (tmp_path / "public").mkdir()
+    (tmp_path / "internal").mkdir()
+    layout = _layout()
+    table = _synthetic()
+    chunk = iter([table.iloc[:2], table.iloc[2:]])
+    write_synthetic_chunks(
+        lambda k: next(chunk).reset_index(drop=True),
+        lambda df: [],
+        layout.schema,
+        3,
+        2,
+        ["csv", "parquet"],
+        1,
+        tmp_path,
+        layout=layout,
+    )
+    assert (tmp_path / "public" / "synthetic.csv").read_text().splitlines() == EXPECTED
+    types = pq.read_schema(tmp_path / "public" / "synthetic.parquet").types
+    assert [str(t) for t in types[:4]] == ["int64", "double", "string", "string"]

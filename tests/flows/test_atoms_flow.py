@@ -9,14 +9,16 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
 from engines.inputs import InputRefused
+from flows.cli import app
 from flows.release import release
 from mechanisms import factor_gauss as fg
 from mechanisms.accounting import plan_budget
 from mechanisms.accuracy import describe, expected_error
 from spec import load_spec
-from tests.helpers import assert_nothing_published, write_spec
+from tests.helpers import assert_nothing_published, cli_text, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]
 
@@ -93,3 +95,19 @@ def test_a_value_outside_the_declared_support_is_refused_by_name(tmp_path):
     assert "kids" in e.value.detail and "declared numbers (values: ...)" in e.value.detail
     assert "kids" not in str(e.value)  # what Prefect stores names no column
     assert_nothing_published(tmp_path / "out", "bad")
+
+
+def test_declared_bins_the_noise_swamps_are_warned_about_in_validate_and_the_flows_log(tmp_path, caplog):
+    """Issue 33: ``bins: 256`` keeps income's 256 cells (factor_gauss does not merge a
+    declared ``bins``); at ε = 1 and 3,000 rows the noise swamps them, and both
+    ``dprelease validate`` and the release's log say what the merge rule would keep."""
+    schema = {**SCHEMA, "income": {**SCHEMA["income"], "bins": 256}}
+    spec = write_spec(tmp_path, _table(), schema=schema, checks={"target": "group"}, mechanism=MECHANISM)
+    said = "column 'income': bins: 256 keeps 256 cells; at privacy.epsilon 1 and n = "
+    rule = "the merge rule would keep"
+    result = CliRunner().invoke(app, ["validate", str(spec)])
+    assert result.exit_code == 0, result.output
+    assert said in cli_text(result.output) and rule in cli_text(result.output)
+    caplog.set_level("WARNING")
+    release(str(spec), str(tmp_path / "out"), release_id="binned", insecure_seed=3)
+    assert said in caplog.text and rule in caplog.text

@@ -35,6 +35,7 @@ from tests.helpers import DEMO_DIR, adult_rows, assert_nothing_published, cli_te
 KINDS = {  # every kind of column a spec can declare
     "age": {"type": "continuous", "bounds": [18, 90], "integer": True},
     "income": {"type": "continuous", "bounds": [0, 500000], "transform": "log", "atoms": [0]},
+    "net": {"type": "continuous", "bounds": [-1e6, 1e6], "transform": "asinh", "scale": 1000.0, "atoms": [0]},
     "score": {"type": "continuous", "bounds": [-5.5, 5.5], "missing": "allowed", "decimals": 2},
     "kids": {"type": "continuous", "bounds": [0, 4], "values": [0, 1, 2, 3.5]},
     "born": {"type": "date", "bounds": ["1930-01-01", "2008-12-31"], "missing": "allowed"},
@@ -52,6 +53,7 @@ KINDS = {  # every kind of column a spec can declare
     "notes": {"type": "drop"},
     "agesq": {"type": "derived", "formula": "age ** 2", "integer": True},
     "sex": {"type": "nominal", "categories": ["f", "m"]},
+    "flag": {"type": "nominal", "categories": ["0", "1"]},  # tokens that are plain numbers
 }
 
 

@@ -45,6 +45,36 @@ def test_a_declared_support_is_decoded_exactly_and_snapped_from_the_unit_scale()
     np.testing.assert_array_equal(KIDS.from_unit(np.array([0.0, 0.2, 0.7, 1.0])), [0.0, 0.5, 3.0, 3.0])
 
 
+LOGS = tuple(round(math.log(k), 6) for k in (2, 7, 26))  # 0.693147, 1.94591, 3.258097
+
+
+def test_a_value_equal_within_the_declared_decimals_is_the_declared_value():
+    """Issue 33: the file holds log(26) as 3.258096, the spec 3.258097. With decimals: 5 they
+    are equal (|x − v| ≤ 5e-6): validation (``on_support``), reading (``to_bins``) and
+    decoding agree on the declared value's cell; a number off by more is not on the support."""
+    col = Continuous("lk", 0.0, 4.0, values=LOGS, decimals=5)
+    x = np.array([0.693147, 1.945910, 3.258096, 3.2580965, 3.258093, 3.258103, 2.0, np.nan])
+    np.testing.assert_array_equal(col.on_support(x), [True] * 5 + [False] * 3)
+    cells = col.to_bins(x[:5])
+    np.testing.assert_array_equal(cells, [0, 1, 2, 2, 2])
+    np.testing.assert_array_equal(col.from_bins(cells, np.zeros(5)), [*LOGS, LOGS[2], LOGS[2]])
+    assert "equal within decimals: 5, i.e. ±5e-6" in col.values_equality
+
+
+def test_without_decimals_a_value_equals_a_declared_one_within_a_relative_1e9():
+    col = Continuous("lk", 0.0, 4.0, values=LOGS)
+    v = LOGS[2]
+    assert col.on_support(np.array([v, v * (1 + 0.9e-9), v * (1 - 0.9e-9)])).all()
+    assert not col.on_support(np.array([v * (1 + 1.1e-9), 3.258096])).any()
+    assert col.values_equality == "equal within a relative 1e-9 (|x − v| ≤ 1e-9·|v|)"
+
+
+def test_declared_values_must_be_told_apart_at_their_precision():
+    with pytest.raises(SchemaError, match=re.escape("column 'a': values 0.1 and 0.2 must lie further apart")):
+        Continuous("a", 0, 1, values=(0.1, 0.2, 0.5), decimals=0)
+    assert Continuous("a", 0, 1, values=(0.1, 0.2, 0.3), decimals=1).n_bins == 3  # touching windows
+
+
 def test_decimals_round_the_output_and_bins_set_the_interval_count(rng):
     back = INCOME.from_bins(rng.integers(1, 9, 1000), rng.random(1000))
     np.testing.assert_array_equal(back, np.round(back, 2))

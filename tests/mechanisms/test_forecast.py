@@ -13,9 +13,18 @@ import pytest
 from mechanisms import factor_gauss as fg
 from mechanisms import ron_gauss as rg
 from mechanisms.accounting import plan_budget
-from mechanisms.forecast import MAX_EPSILON, WARN_L1, Forecast, expected_l1, histogram_forecast
+from mechanisms.forecast import (
+    MAX_EPSILON,
+    WARN_L1,
+    Forecast,
+    expected_l1,
+    histogram_forecast,
+    swamped_bins,
+)
 from mechanisms.registry import MECHANISMS
+from mechanisms.resolution import group_count
 from mechanisms.ron_gauss.params import RonGaussParams
+from mechanisms.schema import Continuous, Schema
 from mechanisms.synthesizer import HistogramNoise
 from tests.mechanisms.small import SMALL, small_rows
 from tests.wiring import Probe, flow_stages, probing
@@ -120,3 +129,36 @@ def test_without_n_there_is_nothing_to_forecast():
     assert f.refuse is None and f.warnings == [] and f.histograms[0].scale == pytest.approx(1e9)
     with pytest.raises(ValueError, match="fitted rows"):
         histogram_forecast(_toy(2), 1.0, 0)
+
+
+# ---------------------------------------------------------------- issue 33: declared bins the noise swamps
+
+
+def _merging(bins: int):
+    """σ = 1/ε on the histogram of a merging step (``declared`` set), over ``bins`` cells."""
+    return lambda eps: [HistogramNoise("marginals", "x", bins, "gaussian", 1.0 / eps, declared=bins)]
+
+
+def test_declared_bins_the_noise_swamps_are_warned_about_with_the_merge_rules_count():
+    n, eps = 1_000, 0.05  # σ = 20, E|e| ≈ 16: the rule keeps ⌊2·1000·0.25/16⌋ = 31 of 256
+    schema = Schema((Continuous("x", 0.0, 1.0, intervals=256),))
+    f = histogram_forecast(_merging(256), eps, n, schema)
+    k = group_count(n, 20 * math.sqrt(2 / math.pi), 256)
+    assert k == 31
+    (warning,) = [w for w in f.warnings if w.startswith("column 'x'")]
+    assert warning.startswith(
+        "column 'x': bins: 256 keeps 256 cells; at privacy.epsilon 0.05 and n = 1000 fitted rows the noise "
+        "swamps them"
+    )
+    assert warning.endswith("the merge rule would keep 31; remove bins to let it merge")
+
+
+def test_declared_bins_the_noise_leaves_alone_and_undeclared_bins_are_not_warned_about():
+    n = 1_000
+    few = Schema((Continuous("x", 0.0, 1.0, intervals=16),))  # the rule would keep 31 ≥ 16
+    assert histogram_forecast(_merging(16), 0.05, n, few).warnings == []
+    merged = Schema((Continuous("x", 0.0, 1.0),))  # no bins declared: the step merges itself
+    assert swamped_bins(_merging(64)(0.05), merged, 0.05, n) == []
+    declared = Schema((Continuous("x", 0.0, 1.0, intervals=256),))
+    not_merging = [HistogramNoise("marginals", "x", 256, "gaussian", 20.0)]  # declared None: no merge rule
+    assert swamped_bins(not_merging, declared, 0.05, n) == []

@@ -1,3 +1,4 @@
+import math
 import re
 
 import numpy as np
@@ -86,3 +87,69 @@ def test_unit_scale_is_linear_on_log1p_for_log_columns():
     col = Continuous("gain", 0.0, 1e4, transform="log")
     mid = col.from_unit(np.array([0.5]))[0]
     assert mid == pytest.approx(np.expm1(np.log1p(1e4) / 2))
+
+
+# ---------------------------------------------------------------- issue 33: a signed heavy-tailed transform
+
+NET = Continuous("net_assets", -2e6, 2e6, transform="asinh", scale=1000.0)
+
+
+def test_asinh_bins_are_symmetric_and_fine_near_zero():
+    e = NET.edges
+    np.testing.assert_allclose(e, -e[::-1], atol=1e-12)  # symmetric working scale
+    widths = np.diff(NET._inverse(e))  # raw widths of the 64 bins
+    np.testing.assert_allclose(widths, widths[::-1], rtol=1e-9)
+    # 0 is an edge; the bins beside it are scale·sinh(Δt) ≈ scale·Δt wide (sinh is linear
+    # there), Δt = 2·asinh(upper/scale)/64; the tails are wide
+    dt = 2 * np.arcsinh(2e6 / 1000) / DEFAULT_BINS
+    assert e[DEFAULT_BINS // 2] == pytest.approx(0.0, abs=1e-12)
+    assert widths[DEFAULT_BINS // 2] == pytest.approx(1000 * np.sinh(dt), rel=1e-9)
+    assert widths[DEFAULT_BINS // 2] < 300 and widths[0] > 100 * widths[DEFAULT_BINS // 2]
+    # linear bins over the same bounds would be 62,500 wide everywhere
+    assert Continuous("x", -2e6, 2e6).edges[1] - Continuous("x", -2e6, 2e6).edges[0] == 62_500
+
+
+def test_asinh_round_trips_the_unit_scale_and_the_bins(rng):
+    x = np.r_[rng.standard_t(1.5, 3000) * 5000, -2e6, 0.0, 2e6]
+    x = np.clip(x, NET.lower, NET.upper)
+    u = NET.to_unit(x)
+    assert u.min() == 0.0 and u.max() == 1.0
+    np.testing.assert_allclose(NET.from_unit(u), x, rtol=1e-9, atol=1e-6)
+    assert NET.to_unit(np.array([0.0]))[0] == pytest.approx(0.5)
+    cells = NET.to_bins(x)
+    back = NET.from_bins(cells, rng.random(len(x)))
+    assert back.min() >= NET.lower and back.max() <= NET.upper
+    np.testing.assert_array_equal(NET.to_bins(back), cells)  # decoded inside its own cell
+    assert np.all(np.sign(back[np.abs(x) > 1000]) == np.sign(x[np.abs(x) > 1000]))
+
+
+def test_asinh_keeps_atoms_and_labels_its_cells():
+    col = Continuous("net", -1e5, 1e5, transform="asinh", scale=100.0, atoms=(0.0,), intervals=8)
+    labels = col.cell_labels()
+    assert labels[4] == "=0" and len(labels) == 9
+    assert [float(v) for v in labels[:4]] == [-float(v) for v in labels[5:][::-1]]
+    np.testing.assert_array_equal(col.to_bins(np.array([-1.0, 0.0, 1.0])), [3, 4, 5])
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (
+            lambda: Continuous("a", -1, 5, transform="asinh"),
+            "column 'a': transform 'asinh' needs scale (None)",
+        ),
+        (
+            lambda: Continuous("a", -1, 5, transform="asinh", scale=0.0),
+            "needs scale (0.0) a finite number > 0",
+        ),
+        (lambda: Continuous("a", -1, 5, transform="asinh", scale=math.inf), "needs scale (inf) a finite"),
+        (
+            lambda: Continuous("a", 0, 5, scale=2.0),
+            "column 'a': scale (2.0) is used only with transform: asinh",
+        ),
+        (lambda: Continuous("a", -1, 5, transform="log"), "use transform: asinh with a public scale"),
+    ],
+)
+def test_asinh_scale_rules(make, message):
+    with pytest.raises(SchemaError, match=re.escape(message)):
+        make()

@@ -107,3 +107,19 @@ def test_forecast_noise_is_what_the_flows_tasks_draw(tmp_path, epsilon):
     for h in f.histograms:
         assert (h.mechanism, h.scale) == drawn[f"histogram[{h.column}]"]
     assert np.isfinite([h.sd for h in f.histograms]).all()
+
+
+def test_a_declared_bins_column_the_noise_swamps_is_warned_about_with_what_the_rule_keeps():
+    """Issue 33: declared ``bins`` switch off factor_gauss's merging (the steward's choice,
+    kept), so the 442-row table's bmi stays on 256 cells; the forecast says the noise swamps
+    them and how many the merge rule (``resolution.group_count``) would keep."""
+    raw = _diabetes_like()
+    raw["schema"]["bmi"]["bins"] = 256
+    f = forecast(_spec(raw), 442)
+    (bmi,) = [h for h in f.histograms if h.column == "bmi"]
+    assert bmi.bins == 256  # kept as declared
+    k = math.floor(2 * 442 * 0.25 / bmi.mean_abs)
+    (warning,) = [w for w in f.warnings if w.startswith("column 'bmi'")]
+    assert "column 'bmi': bins: 256 keeps 256 cells; at privacy.epsilon 1 and n = 442 fitted rows" in warning
+    assert warning.endswith(f"the merge rule would keep {k}; remove bins to let it merge")
+    assert not any(w.startswith("column 'age'") for w in f.warnings)  # merged by the rule: no such warning

@@ -52,6 +52,36 @@ def test_other_must_be_declared(column, extra, message, tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            {"transform": "asinh"},
+            "schema.x.continuous.scale': Value error, transform: asinh needs scale (None)",
+        ),
+        ({"transform": "asinh", "scale": -5.0}, "transform: asinh needs scale (-5.0) a finite number > 0"),
+        ({"transform": "asinh", "scale": float("nan")}, "transform: asinh needs scale (nan) a finite number"),
+        (
+            {"transform": "asinh", "scale": "1000"},
+            "schema.x.continuous.scale': Input should be a valid number",
+        ),
+        ({"transform": "log", "scale": 10.0}, "scale (10.0) is used only with transform: asinh"),
+    ],
+    ids=["asinh-without-scale", "negative-scale", "nan-scale", "quoted-scale", "scale-with-log"],
+)
+def test_the_asinh_scale_is_a_positive_finite_number_declared_with_asinh(extra, message, tmp_path):
+    """Issue 33: ``transform: asinh`` needs a public ``scale`` > 0, and only it takes one."""
+    schema = toy_schema(x={"bounds": [-1e6, 1e6], **extra})
+    with pytest.raises(SpecError, match=re.escape(message)):
+        load_spec(write_spec(tmp_path, checks={}, schema=schema))
+
+
+def test_asinh_takes_bounds_of_any_sign(tmp_path):
+    schema = toy_schema(x={"bounds": [-1e6, 1e6], "transform": "asinh", "scale": 1000})
+    column = load_spec(write_spec(tmp_path, checks={}, schema=schema)).public_schema()["x"]
+    assert (column.transform, column.scale) == ("asinh", 1000.0)
+
+
+@pytest.mark.parametrize(
     ("epsilon", "message"),
     [
         (0, "Input should be greater than 0"),

@@ -202,3 +202,26 @@ def test_unknown_category_reject(tmp_path):
     assert "column 'o': values must be among the 4 declared levels" in message  # 3 + the missing token
     assert "`unknown: other`" in message
     _no_counts(message)
+
+
+LOG_VALUES = {"type": "continuous", "bounds": [0.0, 4.0], "values": [0.693147, 1.94591, 3.258097]}
+
+
+def test_declared_values_match_within_the_declared_decimals(tmp_path):
+    """Issue 33: the file prints log(26) as 3.258096, the spec declares 3.258097. With
+    decimals: 5 the value is the declared one (and reads as it); without, the refusal says
+    how equality is judged and how to relax it, never the file's value."""
+    body = "x,k,c,o,lk\n0.5,3,a,lo,3.258096\n0.2,7,b,hi,0.693147\n"
+    schema = {**TWO_LEVELS, "lk": {**LOG_VALUES, "decimals": 5}}
+    df = validate(toy_spec(tmp_path, body, schema), tmp_path)
+    assert list(df["lk"]) == [3.258096, 0.693147]  # validated as on the support
+    exact = {**TWO_LEVELS, "lk": LOG_VALUES}
+    with pytest.raises(InputValidationError) as err:
+        validate(toy_spec(tmp_path, body, exact), tmp_path)
+    message = str(err.value)
+    assert (
+        "column 'lk': values must be among the 3 declared numbers (values: ...), equal within a relative "
+        "1e-9 (|x − v| ≤ 1e-9·|v|); or declare decimals: d to match the numbers to d decimal places"
+    ) in message
+    assert "3.258096" not in message
+    _no_counts(message)
