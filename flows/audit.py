@@ -114,9 +114,9 @@ def _arithmetic(doc: dict) -> list[Check]:
             continue
         share = r[key]
         need = (
-            r["sensitivity"] / math.sqrt(2 * share)
-            if r["mechanism"] == "gaussian"
-            else 2 * r["sensitivity"] / share  # noisy max: exponential noise of scale 2Δu/ε
+            r["sensitivity"] / math.sqrt(2 * share)  # Gaussian σ, or Gumbel s = Δ∞/√(2ρ) (ρ = ε²/8)
+            if r["mechanism"] in ("gaussian", "exponential")
+            else 2 * r["sensitivity"] / share  # noisy max: exponential (or Gumbel) noise of scale 2Δu/ε
             if r["mechanism"] == "noisy_max"
             else r["sensitivity"] / share
         )
@@ -196,13 +196,20 @@ def _derived(doc: dict) -> list[Check]:
             )
             continue
         bound = want.bound(r["sensitivity_norm"])
-        share = r["rho"] if r["mechanism"] == "gaussian" else r["epsilon"]
+        zcdp = r["mechanism"] in ("gaussian", "exponential")
+        share = r["rho"] if zcdp else r["epsilon"]
         if bound is None or r["mechanism"] == "none" or not share:
             out.append(
                 Check("sensitivity", name, False, f"{r['mechanism']} on {r['sensitivity_norm']}: no bound")
             )
             continue
-        need = bound / math.sqrt(2 * share) if r["mechanism"] == "gaussian" else bound / share
+        need = (
+            bound / math.sqrt(2 * share)
+            if zcdp
+            else 2 * bound / share
+            if r["mechanism"] == "noisy_max"
+            else bound / share
+        )
         ok = r["sensitivity"] >= bound * (1 - _REL) and r["noise_scale"] >= need * (1 - _REL)
         out.append(
             Check(

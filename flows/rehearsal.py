@@ -40,6 +40,7 @@ from flows.pipeline import Run, release_steps
 from ledger import Ledger
 from mechanisms.errors import DPReleaseError
 from mechanisms.primitives import release_streams
+from mechanisms.registry import MECHANISMS
 from spec import EngineSpec, ReleaseSpec, SpecError
 
 __all__ = ["MAX_ROW_NUMBER", "Rehearsal", "RehearsalError", "rehearse"]
@@ -146,17 +147,21 @@ def _identifiers(spec: ReleaseSpec) -> None:
 
 def _rehearsal_spec(spec: ReleaseSpec, path: Path, rows: int) -> ReleaseSpec:
     """The spec over the rehearsal file: the ``dask`` engine as ``local`` (the same chunk
-    functions), a streaming engine's chunks small enough to make several, and
-    ``synthetic_rows`` at most the table's rows."""
+    functions), a streaming engine's chunks small enough to make several, ``synthetic_rows``
+    at most the table's rows, and the mechanism's ``rehearsal_params`` (fewer rounds or
+    iterations: the same code, sooner)."""
     engine = spec.engine
     if engine.streaming:  # model_copy does not validate: chunks below the spec's minimum are fine here
         engine = EngineSpec(name="local").model_copy(update={"chunk_rows": max(1, rows // 3)})
     synthetic = None if spec.synthetic_rows is None else min(spec.synthetic_rows, rows)
+    cheap = MECHANISMS[spec.mechanism.name].rehearsal_params
+    mechanism = spec.mechanism.model_copy(update={"params": {**spec.mechanism.params, **cheap}})
     return spec.model_copy(
         update={
             "dataset": spec.dataset.model_copy(update={"path": path}),
             "engine": engine,
             "synthetic_rows": synthetic,
+            "mechanism": mechanism,
             "base_dir": path.parent,
         }
     )

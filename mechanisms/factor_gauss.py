@@ -303,9 +303,7 @@ def measure_marginals(
     ]
 
 
-def marginal_noise(
-    schema: Schema, params: FactorGaussParams, plan: BudgetPlan, n: int | None
-) -> list[HistogramNoise]:
+def marginal_noise(schema: Schema, params: object, plan: BudgetPlan, n: int | None) -> list[HistogramNoise]:
     """Stage 1's noise per histogram, from public facts, as ``measure_marginals`` draws it:
     the stage split evenly over the p columns (``StageBudget.split``), each count at
     Δ₂ = √2 / Δ₁ = 2 (``histogram_sensitivity``) calibrated by ``primitives.stage_noise``:

@@ -41,6 +41,8 @@ __all__ = [
     "VettedRNG",
     "discrete_laplace_mechanism",
     "discrete_laplace_noise",
+    "exponential_mechanism",
+    "exponential_scale",
     "gaussian_mechanism",
     "gaussian_sigma",
     "laplace_mechanism",
@@ -67,9 +69,9 @@ class Measurement:
     name: str
     stage: str
     value: np.ndarray
-    mechanism: Literal["gaussian", "laplace", "discrete_laplace", "noisy_max", "none"]
+    mechanism: Literal["gaussian", "laplace", "discrete_laplace", "noisy_max", "exponential", "none"]
     sensitivity: float
-    norm: Literal["l1", "l2"]
+    norm: Literal["l1", "l2", "linf"]
     scale: float
     rho: float | None
     epsilon: float | None
@@ -205,6 +207,70 @@ def discrete_laplace_mechanism(
     return Measurement(
         name, stage, noisy, "discrete_laplace", l1_sensitivity, "l1", scale, None, epsilon, defect
     )
+
+
+def exponential_scale(linf_sensitivity: float, rho: float) -> float:
+    """s = Δ∞/√(2ρ): the Gumbel scale at which the exponential mechanism is ρ-zCDP; rounded up.
+
+    The exponential mechanism choosing argmax(q + Gumbel(s)) is ε-DP with ε = 2Δ∞/s for
+    scores each changing by at most Δ∞ between neighbours (not necessarily in the same
+    direction), and ε-bounded-range, hence (ε²/8)-zCDP (Cesar & Rogers 2021, Lemma 3.2 and
+    Thm 3.3): ε²/8 = Δ∞²/(2s²) = ρ.
+    """
+    if not (rho > 0 and math.isfinite(rho)):
+        raise BudgetError(f"rho ({rho}) must be a finite number > 0")
+    return math.nextafter(linf_sensitivity / math.sqrt(2 * rho), math.inf)
+
+
+def exponential_mechanism(
+    scores: np.ndarray,
+    *,
+    linf_sensitivity: float,
+    rho: float,
+    rng: np.random.Generator,
+    name: str,
+    stage: str,
+) -> Measurement:
+    """The index of the best of ``scores`` after Gumbel noise: the exponential mechanism.
+
+    Sensitivity: the caller's Δ∞, the most any one score moves between neighbours.
+    Noise: Gumbel of scale s = Δ∞/√(2ρ), rounded up (``exponential_scale``); a ``VettedRNG``
+    selects with OpenDP's ``make_noisy_max`` under zero-concentrated divergence (its own
+    map at Δ∞ checked ≤ ρ, the scale raised by an ulp if needed), a seeded generator with
+    numpy's Gumbel sampler (the same law). The record's value is the chosen index.
+    Privacy: ρ-zCDP (bounded range: ε = 2Δ∞/s, ε²/8 = ρ), composing with the Gaussian
+    measurements of the same plan.
+    Reference: McSherry & Talwar 2007; Cesar & Rogers 2021; McKenna et al. 2022 (AIM, §4).
+    """
+    s = exponential_scale(linf_sensitivity, rho)
+    chosen, s = _select(np.asarray(scores, dtype=float), s, linf_sensitivity, rho, rng)
+    return Measurement(name, stage, chosen, "exponential", linf_sensitivity, "linf", s, rho, None)
+
+
+def _select(
+    scores: np.ndarray, scale: float, sensitivity: float, rho: float, rng: np.random.Generator
+) -> tuple[np.ndarray, float]:
+    """The one place where a private selection meets its scores: [argmax(scores +
+    Gumbel(scale))] and the scale actually used. Every selection of every mechanism passes
+    here, so the wiring tests (``tests/wiring.py``) replace it, as ``_perturb``, to read the
+    exact scores."""
+    if not np.all(np.isfinite(scores)):
+        raise ValueError("the scores of a selection must be finite")
+    if is_vetted(rng):
+        dp = opendp()
+        space = (
+            dp.vector_domain(dp.atom_domain(T=float, nan=False)),
+            dp.linf_distance(T=float, monotonic=False),
+        )
+        for _ in range(64):  # OpenDP's map rounds up: the smallest scale whose map is ≤ ρ
+            chooser = dp.m.make_noisy_max(*space, dp.zero_concentrated_divergence(), scale=scale)
+            if chooser.map(float(sensitivity)) <= rho:
+                return np.array([int(chooser([float(v) for v in scores]))]), scale
+            scale = math.nextafter(scale, math.inf)
+        raise BudgetError(
+            f"OpenDP's noisy max costs more than rho {rho!r} at scale {scale!r}"
+        )  # pragma: no cover
+    return np.array([int(np.argmax(scores + rng.gumbel(0.0, scale, scores.shape)))]), scale
 
 
 def _perturb(

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from mechanisms import dpfm, factor_gauss, lda_ppd, pcappd, private_pca, ron_gauss, spectral
+from mechanisms import aim, dpfm, factor_gauss, lda_ppd, mst, pcappd, private_pca, ron_gauss, spectral
 from mechanisms.synthesizer import Synthesizer
 
 __all__ = ["MECHANISMS"]
 
 MECHANISMS: dict[str, Synthesizer] = {
     m.SYNTHESIZER.name: m.SYNTHESIZER
-    for m in (factor_gauss, dpfm, ron_gauss, private_pca, pcappd, lda_ppd, spectral)
+    for m in (factor_gauss, aim, mst, dpfm, ron_gauss, private_pca, pcappd, lda_ppd, spectral)
 }

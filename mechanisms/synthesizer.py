@@ -103,15 +103,18 @@ class Sensitivity:
     """What one noisy statistic may change by when one record is replaced: its ledger
     ``stage`` and Δ₁, Δ₂ (``None`` for a norm the mechanism never calibrates to), derived
     from public facts only (schema, parameters, the public n, and the stages' public
-    facts). ``tight`` says some pair of neighbouring tables attains it."""
+    facts). ``tight`` says some pair of neighbouring tables attains it; ``linf`` is the
+    sensitivity of a private selection's scores (``primitives.exponential_mechanism``)."""
 
     stage: str
     l1: float | None
     l2: float | None
     tight: bool = False
+    linf: float | None = None
 
     def bound(self, norm: str) -> float | None:
-        return self.l1 if norm == "l1" else self.l2
+        """Δ in ``norm``: l1, l2, or linf (a selection's scores, each moving at most Δ∞)."""
+        return {"l1": self.l1, "l2": self.l2, "linf": self.linf}.get(norm)
 
 
 @dataclass(frozen=True)
@@ -168,7 +171,9 @@ class Synthesizer:
     synthesizer that publishes none (the default). ``models_missing``: the steps work on
     cells only (never on ``MixedRows.unit``), so a continuous column's missing cell
     (``missing: allowed``) is modelled like any other; the spec refuses that field for a
-    synthesizer without it.
+    synthesizer without it. ``rehearsal_params``: parameters that make the rehearsal before
+    the reserve (``flows/rehearsal.py``) cheap without changing which code runs (e.g. fewer
+    rounds or iterations of an estimator), merged over the spec's.
     """
 
     name: str
@@ -191,6 +196,7 @@ class Synthesizer:
         lambda schema, params, plan, n: []
     )
     models_missing: bool = False
+    rehearsal_params: Mapping[str, Any] = field(default_factory=dict)
 
     def fit(
         self,

@@ -44,6 +44,7 @@ DPFM = ("tests/mechanisms/test_wiring_dpfm.py",)
 PCA = ("tests/mechanisms/test_wiring_private_pca.py",)
 PUB = ("tests/mechanisms/test_wiring_publishing.py",)
 GATES = ("tests/checks/test_gates.py", "tests/tasks/test_check_gates.py")
+MARGINAL = ("tests/mechanisms/test_marginal_synthesizers.py",)
 ISOLATION = ("tests/mechanisms/test_isolation.py",)
 
 MUTANTS = [
@@ -307,6 +308,44 @@ MUTANTS = [
         "        __import__('dataclasses').replace(encoded.counts, value=exact), moments, len(encoded.y), "
         "encoded.layout\n"
         "    )",
+        ISOLATION,
+    ),
+    # --- the marginal synthesizers on Private-PGM (issue 33) ---
+    Mutant(
+        "mst: selection scores with half their sensitivity",
+        "mechanisms/mst.py",
+        "SCORE_SENSITIVITY = 2.0\n",
+        "SCORE_SENSITIVITY = 1.0\n",
+        MARGINAL,
+    ),
+    Mutant(
+        "aim: selection scores with half their sensitivity",
+        "mechanisms/aim.py",
+        "SCORE_SENSITIVITY = 2.0\n",
+        "SCORE_SENSITIVITY = 1.0\n",
+        MARGINAL,
+    ),
+    Mutant(
+        "aim: tables measured with half their sensitivity",
+        "mechanisms/aim.py",
+        'l2_sensitivity=histogram_sensitivity("l2"),\n            rho=budget.rho_m,',
+        'l2_sensitivity=histogram_sensitivity("l2") / 2,\n            rho=budget.rho_m,',
+        MARGINAL,
+    ),
+    Mutant(
+        "aim: the model fitted to the exact table (the noisy one drawn, charged, unused)",
+        "mechanisms/aim.py",
+        "        measured.append(Marginal(columns, table))",
+        "        measured.append(Marginal(columns, replace(table, value=np.asarray(_exact(workload, counts, columns), float))))",
+        ISOLATION,
+    ),
+    Mutant(
+        "mst: the model fitted to the exact tree tables (the noisy ones drawn, charged, unused)",
+        "mechanisms/mst.py",
+        "    measured = [Marginal(pair, m) for pair, m in zip(chosen, tables, strict=True)]",
+        "    index = {pair: k for k, pair in enumerate(workload.pairs)}\n"
+        "    measured = [Marginal(pair, replace(m, value=np.asarray(counts[index[pair]], float)))\n"
+        "                for pair, m in zip(chosen, tables, strict=True)]",
         ISOLATION,
     ),
 ]

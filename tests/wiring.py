@@ -56,6 +56,7 @@ __all__ = [
 
 REL = 1e-9  # floating-point slack on a bound: the change is computed, not exact
 _PERTURB = primitives._perturb  # the real noise, for ``Replay``
+_SELECT = primitives._select  # the real selection, for ``Replay``
 
 
 class Probe:
@@ -90,6 +91,22 @@ class Probe:
         self.outputs.append(out)
         return out, scale
 
+    def select(self, scores, scale, sensitivity, rho, rng) -> tuple[np.ndarray, float]:
+        """A stand-in for ``primitives._select``: records the exact scores and chooses the
+        best one without noise (D) or D's choice (replay), so the neighbour's later stages see
+        the same earlier releases."""
+        i = len(self.exact)
+        self.exact.append(np.array(scores, dtype=float, copy=True))
+        self.noise.append(("exponential", scale))
+        if self.replay is not None:
+            if i >= len(self.replay) or self.replay[i].shape != (1,):
+                raise AssertionError(f"draw {i}: the neighbour made a selection where D measured")
+            out = np.array(self.replay[i], copy=True)
+        else:
+            out = np.array([int(np.argmax(scores))])
+        self.outputs.append(out)
+        return out, scale
+
     def exact_of(self, m: Measurement) -> np.ndarray:
         """The exact statistic behind measurement ``m`` (matched by its value object)."""
         for out, exact in zip(self.outputs, self.exact, strict=True):
@@ -100,12 +117,17 @@ class Probe:
 
 @contextmanager
 def probing(probe: Probe) -> Iterator[Probe]:
-    with mock.patch.object(primitives, "_perturb", probe):
+    with (
+        mock.patch.object(primitives, "_perturb", probe),
+        mock.patch.object(primitives, "_select", probe.select),
+    ):
         yield probe
 
 
 def norm(x: np.ndarray, which: str) -> float:
     x = np.asarray(x, dtype=float).ravel()
+    if which == "linf":
+        return float(np.abs(x).max(initial=0.0))
     return float(np.abs(x).sum()) if which == "l1" else float(np.sqrt(np.sum(x * x)))
 
 
@@ -201,8 +223,15 @@ class Replay:
         self.outputs: list[np.ndarray] = []
         self.replay = replay
 
+    def select(self, scores, scale, sensitivity, rho, rng) -> tuple[np.ndarray, float]:
+        """A stand-in for ``primitives._select``: the real selection (same draws), or, on D',
+        D's choice in its place."""
+        return self._replayed(*_SELECT(scores, scale, sensitivity, rho, rng))
+
     def __call__(self, value, kind, scale, sensitivity, budget, rng) -> tuple[np.ndarray, float]:
-        out, used = _PERTURB(value, kind, scale, sensitivity, budget, rng)
+        return self._replayed(*_PERTURB(value, kind, scale, sensitivity, budget, rng))
+
+    def _replayed(self, out: np.ndarray, used: float) -> tuple[np.ndarray, float]:
         if self.replay is not None:
             i = len(self.outputs)
             if i >= len(self.replay) or self.replay[i].shape != np.shape(out):
@@ -219,7 +248,11 @@ def recorded(
 ) -> tuple[pd.DataFrame, list[np.ndarray]]:
     """``run(table)`` under a ``Replay`` (recording, or replaying ``replay``): its output
     and the releases it returned, in the order they were drawn."""
-    with mock.patch.object(primitives, "_perturb", Replay(replay)) as probe:
+    probe = Replay(replay)
+    with (
+        mock.patch.object(primitives, "_perturb", probe),
+        mock.patch.object(primitives, "_select", probe.select),
+    ):
         out = run(table)
     if replay is not None and len(probe.outputs) != len(replay):
         raise AssertionError("the run measured a different number of statistics than the replayed one")

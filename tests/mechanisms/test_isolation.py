@@ -43,6 +43,8 @@ CONFIGS = {
     "private_pca": ("private_pca", {"dims": 3}),
     "pcappd": ("pcappd", {}),
     "lda_ppd": ("lda_ppd", {"target": "income"}),
+    "mst": ("mst", {"iters": 50}),
+    "aim": ("aim", {"rounds": 2, "round_iters": 10, "iters": 30}),
 }
 
 
@@ -79,8 +81,10 @@ def test_output_is_a_function_of_the_releases_only(tmp_path, config, notion):
 
 # private_pca: on the demo data the projected rows sit on few lattice points, so a deep PMM
 # level whose occupied cells split the same way on D and D' leaves the consistent counts as
-# they were (legitimately); lda_ppd: 4 s per run, its two releases covered by the mutants.
-STEERING = [c for c in CONFIGS if CONFIGS[c][0] not in ("private_pca", "lda_ppd")]
+# they were (legitimately); lda_ppd: 4 s per run, its two releases covered by the mutants;
+# mst and aim: a selection replaced by D''s changes which tables are measured next, so the
+# later releases cannot be swapped in one by one.
+STEERING = [c for c in CONFIGS if CONFIGS[c][0] not in ("private_pca", "lda_ppd", "mst", "aim")]
 
 
 @pytest.mark.parametrize("config", STEERING)

@@ -237,7 +237,7 @@ CASES = [
         "streaming a mechanism that needs all rows",
         lambda s: s.update(engine={"name": "dask"}, mechanism={"name": "ron_gauss"}),
         "engine.name 'dask' streams the data in two passes (histograms, then a statistic summed over "
-        "chunks), which only ['factor_gauss'] can use; ron_gauss needs every row in memory",
+        "chunks), which only ['aim', 'factor_gauss', 'mst'] can use; ron_gauss needs every row in memory",
     ),
     (
         "a format twice",

@@ -1,0 +1,331 @@
+"""``aim``: the adaptive and iterative mechanism on Private-PGM (McKenna, Mullins, Sheldon,
+Miklau 2022, "AIM: An Adaptive and Iterative Mechanism for Differentially Private Synthetic
+Data", Alg. 2), over the project's public cells.
+
+Workload: the candidate two-way marginals of ``mechanisms.workload`` (at most
+``MAX_PAIR_CELLS`` cells each) and their one-way closure; a pair weighs 1, a single column ½
+(the paper's compiled weights, normalised). Stages (zCDP only):
+
+1. ``marginals`` — every one-way marginal (``mechanisms.workload``), weight 0.9/16 of the
+   whole: the paper's initial round, d one-way tables at the first round's σ.
+2. ``select`` and ``measure`` — rounds. Round t picks a candidate r by the exponential
+   mechanism at ρₛ with the score q_r = w_r(‖C_r − M_r(p̂)‖₁ − √(2/π)·σ·K_r) (C_r the exact
+   counts, p̂ the current model, K_r its cells), among the candidates whose junction tree
+   stays within ``max_model_size``·(budget used)/(budget), then measures C_r with Gaussian
+   noise at ρₘ (σ = Δ₂/√(2ρₘ)), and re-estimates the model (warm start). The first round
+   takes ρₘ = ρ_measure/T, ρₛ = ρ_select/T (T = ``rounds``, default 16·p); when a
+   measurement barely moves the model (‖M_r(p̂') − M_r(p̂)‖₁ ≤ √(2/π)·σ·K_r) both are
+   multiplied by 4 (σ halved, ε doubled), and the round that would leave less than two
+   rounds' budget takes all that is left. The stages split 1 : 9, the paper's.
+3. estimation and sampling (post-processing) — mbi's mirror descent on every measurement
+   (``mechanisms.graphical``), ``params.iters`` iterations; fresh rows along its junction
+   tree, decoded through the private one-way densities.
+
+Sensitivity (replace-one): Δ₁ = 2, Δ₂ = √2 for a count table; a score moves by at most
+w_r·‖ΔC_r‖₁ ≤ 2·w_r ≤ 2, so Δ∞ = 2 for the selection (``SCORE_SENSITIVITY``).
+Privacy: adaptive zCDP composition: every selection is ρₛ-zCDP (bounded range,
+``primitives.exponential_mechanism``), every table ρₘ-zCDP; the rounds never spend more than
+each stage's share (the last one takes what is left).
+Corrected: the paper's neighbours are add/remove (Δ = 1 per table, Δ∞ = max w); under
+replace-one both double.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from mechanisms.accounting import BudgetPlan
+from mechanisms.graphical import Marginal, Model, estimate, marginal_of, model_size, sample
+from mechanisms.marginals import histogram_sensitivity
+from mechanisms.primitives import Measurement, exponential_mechanism, gaussian_mechanism
+from mechanisms.schema import Schema
+from mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Streaming, Synthesizer
+from mechanisms.workload import (
+    Workload,
+    chunk_counts,
+    decode_groups,
+    encode_counts,
+    encode_rows,
+    histograms,
+    l1_error,
+    one_way,
+    pair_name,
+    split_counts,
+)
+
+__all__ = ["SCORE_SENSITIVITY", "SYNTHESIZER", "AIMParams", "run_rounds", "sensitivities", "stage_weights"]
+
+SCORE_SENSITIVITY = 2.0
+"""Δ∞ of a score w_r(‖C_r − M_r(p̂)‖₁ − bias) with w_r ≤ 1 under replace-one."""
+SCORE_ROWS = 10
+"""Rows drawn from the model per input row to count the candidates no clique holds."""
+MAX_SCORE_ROWS = 1_000_000
+SELECT_SHARE = 0.1
+"""The selections' share of the rounds' budget (the paper's 0.1; the tables take 0.9)."""
+ONE_WAY_WEIGHT = 0.5
+
+
+@dataclass(frozen=True)
+class AIMParams:
+    """Public hyperparameters: ``rounds`` T (None: 16·p, the paper's), ``max_model_size``
+    in MB of the junction tree (the paper's 80), mirror-descent ``round_iters`` per round
+    (warm-started) and ``iters`` for the final model."""
+
+    rounds: int | None = None
+    max_model_size: float = 80.0
+    round_iters: int = 100
+    iters: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.rounds is not None and not (isinstance(self.rounds, int) and self.rounds >= 1):
+            raise ValueError(f"params.rounds ({self.rounds}) must be an integer >= 1")
+        if not (self.max_model_size > 0 and math.isfinite(self.max_model_size)):
+            raise ValueError(f"params.max_model_size ({self.max_model_size}) must be a finite number > 0")
+        for name in ("round_iters", "iters"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value >= 1):
+                raise ValueError(f"params.{name} ({value}) must be an integer >= 1")
+
+    def total_rounds(self, p: int) -> int:
+        return self.rounds if self.rounds is not None else 16 * p
+
+
+def stage_weights(schema: Schema, params: AIMParams) -> dict[str, float]:
+    """The paper's split: the one-way round 0.9·p/T of the whole, the rest 1 : 9 between the
+    selections and the tables."""
+    p = len(schema)
+    if p < 2:
+        return {"marginals": 1.0}
+    first = min(0.5, 0.9 * p / params.total_rounds(p))
+    return {
+        "marginals": first,
+        "select": SELECT_SHARE * (1 - first),
+        "measure": (1 - SELECT_SHARE) * (1 - first),
+    }
+
+
+def _candidates(workload: Workload) -> list[tuple[tuple[int, ...], float]]:
+    """The workload's closure with weights: every pair (1) and every column (½)."""
+    return [((j,), ONE_WAY_WEIGHT) for j in range(len(workload.sizes))] + [
+        (pair, 1.0) for pair in workload.pairs
+    ]
+
+
+def _exact(workload: Workload, counts: tuple[np.ndarray, ...], columns: tuple[int, ...]) -> np.ndarray:
+    """The exact counts of a candidate: a pair's table, or a column's histogram summed out
+    of any pair that holds it (or its own histogram when no pair does)."""
+    if len(columns) == 2:
+        return counts[workload.pairs.index((columns[0], columns[1]))]
+    (j,) = columns
+    return workload.one_counts[j]
+
+
+@dataclass
+class _Budget:
+    """The rounds' budget: each stage's share, what its rounds have taken, and the current
+    round's ρₛ, ρₘ."""
+
+    select: float
+    measure: float
+    rho_s: float
+    rho_m: float
+    taken_s: list[float] = field(default_factory=list)
+    taken_m: list[float] = field(default_factory=list)
+
+    def next_round(self) -> bool:
+        """Take this round's budget; True when it is the last: when less than two rounds'
+        budget is left (the paper's rule), this round takes all that is left, rounded down so
+        that the rounds' sums never exceed the shares (as ``accounting.split_budget``)."""
+        left_s = self.select - math.fsum(self.taken_s)
+        left_m = self.measure - math.fsum(self.taken_m)
+        last = left_s < 2 * self.rho_s or left_m < 2 * self.rho_m
+        if last:
+            self.rho_s = _rest(self.select, self.taken_s)
+            self.rho_m = _rest(self.measure, self.taken_m)
+        self.taken_s.append(self.rho_s)
+        self.taken_m.append(self.rho_m)
+        return last
+
+    @property
+    def used(self) -> float:
+        """The share of the rounds' budget taken so far."""
+        return math.fsum([*self.taken_s, *self.taken_m]) / (self.select + self.measure)
+
+
+def _rest(share: float, taken: list[float]) -> float:
+    """What is left of ``share``, rounded down until every sum of ``taken`` and it fits."""
+    rest = math.nextafter(share - math.fsum(taken), 0.0)
+    while rest > 0 and (math.fsum([*taken, rest]) > share or sum([*taken, rest]) > share):
+        rest = math.nextafter(rest, 0.0)
+    return rest
+
+
+def run_rounds(
+    workload: Workload,
+    counts: tuple[np.ndarray, ...],
+    plan: BudgetPlan,
+    params: AIMParams,
+    *,
+    rng: np.random.Generator,
+) -> tuple[list[Marginal], list[Measurement], Model]:
+    """The rounds (stages ``select`` and ``measure``): returns the measured tables, every
+    record in order, and the last model. A candidate's model table M_r(p̂) is exact when a
+    clique of the model holds r, else counted in ``SCORE_ROWS``·n rows drawn from the model
+    (post-processing; its sampling error is far below the score's bias term).
+
+    Sensitivity: Δ∞ = 2 per selection (``SCORE_SENSITIVITY``); Δ₁ = 2, Δ₂ = √2 per table.
+    Noise: Gumbel of scale Δ∞/√(2ρₛ) per selection, Gaussian σ = √2/√(2ρₘ) per table.
+    Privacy: Σρₛ ≤ ρ_select, Σρₘ ≤ ρ_measure; adaptive zCDP composition.
+    Reference: McKenna et al. 2022, Alg. 2 (adapted to replace-one neighbours).
+    """
+    names, sizes, n = list(workload.names), workload.sizes, workload.n
+    select, measure = plan.stage("select"), plan.stage("measure")
+    assert select.rho is not None and measure.rho is not None  # aim is zCDP only
+    rounds = params.total_rounds(len(names))
+    budget = _Budget(select.rho, measure.rho, select.rho / rounds, measure.rho / rounds)
+    measured: list[Marginal] = []
+    records: list[Measurement] = []
+    model = estimate(names, sizes, one_way(workload), n, iters=params.round_iters)
+    candidates = _candidates(workload)
+    while True:
+        last = budget.next_round()
+        sigma = histogram_sensitivity("l2") / math.sqrt(2 * budget.rho_m)
+        limit = params.max_model_size * budget.used
+        cliques = [m.columns for m in measured]
+        allowed = [(c, w) for c, w in candidates if c in cliques or model_size(sizes, [*cliques, c]) <= limit]
+        allowed = allowed or candidates[: len(names)]  # one-way tables always fit
+        drawn = sample(model, min(SCORE_ROWS * n, MAX_SCORE_ROWS), rng)
+        fitted = [marginal_of(model, c, drawn, n) for c, _ in allowed]
+        scores = np.array(
+            [
+                w * (l1_error(_exact(workload, counts, c), est) - _bias(sigma, sizes, c))
+                for (c, w), est in zip(allowed, fitted, strict=True)
+            ]
+        )
+        t = len(measured)
+        choice = exponential_mechanism(
+            scores,
+            linf_sensitivity=SCORE_SENSITIVITY,
+            rho=budget.rho_s,
+            rng=rng,
+            name=f"select[{t}]",
+            stage="select",
+        )
+        k = int(choice.value[0])
+        columns = allowed[k][0]
+        table = gaussian_mechanism(
+            np.asarray(_exact(workload, counts, columns), dtype=float),
+            l2_sensitivity=histogram_sensitivity("l2"),
+            rho=budget.rho_m,
+            rng=rng,
+            name=_name(names, columns, t),
+            stage="measure",
+        )
+        records += [choice, table]
+        measured.append(Marginal(columns, table))
+        model = estimate(
+            names, sizes, [*one_way(workload), *measured], n, warm_start=model, iters=params.round_iters
+        )
+        if last:
+            break
+        if l1_error(marginal_of(model, columns), fitted[k]) <= _bias(sigma, sizes, columns):
+            budget.rho_s, budget.rho_m = 4 * budget.rho_s, 4 * budget.rho_m
+    return measured, records, model
+
+
+def _bias(sigma: float, sizes: list[int], columns: tuple[int, ...]) -> float:
+    """√(2/π)·σ·K: the expected L1 norm of the noise on a table of K cells."""
+    return math.sqrt(2 / math.pi) * sigma * math.prod(sizes[c] for c in columns)
+
+
+def _name(names: list[str], columns: tuple[int, ...], t: int) -> str:
+    base = pair_name(names, *columns) if len(columns) == 2 else f"histogram[{names[columns[0]]}]"
+    return f"{base}#{t}"
+
+
+def sensitivities(
+    schema: Schema, params: AIMParams, n: int, facts: Mapping[str, Any] | None = None
+) -> dict[str, Sensitivity]:
+    """Every statistic aim measures, from public facts: one histogram per column, and per
+    round (``facts["rounds"]``, the noisy selections' outcome) its selection and its table."""
+    h1, h2 = histogram_sensitivity("l1"), histogram_sensitivity("l2")
+    out = {f"histogram[{c}]": Sensitivity("marginals", h1, h2, tight=True) for c in schema.names}
+    for t, columns in enumerate((facts or {}).get("rounds", [])):
+        index = tuple(schema.names.index(c) for c in columns)
+        out[f"select[{t}]"] = Sensitivity("select", None, None, linf=SCORE_SENSITIVITY)
+        out[_name(schema.names, index, t)] = Sensitivity("measure", h1, h2, tight=True)
+    return out
+
+
+def _estimate(
+    workload: Workload, counts: tuple[np.ndarray, ...], plan: BudgetPlan, params: AIMParams, rng
+) -> Stage:
+    if len(workload.names) < 2:
+        return Stage((workload, [], None), (), {"rounds": []})
+    measured, records, model = run_rounds(workload, counts, plan, params, rng=rng)
+    facts = {"rounds": [[workload.names[c] for c in m.columns] for m in measured]}
+    return Stage((replace(workload, counts=(), one_counts=()), measured, model), tuple(records), facts)
+
+
+def _model_stage(state: tuple[Workload, list[Marginal], Any], params: AIMParams) -> Stage:
+    """Post-processing: the final model, ``params.iters`` iterations from the last round's."""
+    workload, measured, model = state
+    final = estimate(
+        workload.names,
+        workload.sizes,
+        [*one_way(workload), *measured],
+        workload.n,
+        warm_start=model,
+        iters=params.iters,
+    )
+    return Stage((workload, final))
+
+
+def _draw(state: tuple[Workload, Model], m: int, rng: np.random.Generator) -> MixedRows:
+    """m fresh rows from the model, decoded to declared cells (post-processing)."""
+    workload, model = state
+    return decode_groups(sample(model, m, rng), workload, rng)
+
+
+SYNTHESIZER = Synthesizer(
+    name="aim",
+    summary=(
+        "AIM (McKenna et al. 2022) on Private-PGM: noisy one-way marginals, then rounds that choose "
+        "the worst-fitted two-way marginal by the exponential mechanism, measure it with Gaussian noise "
+        "and re-estimate a graphical model (mbi); fresh rows decoded through the private one-way densities"
+    ),
+    notions=("zcdp",),
+    params_type=AIMParams,
+    stage_weights=stage_weights,
+    defects=lambda params: [],
+    keeps_row_order=False,
+    spends={"encode": ("marginals",), "estimate": ("select", "measure")},
+    encode=lambda rows, schema, plan, params, rng: _stage(encode_rows(rows.bins, schema, plan, None, rng)),
+    estimate=lambda workload, plan, params, rng: _estimate(workload, workload.counts, plan, params, rng),
+    sample=lambda state, params, m, rng: Stage((*_model_stage(state, params).state, m)),
+    decode=lambda state, schema, params, rng: _draw(state[:2], state[2], rng),
+    sensitivities=sensitivities,
+    streaming=Streaming(
+        lambda counts, n, schema, plan, params, rng: _stage(
+            encode_counts(counts, n, schema, plan, None, rng)
+        ),
+        lambda bins, dither, state, params: chunk_counts(bins, state),
+        lambda total, n, workload, plan, params, rng: _estimate(
+            workload, split_counts(total, workload), plan, params, rng
+        ),
+        _model_stage,
+        _draw,
+    ),
+    histograms=histograms,
+    models_missing=True,
+    rehearsal_params={"rounds": 2, "round_iters": 5, "iters": 5},
+)
+
+
+def _stage(workload: Workload) -> Stage:
+    return Stage(workload, workload.one_way)

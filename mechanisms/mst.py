@@ -1,0 +1,259 @@
+"""``mst``: the maximum-spanning-tree synthesizer on Private-PGM (McKenna, Miklau, Sheldon
+2021, "Winning the NIST Contest: A scalable and general approach to differentially private
+synthetic data", §3), over the project's public cells.
+
+Stages and their budgets (default weights ⅓ each, as the paper's):
+
+1. ``marginals`` — one noisy histogram per column over its public groups
+   (``mechanisms.workload``).
+2. ``select`` — p − 1 selections by the exponential mechanism, Kruskal's algorithm with a
+   private choice at each step: among the candidate pairs that join two trees of the forest
+   so far, the one whose counts the one-way model (n·p̂ᵢ⊗p̂ⱼ) gets most wrong, by the score
+   qᵢⱼ = ‖Cᵢⱼ − n·p̂ᵢ⊗p̂ⱼ‖₁ (Cᵢⱼ the exact table). The stage is split evenly over the p − 1
+   steps.
+3. ``measure`` — the chosen pairs' tables with Gaussian (zCDP) or Laplace (pure) noise, the
+   stage split evenly over the p − 1 planned tables.
+4. estimation (post-processing) — mbi's mirror descent on all the measurements
+   (``mechanisms.graphical``); sampling of m fresh rows along the model's junction tree.
+5. decoding (post-processing) — groups → declared cells by the private one-way density.
+
+Sensitivity (replace-one): Δ₁ = 2, Δ₂ = √2 for every count table (one record leaves one cell
+and enters another); the score q moves by at most ‖ΔCᵢⱼ‖₁ ≤ 2 (p̂ is fixed, noisy), so
+Δ∞ = 2 for the selection.
+Privacy: zCDP composes the stages adaptively (each selection ρ_t-zCDP as a bounded-range
+mechanism, ``primitives.exponential_mechanism``): ρ = ρ₁ + ρ₂ + ρ₃. Under pure DP the
+selection is charged ε_t = 2Δ∞/s at its scale, the tables Laplace.
+Corrected: the paper's selection uses add/remove neighbours (Δ = 1); under replace-one the
+score's sensitivity is 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from mechanisms.accounting import BudgetPlan, StageBudget
+from mechanisms.graphical import Marginal, estimate, sample
+from mechanisms.marginals import histogram_sensitivity
+from mechanisms.primitives import Measurement, exponential_mechanism, measure_stage
+from mechanisms.schema import Schema
+from mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Streaming, Synthesizer
+from mechanisms.workload import (
+    Workload,
+    chunk_counts,
+    decode_groups,
+    encode_counts,
+    encode_rows,
+    histograms,
+    independent_table,
+    l1_error,
+    one_way,
+    pair_name,
+    split_counts,
+)
+
+__all__ = ["SCORE_SENSITIVITY", "STAGE_WEIGHTS", "SYNTHESIZER", "MSTParams", "select_tree", "sensitivities"]
+
+STAGE_WEIGHTS = {"marginals": 1 / 3, "select": 1 / 3, "measure": 1 / 3}
+SCORE_SENSITIVITY = 2.0
+"""Δ∞ of the selection score ‖C − n·p̂ᵢ⊗p̂ⱼ‖₁ under replace-one (C moves by ≤ 2 in L1)."""
+
+
+@dataclass(frozen=True)
+class MSTParams:
+    """Public hyperparameters: ``iters`` of mirror descent for the estimate."""
+
+    iters: int = 1000
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.iters, int) and self.iters >= 1):
+            raise ValueError(f"params.iters ({self.iters}) must be an integer >= 1")
+
+
+def stage_weights(schema: Schema, params: MSTParams) -> dict[str, float]:
+    return dict(STAGE_WEIGHTS) if len(schema) > 1 else {"marginals": 1.0}
+
+
+def _parts(budget: StageBudget, p: int) -> list[StageBudget]:
+    return budget.split(max(p - 1, 1))
+
+
+def _selection(scores: np.ndarray, share: StageBudget, *, rng: np.random.Generator, name: str) -> Measurement:
+    """One private choice among ``scores`` (Δ∞ = ``SCORE_SENSITIVITY``), charged ``share``."""
+    if share.rho is not None:
+        return exponential_mechanism(
+            scores, linf_sensitivity=SCORE_SENSITIVITY, rho=share.rho, rng=rng, name=name, stage=share.stage
+        )
+    # pure DP: the exponential mechanism at ε = 2Δ∞/s is ε-DP; s from ε
+    rho = share.pure_epsilon**2 / 8
+    m = exponential_mechanism(
+        scores, linf_sensitivity=SCORE_SENSITIVITY, rho=rho, rng=rng, name=name, stage=share.stage
+    )
+    return Measurement(
+        m.name, m.stage, m.value, "noisy_max", m.sensitivity, "linf", m.scale, None, share.epsilon
+    )
+
+
+def select_tree(
+    workload: Workload, counts: tuple[np.ndarray, ...], budget: StageBudget, *, rng: np.random.Generator
+) -> tuple[list[tuple[int, int]], list[Measurement]]:
+    """Stage 2: Kruskal's algorithm with the exponential mechanism at each step.
+
+    Sensitivity: Δ∞ = 2 per score (``SCORE_SENSITIVITY``).
+    Noise: Gumbel of scale Δ∞/√(2ρ_t) per step, ρ_t = ρ_select/(p − 1) (``exponential_mechanism``).
+    Privacy: Σ ρ_t ≤ ρ_select (zCDP); ε_t each under pure DP.
+    Reference: McKenna, Miklau, Sheldon 2021, §3 (``select``).
+    """
+    p = len(workload.sizes)
+    component = list(range(p))
+    chosen: list[tuple[int, int]] = []
+    made: list[Measurement] = []
+    for t, share in enumerate(_parts(budget, p)):
+        open_ = [k for k, (i, j) in enumerate(workload.pairs) if component[i] != component[j]]
+        if not open_:
+            break
+        scores = np.array(
+            [l1_error(counts[k], independent_table(workload, *workload.pairs[k])) for k in open_]
+        )
+        m = _selection(scores, share, rng=rng, name=f"select[{t}]")
+        i, j = workload.pairs[open_[int(m.value[0])]]
+        chosen.append((i, j))
+        made.append(m)
+        old, new = component[j], component[i]
+        component = [new if c == old else c for c in component]
+    return chosen, made
+
+
+def measure_tree(
+    workload: Workload,
+    counts: tuple[np.ndarray, ...],
+    chosen: list[tuple[int, int]],
+    budget: StageBudget,
+    names: list[str],
+    *,
+    rng: np.random.Generator,
+) -> list[Measurement]:
+    """Stage 3: each chosen pair's table plus noise.
+
+    Sensitivity: Δ₁ = 2, Δ₂ = √2 per table (``marginals.histogram_sensitivity``).
+    Noise: Gaussian σ = √2/√(2ρ_t) or Laplace b = 2/ε_t, the stage split over p − 1 tables.
+    Privacy: Σ ρ_t ≤ ρ_measure (zCDP) or Σ ε_t ≤ ε_measure (pure).
+    Reference: McKenna, Miklau, Sheldon 2021, §3 (``measure``).
+    """
+    index = {pair: k for k, pair in enumerate(workload.pairs)}
+    return [
+        measure_stage(
+            np.asarray(counts[index[(i, j)]], dtype=float),
+            share,
+            l2_sensitivity=histogram_sensitivity("l2"),
+            l1_sensitivity=histogram_sensitivity("l1"),
+            rng=rng,
+            name=pair_name(names, i, j),
+        )
+        for (i, j), share in zip(chosen, _parts(budget, len(workload.sizes)), strict=False)
+    ]
+
+
+def sensitivities(
+    schema: Schema, params: MSTParams, n: int, facts: Mapping[str, Any] | None = None
+) -> dict[str, Sensitivity]:
+    """Every statistic mst measures, from public facts: one histogram per column, the
+    selections and the chosen pairs (``facts["tree"]``, the noisy selections' outcome)."""
+    h1, h2 = histogram_sensitivity("l1"), histogram_sensitivity("l2")
+    out = {f"histogram[{c}]": Sensitivity("marginals", h1, h2, tight=True) for c in schema.names}
+    tree = (facts or {}).get("tree", [])
+    for t, (a, b) in enumerate(tree):
+        out[f"select[{t}]"] = Sensitivity("select", None, None, linf=SCORE_SENSITIVITY)
+        i, j = schema.names.index(a), schema.names.index(b)
+        out[pair_name(schema.names, i, j)] = Sensitivity("measure", h1, h2, tight=True)
+    return out
+
+
+def _facts(chosen: list[tuple[int, int]], names: list[str]) -> dict[str, Any]:
+    return {"tree": [[names[i], names[j]] for i, j in chosen]}
+
+
+def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: MSTParams, rng) -> Stage:
+    workload = encode_rows(rows.bins, schema, plan, None, rng)
+    return Stage(workload, workload.one_way)
+
+
+def _estimate(workload: Workload, counts, plan: BudgetPlan, rng) -> Stage:
+    names = list(workload.names)
+    if len(names) < 2:
+        return Stage((workload, []), (), _facts([], names))
+    chosen, selections = select_tree(workload, counts, plan.stage("select"), rng=rng)
+    tables = measure_tree(workload, counts, chosen, plan.stage("measure"), names, rng=rng)
+    measured = [Marginal(pair, m) for pair, m in zip(chosen, tables, strict=True)]
+    return Stage((workload, measured), (*selections, *tables), _facts(chosen, names))
+
+
+def _estimate_stage(workload: Workload, plan: BudgetPlan, params: MSTParams, rng) -> Stage:
+    return _estimate(workload, workload.counts, plan, rng)
+
+
+def _model_stage(state: tuple[Workload, list[Marginal]], params: MSTParams) -> Stage:
+    """Post-processing: mbi's estimate from every measurement (the counts are dropped)."""
+    workload, measured = state
+    model = estimate(
+        workload.names, workload.sizes, [*one_way(workload), *measured], workload.n, iters=params.iters
+    )
+    return Stage((replace(workload, counts=()), model))
+
+
+def _sample_stage(state: tuple[Workload, list[Marginal]], params: MSTParams, m: int, rng) -> Stage:
+    return Stage((*_model_stage(state, params).state, m))
+
+
+def _decode_stage(state: tuple[Workload, Any, int], schema: Schema, params: MSTParams, rng) -> MixedRows:
+    workload, model, m = state
+    return _draw((workload, model), m, rng)
+
+
+def _draw(state: tuple[Workload, Any], m: int, rng: np.random.Generator) -> MixedRows:
+    """m fresh rows from the model, decoded to declared cells (post-processing)."""
+    workload, model = state
+    return decode_groups(sample(model, m, rng), workload, rng)
+
+
+def _stream_encode(counts: list[np.ndarray], n: int, schema: Schema, plan: BudgetPlan, params, rng) -> Stage:
+    workload = encode_counts(counts, n, schema, plan, None, rng)
+    return Stage(workload, workload.one_way)
+
+
+def _stream_estimate(total: np.ndarray, n: int, workload: Workload, plan: BudgetPlan, params, rng) -> Stage:
+    return _estimate(workload, split_counts(total, workload), plan, rng)
+
+
+SYNTHESIZER = Synthesizer(
+    name="mst",
+    summary=(
+        "MST (McKenna et al. 2021) on Private-PGM: noisy one-way marginals, a spanning tree of "
+        "two-way marginals chosen by the exponential mechanism and measured with noise, a graphical "
+        "model estimated by mbi, fresh rows decoded through the private one-way densities"
+    ),
+    notions=("zcdp", "pure"),
+    params_type=MSTParams,
+    stage_weights=stage_weights,
+    defects=lambda params: [],
+    keeps_row_order=False,
+    spends={"encode": ("marginals",), "estimate": ("select", "measure")},
+    encode=_encode_stage,
+    estimate=_estimate_stage,
+    sample=_sample_stage,
+    decode=_decode_stage,
+    sensitivities=sensitivities,
+    streaming=Streaming(
+        _stream_encode,
+        lambda bins, dither, state, params: chunk_counts(bins, state),
+        _stream_estimate,
+        _model_stage,
+        _draw,
+    ),
+    histograms=histograms,
+    models_missing=True,
+    rehearsal_params={"iters": 5},
+)

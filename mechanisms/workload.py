@@ -1,0 +1,187 @@
+"""What the marginal synthesizers (``mst``, ``aim``) share: the public cells, the one-way
+stage, the candidate two-way marginals and their exact counts, and the decoding of drawn
+groups back to the schema's declared cells.
+
+**Cells.** Every column is modelled over its public groups: the declared cells, with a
+continuous column's intervals merged as the one-way noise and the public n call for
+(``resolution.resolve``, the rule ``factor_gauss`` uses; atoms, declared ``bins`` and
+``values``, ordinal and nominal columns are kept). A drawn group is placed in a declared
+cell by the private one-way density (``resolution.Cells.fine``), then decoded as the schema
+decodes a cell (exactly an atom, uniformly inside an interval).
+
+**Stage ``marginals``.** One noisy histogram per column over its groups
+(``factor_gauss.measure_marginals``: Δ₁ = 2, Δ₂ = √2 under replace-one, the stage split
+evenly over the p columns).
+
+**Candidates.** The two-way marginals (i, j), i < j, whose table has at most
+``MAX_PAIR_CELLS`` cells (a public rule on the schema and n), the target's pairs first. Their
+exact counts are sums over rows (``graphical.pair_counts``): the streaming engines count
+them chunk by chunk in pass 2 and add them, and the selection runs on the sums.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mechanisms.accounting import BudgetPlan
+from mechanisms.factor_gauss import cells_for, marginal_noise, measure_marginals
+from mechanisms.graphical import Marginal, pair_counts
+from mechanisms.marginals import histogram, private_distribution
+from mechanisms.primitives import Measurement
+from mechanisms.resolution import Cells
+from mechanisms.schema import Schema
+from mechanisms.synthesizer import HistogramNoise, MixedRows
+
+__all__ = [
+    "MAX_PAIR_CELLS",
+    "Workload",
+    "candidate_pairs",
+    "chunk_counts",
+    "decode_groups",
+    "encode_counts",
+    "encode_rows",
+    "histograms",
+    "independent_table",
+    "l1_error",
+    "one_way",
+    "pair_name",
+    "split_counts",
+]
+
+MAX_PAIR_CELLS = 10_000
+"""The largest two-way table a candidate may have (AIM's default workload bound, McKenna et
+al. 2022, §5: all 2-way marginals of at most 10k cells)."""
+
+
+def pair_name(names: Sequence[str], i: int, j: int) -> str:
+    """The ledger name of the two-way marginal of columns i < j."""
+    return f"marginal[{names[i]},{names[j]}]"
+
+
+def candidate_pairs(schema: Schema, sizes: list[int], target: str | None = None) -> list[tuple[int, int]]:
+    """The two-way marginals (i, j), i < j, of at most ``MAX_PAIR_CELLS`` cells over the
+    groups ``sizes``, the target's pairs first (public: the schema, the groups, the target)."""
+    p = len(sizes)
+    pairs = [(i, j) for i in range(p) for j in range(i + 1, p) if sizes[i] * sizes[j] <= MAX_PAIR_CELLS]
+    if target is None:
+        return pairs
+    t = schema.names.index(target)
+    return sorted(pairs, key=lambda ij: t not in ij)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The columns' names, the public cells (with the private one-way placement for
+    decoding), the candidate pairs, the one-way measurements, and the public n."""
+
+    names: tuple[str, ...]
+    cells: Cells
+    pairs: tuple[tuple[int, int], ...]
+    one_way: tuple[Measurement, ...]
+    n: int
+    counts: tuple[np.ndarray, ...] = field(default=(), repr=False)  # exact pair counts: confidential
+    one_counts: tuple[np.ndarray, ...] = field(default=(), repr=False)  # exact histograms: confidential
+
+    @property
+    def sizes(self) -> list[int]:
+        return self.cells.n_groups
+
+
+def _private_cells(schema: Schema, cells: Cells, marginals: list[Measurement], n: int) -> Cells:
+    return cells.with_private(schema, [private_distribution(m, n) for m in marginals])
+
+
+def encode_rows(
+    bins: np.ndarray, schema: Schema, plan: BudgetPlan, target: str | None, rng: np.random.Generator
+) -> Workload:
+    """The one-way stage on rows in memory, and the candidates' exact counts (confidential,
+    kept in the workload for the selection; never published).
+
+    Sensitivity: Δ₁ = 2, Δ₂ = √2 per histogram (``factor_gauss.measure_marginals``).
+    Noise: the ``marginals`` stage split evenly over the p columns.
+    Privacy: Σⱼ ρⱼ ≤ ρ_marginals (zCDP) or Σⱼ εⱼ ≤ ε_marginals (pure).
+    Reference: McKenna et al. 2021 (MST) and 2022 (AIM) measure every one-way marginal first.
+    """
+    n = len(bins)
+    budget = plan.stage("marginals")
+    cells = cells_for(schema, budget, n)
+    groups = cells.coarse(bins)
+    counts = [histogram(groups[:, j], k) for j, k in enumerate(cells.n_groups)]
+    marginals = measure_marginals(counts, schema.names, budget, rng=rng)
+    pairs = candidate_pairs(schema, cells.n_groups, target)
+    return Workload(
+        tuple(schema.names),
+        _private_cells(schema, cells, marginals, n),
+        tuple(pairs),
+        tuple(marginals),
+        n,
+        tuple(pair_counts(groups, pairs, cells.n_groups)),
+        tuple(counts),
+    )
+
+
+def encode_counts(
+    counts: list[np.ndarray], n: int, schema: Schema, plan: BudgetPlan, target: str | None, rng
+) -> Workload:
+    """The one-way stage from the fitted rows' summed histograms over the declared cells
+    (the streaming engines' pass 1), summed into the groups; noise drawn once, here.
+
+    Sensitivity, Noise, Privacy: as ``encode_rows``.
+    Reference: as ``encode_rows``.
+    """
+    budget = plan.stage("marginals")
+    cells = cells_for(schema, budget, n)
+    coarse = cells.coarse_counts(counts)
+    marginals = measure_marginals(coarse, schema.names, budget, rng=rng)
+    pairs = candidate_pairs(schema, cells.n_groups, target)
+    return Workload(
+        tuple(schema.names),
+        _private_cells(schema, cells, marginals, n),
+        tuple(pairs),
+        tuple(marginals),
+        n,
+        one_counts=tuple(coarse),
+    )
+
+
+def chunk_counts(bins: np.ndarray, workload: Workload) -> np.ndarray:
+    """Pass 2 on one chunk: the candidates' exact counts, concatenated (summed over chunks)."""
+    tables = pair_counts(workload.cells.coarse(bins), workload.pairs, workload.sizes)
+    return np.concatenate(tables) if tables else np.zeros(0)
+
+
+def split_counts(total: np.ndarray, workload: Workload) -> tuple[np.ndarray, ...]:
+    """The concatenated counts of ``chunk_counts`` (summed), one table per candidate."""
+    sizes = [workload.sizes[i] * workload.sizes[j] for i, j in workload.pairs]
+    return tuple(np.split(np.asarray(total, dtype=float), np.cumsum(sizes)[:-1])) if sizes else ()
+
+
+def one_way(workload: Workload) -> list[Marginal]:
+    """The one-way measurements as marginals for the estimator."""
+    return [Marginal((j,), m) for j, m in enumerate(workload.one_way)]
+
+
+def independent_table(workload: Workload, i: int, j: int) -> np.ndarray:
+    """n·(p̂ᵢ ⊗ p̂ⱼ): the (i, j) table of the independence model of the private one-way
+    distributions (the estimate the one-way marginals alone give; post-processing)."""
+    probs = workload.cells.probs
+    return workload.n * np.outer(probs[i], probs[j]).ravel()
+
+
+def decode_groups(groups: np.ndarray, workload: Workload, rng: np.random.Generator) -> MixedRows:
+    """Drawn groups (m, p) → declared cells, placed by the private one-way density."""
+    return MixedRows(workload.cells.fine(groups, rng))
+
+
+def histograms(schema: Schema, params: object, plan: BudgetPlan, n: int | None) -> list[HistogramNoise]:
+    """The one-way stage's noise per histogram, for the forecast (as ``factor_gauss``'s)."""
+    return marginal_noise(schema, params, plan, n)
+
+
+def l1_error(exact: np.ndarray, estimate: np.ndarray) -> float:
+    """‖exact − estimate‖₁: how far a model's table is from a candidate's counts."""
+    return float(math.fsum(np.abs(np.asarray(exact, dtype=float) - estimate)))
