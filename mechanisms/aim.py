@@ -28,6 +28,7 @@ Privacy: adaptive zCDP composition: every selection is ρₛ-zCDP (bounded range
 each stage's share (the last one takes what is left).
 Corrected: the paper's neighbours are add/remove (Δ = 1 per table, Δ∞ = max w); under
 replace-one both double.
+The privacy argument: ``docs/proofs/marginal_synthesizers.md``.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ mechanism, ``primitives.exponential_mechanism``): ρ = ρ₁ + ρ₂ + ρ₃. Un
 selection is charged ε_t = 2Δ∞/s at its scale, the tables Laplace.
 Corrected: the paper's selection uses add/remove neighbours (Δ = 1); under replace-one the
 score's sensitivity is 2.
+The privacy argument: ``docs/proofs/marginal_synthesizers.md``.
 """
 
 from __future__ import annotations
