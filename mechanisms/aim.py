@@ -17,6 +17,11 @@ Workload: the candidate two-way marginals of ``mechanisms.workload`` (at most
    measurement barely moves the model (‖M_r(p̂') − M_r(p̂)‖₁ ≤ √(2/π)·σ·K_r) both are
    multiplied by 4 (σ halved, ε doubled), and the round that would leave less than two
    rounds' budget takes all that is left. The stages split 1 : 9, the paper's.
+With ``params.target`` (a nominal or ordinal column), stage ``target`` measures the
+target's two-way tables with every other column before the rounds, each at the first
+round's ρ: a public choice in the place of p − 1 selections (factor_gauss's ``refine`` makes
+the same one).
+
 3. estimation and sampling (post-processing) — mbi's mirror descent on every measurement
    (``mechanisms.graphical``), ``params.iters`` iterations; fresh rows along its junction
    tree, decoded through the private one-way densities.
@@ -75,12 +80,16 @@ ONE_WAY_WEIGHT = 0.5
 class AIMParams:
     """Public hyperparameters: ``rounds`` T (None: 16·p, the paper's), ``max_model_size``
     in MB of the junction tree (the paper's 80), mirror-descent ``round_iters`` per round
-    (warm-started) and ``iters`` for the final model."""
+    (warm-started) and ``iters`` for the final model; ``target`` (a nominal or ordinal
+    column the release is for): its two-way tables with every other column are measured
+    before the rounds (stage ``target``, each at the first round's ρ), a public choice in the
+    place of p − 1 selections."""
 
     rounds: int | None = None
     max_model_size: float = 80.0
     round_iters: int = 100
     iters: int = 1000
+    target: str | None = None
 
     def __post_init__(self) -> None:
         if self.rounds is not None and not (isinstance(self.rounds, int) and self.rounds >= 1):
@@ -97,17 +106,69 @@ class AIMParams:
 
 
 def stage_weights(schema: Schema, params: AIMParams) -> dict[str, float]:
-    """The paper's split: the one-way round 0.9·p/T of the whole, the rest 1 : 9 between the
-    selections and the tables."""
+    """The paper's split: the one-way round 0.9·p/T of the whole (each one-way table at the
+    first round's ρ), with a target its p − 1 tables as much again, the rest 1 : 9 between
+    the selections and the tables."""
     p = len(schema)
     if p < 2:
         return {"marginals": 1.0}
     first = min(0.5, 0.9 * p / params.total_rounds(p))
-    return {
-        "marginals": first,
-        "select": SELECT_SHARE * (1 - first),
-        "measure": (1 - SELECT_SHARE) * (1 - first),
-    }
+    target = 0.0 if params.target is None else first * (p - 1) / p
+    rest = 1 - first - target
+    weights = {"marginals": first, "select": SELECT_SHARE * rest, "measure": (1 - SELECT_SHARE) * rest}
+    return weights if params.target is None else {**weights, "target": target}
+
+
+def check(schema: Schema, params: AIMParams) -> None:
+    """``target``, when set, names a nominal or ordinal column."""
+    if params.target is None:
+        return
+    if params.target not in schema.names:
+        raise ValueError(f"params.target ({params.target!r}) must be a column of the schema")
+    if schema[params.target].kind == "continuous":
+        raise ValueError(
+            f"params.target ({params.target!r}) must be a nominal or ordinal column, not continuous"
+        )
+
+
+def target_pairs(workload: Workload, target: str | None) -> list[tuple[int, int]]:
+    """The candidate pairs that hold the target (public: the schema and the workload)."""
+    if target is None:
+        return []
+    t = workload.names.index(target)
+    return [pair for pair in workload.pairs if t in pair]
+
+
+def measure_target(
+    workload: Workload, counts: tuple[np.ndarray, ...], plan: BudgetPlan, target: str | None, *, rng
+) -> list[Marginal]:
+    """Stage ``target``: the target's tables, the stage split evenly over them.
+
+    Sensitivity: Δ₁ = 2, Δ₂ = √2 per table.
+    Noise: Gaussian σ = √2/√(2ρ_t), ρ_t = ρ_target/(number of tables).
+    Privacy: Σρ_t ≤ ρ_target.
+    Reference: ours; McKenna et al. 2022 let a steward's workload weigh marginals, this
+    measures the target's at once instead of selecting them.
+    """
+    pairs = target_pairs(workload, target)
+    if not pairs:
+        return []
+    names = list(workload.names)
+    shares = plan.stage("target").split(len(pairs))
+    return [
+        Marginal(
+            pair,
+            gaussian_mechanism(
+                np.asarray(_exact(workload, counts, pair), dtype=float),
+                l2_sensitivity=histogram_sensitivity("l2"),
+                rho=share.share,
+                rng=rng,
+                name=pair_name(names, *pair),
+                stage="target",
+            ),
+        )
+        for pair, share in zip(pairs, shares, strict=True)
+    ]
 
 
 def _candidates(workload: Workload) -> list[tuple[tuple[int, ...], float]]:
@@ -189,15 +250,16 @@ def run_rounds(
     assert select.rho is not None and measure.rho is not None  # aim is zCDP only
     rounds = params.total_rounds(len(names))
     budget = _Budget(select.rho, measure.rho, select.rho / rounds, measure.rho / rounds)
+    fixed = measure_target(workload, counts, plan, params.target, rng=rng)
     measured: list[Marginal] = []
-    records: list[Measurement] = []
-    model = estimate(names, sizes, one_way(workload), n, iters=params.round_iters)
+    records: list[Measurement] = [m.measurement for m in fixed]
+    model = estimate(names, sizes, [*one_way(workload), *fixed], n, iters=params.round_iters)
     candidates = _candidates(workload)
     while True:
         last = budget.next_round()
         sigma = histogram_sensitivity("l2") / math.sqrt(2 * budget.rho_m)
         limit = params.max_model_size * budget.used
-        cliques = [m.columns for m in measured]
+        cliques = [m.columns for m in (*fixed, *measured)]
         allowed = [(c, w) for c, w in candidates if c in cliques or model_size(sizes, [*cliques, c]) <= limit]
         allowed = allowed or candidates[: len(names)]  # one-way tables always fit
         drawn = sample(model, min(SCORE_ROWS * n, MAX_SCORE_ROWS), rng)
@@ -230,13 +292,18 @@ def run_rounds(
         records += [choice, table]
         measured.append(Marginal(columns, table))
         model = estimate(
-            names, sizes, [*one_way(workload), *measured], n, warm_start=model, iters=params.round_iters
+            names,
+            sizes,
+            [*one_way(workload), *fixed, *measured],
+            n,
+            warm_start=model,
+            iters=params.round_iters,
         )
         if last:
             break
         if l1_error(marginal_of(model, columns), fitted[k]) <= _bias(sigma, sizes, columns):
             budget.rho_s, budget.rho_m = 4 * budget.rho_s, 4 * budget.rho_m
-    return measured, records, model
+    return [*fixed, *measured], records, model
 
 
 def _bias(sigma: float, sizes: list[int], columns: tuple[int, ...]) -> float:
@@ -252,10 +319,15 @@ def _name(names: list[str], columns: tuple[int, ...], t: int) -> str:
 def sensitivities(
     schema: Schema, params: AIMParams, n: int, facts: Mapping[str, Any] | None = None
 ) -> dict[str, Sensitivity]:
-    """Every statistic aim measures, from public facts: one histogram per column, and per
-    round (``facts["rounds"]``, the noisy selections' outcome) its selection and its table."""
+    """Every statistic aim measures, from public facts: one histogram per column, the
+    target's tables (``facts["target_pairs"]``), and per round (``facts["rounds"]``, the
+    noisy selections' outcome) its selection and its table."""
     h1, h2 = histogram_sensitivity("l1"), histogram_sensitivity("l2")
     out = {f"histogram[{c}]": Sensitivity("marginals", h1, h2, tight=True) for c in schema.names}
+    for a, b in (facts or {}).get("target_pairs", []):
+        out[pair_name(schema.names, schema.names.index(a), schema.names.index(b))] = Sensitivity(
+            "target", h1, h2, tight=True
+        )
     for t, columns in enumerate((facts or {}).get("rounds", [])):
         index = tuple(schema.names.index(c) for c in columns)
         out[f"select[{t}]"] = Sensitivity("select", None, None, linf=SCORE_SENSITIVITY)
@@ -267,9 +339,13 @@ def _estimate(
     workload: Workload, counts: tuple[np.ndarray, ...], plan: BudgetPlan, params: AIMParams, rng
 ) -> Stage:
     if len(workload.names) < 2:
-        return Stage((workload, [], None), (), {"rounds": []})
+        return Stage((workload, [], None), (), {"rounds": [], "target_pairs": []})
     measured, records, model = run_rounds(workload, counts, plan, params, rng=rng)
-    facts = {"rounds": [[workload.names[c] for c in m.columns] for m in measured]}
+    names = workload.names
+    facts = {
+        "target_pairs": [[names[c] for c in m.columns] for m in measured if m.measurement.stage == "target"],
+        "rounds": [[names[c] for c in m.columns] for m in measured if m.measurement.stage == "measure"],
+    }
     return Stage((replace(workload, counts=(), one_counts=()), measured, model), tuple(records), facts)
 
 
@@ -305,12 +381,13 @@ SYNTHESIZER = Synthesizer(
     stage_weights=stage_weights,
     defects=lambda params: [],
     keeps_row_order=False,
-    spends={"encode": ("marginals",), "estimate": ("select", "measure")},
+    spends={"encode": ("marginals",), "estimate": ("target", "select", "measure")},
     encode=lambda rows, schema, plan, params, rng: _stage(encode_rows(rows.bins, schema, plan, None, rng)),
     estimate=lambda workload, plan, params, rng: _estimate(workload, workload.counts, plan, params, rng),
     sample=lambda state, params, m, rng: Stage((*_model_stage(state, params).state, m)),
     decode=lambda state, schema, params, rng: _draw(state[:2], state[2], rng),
     sensitivities=sensitivities,
+    check=check,
     streaming=Streaming(
         lambda counts, n, schema, plan, params, rng: _stage(
             encode_counts(counts, n, schema, plan, None, rng)

@@ -31,7 +31,15 @@ SCHEMA = Schema(
     )
 )
 N = 300
-CHEAP = {"mst": mst.MSTParams(iters=30), "aim": aim.AIMParams(rounds=4, round_iters=10, iters=30)}
+CHEAP = {
+    "mst": mst.MSTParams(iters=30),
+    "aim": aim.AIMParams(rounds=4, round_iters=10, iters=30),
+    "aim-target": aim.AIMParams(rounds=4, round_iters=10, iters=30, target="c"),
+}
+
+
+def _synth(name: str):
+    return {"mst": mst.SYNTHESIZER, "aim": aim.SYNTHESIZER, "aim-target": aim.SYNTHESIZER}[name]
 
 
 def _record(rng: np.random.Generator) -> dict:
@@ -54,8 +62,7 @@ def _replace(table: pd.DataFrame, i: int, record: dict) -> pd.DataFrame:
 
 
 def _plan(name: str, epsilon: float = 1.0):
-    synth = {"mst": mst.SYNTHESIZER, "aim": aim.SYNTHESIZER}[name]
-    return plan_budget("zcdp", epsilon, 1e-6, synth.stage_weights(SCHEMA, CHEAP[name]))
+    return plan_budget("zcdp", epsilon, 1e-6, _synth(name).stage_weights(SCHEMA, CHEAP[name]))
 
 
 # ---------------------------------------------------------------- the exponential mechanism
@@ -118,14 +125,15 @@ def _run(name: str, plan):
     def run(table: pd.DataFrame) -> list:
         rngs = noise_rngs(0, 2)
         with disable_run_logger():
-            enc = encode.fn(name, rows_of(table, SCHEMA), SCHEMA, plan, CHEAP[name], rngs[0])
-            est = estimate_private_moments.fn(name, enc.state, plan, CHEAP[name], rngs[1])
+            mechanism = _synth(name).name
+            enc = encode.fn(mechanism, rows_of(table, SCHEMA), SCHEMA, plan, CHEAP[name], rngs[0])
+            est = estimate_private_moments.fn(mechanism, enc.state, plan, CHEAP[name], rngs[1])
         return [*enc.measurements, *est.measurements]
 
     return run
 
 
-@pytest.mark.parametrize("name", ["mst", "aim"])
+@pytest.mark.parametrize("name", ["mst", "aim", "aim-target"])
 def test_every_statistic_and_selection_changes_by_at_most_its_recorded_sensitivity(name):
     """20 random neighbouring pairs and the worst-case one for the tables (a record moving
     to a cell of every column at once): each histogram, table and selection score changes
@@ -149,12 +157,12 @@ def test_every_statistic_and_selection_changes_by_at_most_its_recorded_sensitivi
     assert scores and max(c.ratio for c in scores) > 0.5  # a halved Δ∞ would not hold
 
 
-@pytest.mark.parametrize("name", ["mst", "aim"])
+@pytest.mark.parametrize("name", ["mst", "aim", "aim-target"])
 def test_sensitivities_name_exactly_what_the_stages_measure(name):
     """``Synthesizer.sensitivities`` on the stages' public facts gives each record's stage
     and Δ (the derivation ``audit verify`` repeats), and nothing more."""
     plan = _plan(name)
-    synth = {"mst": mst.SYNTHESIZER, "aim": aim.SYNTHESIZER}[name]
+    synth = _synth(name)
     rows = rows_of(_table(np.random.default_rng(3)), SCHEMA)
     fit = synth.fit(rows, SCHEMA, plan, CHEAP[name], m=50, rng=np.random.default_rng(4))
     derived = synth.sensitivities(SCHEMA, CHEAP[name], N, fit.facts)
@@ -181,6 +189,24 @@ def test_aims_rounds_spend_each_stage_exactly_and_never_more():
         spent = math.fsum(m.rho for m in fit.measurements if m.stage == stage)
         assert spent <= plan.stage(stage).rho and spent == pytest.approx(plan.stage(stage).rho, rel=1e-9)
     assert len(fit.facts["rounds"]) == sum(m.stage == "measure" for m in fit.measurements)
+
+
+def test_aims_target_tables_are_measured_before_the_rounds_within_their_stage():
+    """With a target, its p − 1 tables come first (stage ``target``, split evenly, summing to
+    at most the stage's share) and the rounds follow."""
+    plan = _plan("aim-target")
+    fit = aim.SYNTHESIZER.fit(
+        rows_of(_table(np.random.default_rng(12)), SCHEMA),
+        SCHEMA,
+        plan,
+        CHEAP["aim-target"],
+        m=20,
+        rng=np.random.default_rng(13),
+    )
+    first = [m for m in fit.measurements if m.stage != "marginals"][: len(SCHEMA) - 1]
+    assert [m.stage for m in first] == ["target"] * (len(SCHEMA) - 1)
+    assert all("c" in pair for pair in fit.facts["target_pairs"]) and len(fit.facts["target_pairs"]) == 3
+    assert math.fsum(m.rho for m in first) <= plan.stage("target").rho
 
 
 def test_mst_chooses_a_spanning_tree():
