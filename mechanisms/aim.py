@@ -83,20 +83,25 @@ class AIMParams:
     (warm-started) and ``iters`` for the final model; ``target`` (a nominal or ordinal
     column the release is for): its two-way tables with every other column are measured
     before the rounds (stage ``target``, each at the first round's ρ), a public choice in the
-    place of p − 1 selections."""
+    place of p − 1 selections; ``batch``: rounds between two estimates (1, the paper's: an
+    estimate after every round; more rounds share a model, never choosing a candidate twice
+    in one batch, and the budget is annealed when every table of the batch barely moved the
+    model). mbi compiles a program for every new set of cliques, which is most of AIM's
+    time."""
 
     rounds: int | None = None
     max_model_size: float = 80.0
     round_iters: int = 100
     iters: int = 1000
     target: str | None = None
+    batch: int = 1
 
     def __post_init__(self) -> None:
         if self.rounds is not None and not (isinstance(self.rounds, int) and self.rounds >= 1):
             raise ValueError(f"params.rounds ({self.rounds}) must be an integer >= 1")
         if not (self.max_model_size > 0 and math.isfinite(self.max_model_size)):
             raise ValueError(f"params.max_model_size ({self.max_model_size}) must be a finite number > 0")
-        for name in ("round_iters", "iters"):
+        for name in ("round_iters", "iters", "batch"):
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"params.{name} ({value}) must be an integer >= 1")
@@ -254,15 +259,21 @@ def run_rounds(
     measured: list[Marginal] = []
     records: list[Measurement] = [m.measurement for m in fixed]
     model = estimate(names, sizes, [*one_way(workload), *fixed], n, iters=params.round_iters)
+    drawn = sample(model, min(SCORE_ROWS * n, MAX_SCORE_ROWS), rng)
     candidates = _candidates(workload)
+    pending: list[tuple[tuple[int, ...], np.ndarray]] = []  # measured since the last estimate
     while True:
         last = budget.next_round()
         sigma = histogram_sensitivity("l2") / math.sqrt(2 * budget.rho_m)
         limit = params.max_model_size * budget.used
         cliques = [m.columns for m in (*fixed, *measured)]
-        allowed = [(c, w) for c, w in candidates if c in cliques or model_size(sizes, [*cliques, c]) <= limit]
-        allowed = allowed or candidates[: len(names)]  # one-way tables always fit
-        drawn = sample(model, min(SCORE_ROWS * n, MAX_SCORE_ROWS), rng)
+        fresh = {c for c, _ in pending}
+        allowed = [
+            (c, w)
+            for c, w in candidates
+            if c not in fresh and (c in cliques or model_size(sizes, [*cliques, c]) <= limit)
+        ]
+        allowed = allowed or [(c, w) for c, w in candidates[: len(names)] if c not in fresh] or candidates[:1]
         fitted = [marginal_of(model, c, drawn, n) for c, _ in allowed]
         scores = np.array(
             [
@@ -291,6 +302,9 @@ def run_rounds(
         )
         records += [choice, table]
         measured.append(Marginal(columns, table))
+        pending.append((columns, fitted[k]))
+        if not last and len(pending) < params.batch:
+            continue
         model = estimate(
             names,
             sizes,
@@ -301,8 +315,10 @@ def run_rounds(
         )
         if last:
             break
-        if l1_error(marginal_of(model, columns), fitted[k]) <= _bias(sigma, sizes, columns):
+        if all(l1_error(marginal_of(model, c), before) <= _bias(sigma, sizes, c) for c, before in pending):
             budget.rho_s, budget.rho_m = 4 * budget.rho_s, 4 * budget.rho_m
+        pending = []
+        drawn = sample(model, min(SCORE_ROWS * n, MAX_SCORE_ROWS), rng)
     return [*fixed, *measured], records, model
 
 

@@ -174,21 +174,22 @@ def test_sensitivities_name_exactly_what_the_stages_measure(name):
 # ---------------------------------------------------------------- budgets and structure
 
 
-def test_aims_rounds_spend_each_stage_exactly_and_never_more():
-    plan = _plan("aim")
-    synth = aim.SYNTHESIZER
-    fit = synth.fit(
-        rows_of(_table(np.random.default_rng(5)), SCHEMA),
-        SCHEMA,
-        plan,
-        CHEAP["aim"],
-        m=20,
-        rng=np.random.default_rng(6),
-    )
+@pytest.mark.parametrize("batch", [1, 3])
+def test_aims_rounds_spend_each_stage_exactly_and_never_more(batch):
+    """Whatever the annealing does, the rounds' ρ's sum to each stage's share and never above
+    it; with batches, no candidate is chosen twice between two estimates."""
+    params = aim.AIMParams(rounds=8, round_iters=10, iters=30, batch=batch)
+    plan = plan_budget("zcdp", 1.0, 1e-6, aim.SYNTHESIZER.stage_weights(SCHEMA, params))
+    rows = rows_of(_table(np.random.default_rng(5)), SCHEMA)
+    fit = aim.SYNTHESIZER.fit(rows, SCHEMA, plan, params, m=20, rng=np.random.default_rng(6))
     for stage in ("select", "measure"):
         spent = math.fsum(m.rho for m in fit.measurements if m.stage == stage)
         assert spent <= plan.stage(stage).rho and spent == pytest.approx(plan.stage(stage).rho, rel=1e-9)
-    assert len(fit.facts["rounds"]) == sum(m.stage == "measure" for m in fit.measurements)
+    rounds = [tuple(r) for r in fit.facts["rounds"]]
+    assert len(rounds) == sum(m.stage == "measure" for m in fit.measurements)
+    for start in range(0, len(rounds), batch):
+        chunk = rounds[start : start + batch]
+        assert len(set(chunk)) == len(chunk), chunk
 
 
 def test_aims_target_tables_are_measured_before_the_rounds_within_their_stage():
