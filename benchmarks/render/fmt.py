@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-PEER_VENV = "python3 -m venv .venv-peers && .venv-peers/bin/pip install torch==2.13.0 smartnoise-synth"
+PEER_VENV = "bash benchmarks/peer_envs.sh"
 SERVER_VARS = "PREFECT_SERVER_ANALYTICS_ENABLED=false PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=90"
 PREFECT_VARS = f"PREFECT_HOME=$(mktemp -d) {SERVER_VARS}"
 

@@ -1,9 +1,8 @@
-"""The section of item 5: ``factor_gauss`` beside smartnoise-synth's MST and AIM (how each ran,
-utility and disclosure checks, what differs between the methods)."""
+"""The section of item 5: ``factor_gauss`` beside the maintained peers (dpmm's AIM, MST and
+PrivBayes, mbi's MST) on Adult at ε = 1: how each ran, its budget, utility and disclosure checks."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from render.fmt import PEER_VENV, duration, mean_range
@@ -22,12 +21,12 @@ def _peer_time(m: dict[str, Any], timeout_s: float) -> str:
         statuses = {r["status"] for r in m["runs"]}
         if statuses == {"timeout"}:
             r = m["runs"][0]
-            done = ""
-            if r.get("rounds_done"):
-                used = r.get("budget_used_share")
-                share = "" if used is None else f", {used:.0%} of its ρ spent"
-                done = f"; killed after {r['rounds_done']} rounds{share}"
-            return f"**did not finish in {duration(timeout_s)}**{done}"
+            done = (
+                f"; killed after {r['rounds_done']} of {r['rounds_planned']} rounds"
+                if r.get("rounds_done")
+                else ""
+            )
+            return f"**did not finish in {duration(r.get('timeout_s', timeout_s))}**{done}"
         return "failed (" + ", ".join(sorted(statuses)) + ")"
     t = m["total_s"]
     text = f"{t['mean']:.2f} s" + ("" if m["completed"] == 1 else f" [{t['min']:.2f}, {t['max']:.2f}]")
@@ -35,22 +34,6 @@ def _peer_time(m: dict[str, Any], timeout_s: float) -> str:
         text
         if m["completed"] == len(m["runs"])
         else f"{text} ({len(m['runs']) - m['completed']} runs failed)"
-    )
-
-
-def _noise_note(f: dict[str, Any], rho: float | None) -> str:
-    """MST's and AIM's per-cell noise against the sizes of the 2-way tables (public facts)."""
-    k = sorted(f["n_bins"].values(), reverse=True)
-    cells = k[0] * k[1]
-    if rho is None:
-        return f"the largest 2-way table has {cells:,} cells for {f['train_rows']:,} rows."
-    mst = math.sqrt(3 / (2 * rho))
-    aim = math.sqrt(16 * len(k) / (2 * 0.9 * rho))
-    return (
-        f"at ρ = {rho:.4f} each MST 2-way measurement adds noise of σ = {mst:.1f} to every cell "
-        f"(AIM starts at σ = {aim:.0f} per cell over 16·d = {16 * len(k)} planned rounds), and the largest "
-        f"2-way table has {cells:,} cells for {f['train_rows']:,} rows (expected L1 noise ≈ "
-        f"{cells * mst * math.sqrt(2 / math.pi):,.0f} there for MST)."
     )
 
 
@@ -65,50 +48,77 @@ def _busy(m: dict[str, Any]) -> list[str]:
     ]
 
 
+def _budget(methods: dict[str, Any]) -> list[str]:
+    """One line per peer: the ρ its accounting allows, what it spent, ours, preprocessing ε."""
+    out = []
+    for m in methods.values():
+        run = next((r for r in m["runs"] if r.get("budget")), None)
+        if run is None:
+            continue
+        b = run["budget"]
+        pre = "none" if all(v in (None, 0) for v in b["preprocessing_epsilon"].values()) else "SPENT"
+        pure = (
+            f" plus ε = {b['pure_epsilon_selection']:g} pure-DP selection"
+            if b.get("pure_epsilon_selection")
+            else ""
+        )
+        out.append(
+            f"- {m['label']}: its ρ for (ε, δ) {b['rho_peer']:.6f} ({b['rho_source']}), ours "
+            f"{run['rho_ours']:.6f}; spent ρ {b['rho_spent']:.6f} of the {b['rho_limit']:.6f} its "
+            f"accounting allows{pure}; preprocessing ε {pre} (`proc_epsilon={b['proc_epsilon']}`)."
+        )
+    return out
+
+
 def render(f: dict[str, Any], machine: dict[str, Any]) -> list[str]:
+    if "peer_cells" not in f:
+        return [
+            "The stored figures are from the smartnoise-synth baseline this item used before issue 33 "
+            "(see the git history); they are not shown. Rerun with the maintained peers: "
+            f"`{PEER_VENV}`, then `.venv/bin/python benchmarks/run.py --only peers`.",
+            "",
+        ]
     methods, timeout_s = f["methods"], f["aim_timeout_s"]
     env = f.get("peer_env") or {}
-    pk = ", ".join(f"{k} {v}" for k, v in env.get("packages", {}).items()) or "unknown (no peer run finished)"
+    venvs = "; ".join(
+        f"`{v}` (Python {e['python']}): " + ", ".join(f"{k} {x}" for k, x in e["packages"].items())
+        for v, e in env.items()
+    )
     bins = ", ".join(f"{k} {v}" for k, v in f["n_bins"].items())
+    cells = ", ".join(f"{k} {v}" for k, v in f["peer_cells"].items())
     lines = [
-        f"- Peer venv used for this run: `{f['peer_python']}` (Python {env.get('python', '?')}): {pk}. "
-        f"Create it once with `{PEER_VENV}` (torch first, so pip takes the CPU wheel); "
-        "`--peer-python PATH` points elsewhere. smartnoise-synth is not a dependency of the project.",
+        f"- Peer venvs used for this run: {venvs or 'none finished'}. Create them once with `{PEER_VENV}`. "
+        "dpmm and mbi are not dependencies of the project.",
         "",
-        f"Same split as item 4 ({f['train_rows']:,} training / {f['test_rows']:,} test rows). Every method "
-        "gets the training rows as **public-bin indices** (`table_to_bins`: "
-        f"{bins} bins), returns {f['train_rows']:,} synthetic rows of bin indices, and all are decoded by "
-        "the same `bins_to_table` and scored by the project's own checks (`checks.reports."
-        "utility_report` / `linkage_report` / `flat_metrics`, as in a release: real = the 80 %, "
-        "`real_test` and the membership holdout = the 20 %). Decoding and the checks' subsamples use "
-        "generators seeded by the seed index only, so within a seed the methods differ only by their bins.",
-        "",
-        "How each method was run:",
-        "",
-        "- **factor_gauss**: in-process, `factor_gauss.SYNTHESIZER.fit(MixedRows(bins), schema, "
+        f"Same split as item 4 ({f['train_rows']:,} training / {f['test_rows']:,} test rows). "
+        "**factor_gauss**: in-process, `factor_gauss.SYNTHESIZER.fit(MixedRows(bins), schema, "
         f"plan_budget('zcdp', {f['epsilon']:g}, {f['delta']:g}, STAGE_WEIGHTS), FactorGaussParams(), "
-        "m=n, rng=default_rng(seed))` (fit includes drawing the m rows).",
-        f"- **MST / AIM**: smartnoise-synth `Synthesizer.create('mst' | 'aim', epsilon={f['epsilon']:g}, "
-        f"delta={f['delta']:g})` (AIM with its defaults: degree 2, max_model_size 80, 16·d rounds), "
-        "`fit(df, transformer=tt, preprocessor_eps=0.0)`, `sample(n)`, in a fresh peer-venv process "
-        "(`benchmarks/peer_smartnoise.py`) with `np.random.seed(seed)`. `tt` is a `TableTransformer` of "
-        "one `LabelTransformer(nullable=False)` per column, fitted on a frame built from the public "
-        "domain only (column j holds 0..k_j−1, cycled), and checked to be the identity on 0..k_j−1 with "
-        "cardinalities = the public bin counts. Because it is already fitted, snsynth skips its own "
-        "preprocessing: **no category set is read from the data** and no budget goes to preprocessing. "
-        "Both then spend the whole (ε, δ): they convert it to ρ with OpenDP's Gaussian (ε, δ) search "
-        "(MST: ρ/3 one-way marginals, ρ/3 tree selection, ρ/3 two-way marginals; AIM: 0.9 measure / "
-        "0.1 select per round). factor_gauss converts with its own `zcdp_rho` and splits ρ 0.5 / 0.5 "
-        "(marginals / latent second moment).",
-        f"- AIM: {len(methods['aim']['runs'])} seed, killed (with its process group) if not done after "
-        f"{duration(timeout_s)} wall time.",
-        "- Reference row: n rows drawn with replacement from the real training bins (what sampling "
-        "noise alone costs; no privacy at all), decoded and scored the same way.",
+        f"m=n, rng=default_rng(seed))` on the demo spec's public bins ({bins}), decoded by `bins_to_table`. "
+        "**The peers** (`benchmarks/peer_run.py`), each a fresh process in its own venv: dpmm 0.1.9's "
+        "`AIMPipeline` (`max_model_size=80`: the AIM paper's setting; dpmm's defaults otherwise: every "
+        "2-way marginal of at most 10,000 cells in the workload, 16·d rounds), `MSTPipeline` and "
+        "`PrivBayesPipeline` (degree 2), all with `proc_epsilon=None` and `n_jobs=1`; and an MST we wrote "
+        "after the reference `mechanisms/mst.py` of `ryan112358/mbi` on mbi 2.0 (`benchmarks/peer_mbi.py`). "
+        f"They get the same public cells, from the spec by a public rule ({cells}: 32 equal-width "
+        "intervals on the declared scale plus the declared atoms, or one cell per integer for ranges of "
+        "at most 32 integers), as declared categories (dpmm's binner bins nothing and reads no category "
+        "from the data), and are decoded the same way (`peer_run.decode`: a uniform draw inside an "
+        f"interval). dpmm AIM: {len(methods['dpmm_aim']['runs'])} seed, killed (with its process group) "
+        f"if not done after {duration(timeout_s)}. Every synthetic table is scored by the project's own "
+        "checks (`checks.reports.utility_report` / `linkage_report` / `flat_metrics`, as in a release: real "
+        "= the 80 %, `real_test` and the membership holdout = the 20 %). The reference resamples the real "
+        "training rows (sampling noise only, no privacy).",
         "",
-        "Time = fit + sample to bin indices (decoding and scoring excluded, they are the same for all); "
-        "MST/AIM times are measured inside the peer process, so they exclude its interpreter start and "
-        "imports but include JAX tracing/compilation in that fresh process. No warm-up for any method. "
-        "Values: mean [min, max] over the seeds that finished.",
+        "**Budget**, asserted on every peer run (`peer_run.check_budget`): the (ε, δ) given is the one it "
+        "ran with, no preprocessing ε, the ρ it spent within its own accounting, its ρ for (ε, δ) equal to "
+        "ours to 10⁻⁶:",
+        "",
+        *_budget(methods),
+        "",
+        "Time = fit + sample (decoding and scoring excluded), measured inside the peer process (its "
+        "interpreter start and imports excluded, JAX compilation included), single-threaded. Values: mean "
+        "[min, max] over the seeds that finished. dpmm draws its noise through OpenDP (unseedable), so its "
+        "reruns differ.",
         "",
         *_busy(machine),
         "| method | (ε, δ) given | seeds | fit + sample | 1-way TVD | 2-way TVD | corr. diff | pMSE | "
@@ -144,56 +154,17 @@ def render(f: dict[str, Any], machine: dict[str, Any]) -> list[str]:
             )
             + " |"
         )
-    rho = {k: r["rho"] for k, m in methods.items() for r in m["runs"] if r.get("rho") is not None}
-    rss = {
-        k: max(r["peak_rss_mb"] for r in m["runs"] if "peak_rss_mb" in r)
-        for k, m in methods.items()
-        if any("peak_rss_mb" in r for r in m["runs"])
-    }
     lines += [
         "",
-        "What differs between the methods:",
-        "",
-        "- **Model.** factor_gauss: private 1-way marginals plus one private latent correlation matrix "
-        "(Gaussian copula with a factor model), all pairs at once. MST: private 1-way marginals, a "
-        "privately selected maximum spanning tree of 2-way marginals (d − 1 pairs), Private-PGM "
-        "graphical model. AIM: adaptively, privately selected 1- and 2-way marginals, Private-PGM.",
-        "- **Accounting.** Same (ε, δ) = "
-        f"({f['epsilon']:g}, {f['delta']:g}) for all, each converted to ρ-zCDP by its own accountant: "
-        + ", ".join(f"{k} ρ = {v:.6f}" for k, v in rho.items())
-        + " (factor_gauss: `mechanisms.accounting.zcdp_rho`; smartnoise: `snsynth.utils.cdp_rho`, an "
-        "OpenDP search). All three treat n as public (replace-one neighbours): factor_gauss uses it in "
-        "its sensitivities, MST passes the true row count to its estimator.",
-        "- **Randomness.** factor_gauss draws everything from the seeded generator (bit-reproducible). "
-        "smartnoise draws its Gaussian noise through OpenDP's unseedable CSPRNG; only selection, domain "
-        "compression and sampling follow `np.random.seed`, so its seeds are not reproducible.",
-        "- **Domain.** All three see the same public bins. MST additionally merges the categories whose "
-        "noisy count is below 3σ into one and, when sampling, redraws them uniformly among the merged "
-        "ones (post-processing of its noisy 1-way marginals). These bins are fine-grained for MST and AIM, "
-        "which measure whole marginal tables cell by cell: "
-        + _noise_note(f, rho.get("mst") or rho.get("aim"))
-        + " Coarser public bins (e.g. Private-PGM's usual Adult preprocessing) would suit them better; "
-        "factor_gauss measures only 1-way histograms and one p × p matrix, whatever the bin counts.",
-        "- **Output.** All emit bin indices; `bins_to_table` draws continuous values uniformly within "
-        "their bin for every method, so differences within a bin are not measured.",
-        "- **Runtime.** factor_gauss is numpy in-process; MST and AIM run Private-PGM (JAX on CPU) "
-        "mirror descent (MST: 1,000 iterations for selection, 5,000 for the final estimate; AIM: 1,000 "
-        "after every round)"
-        + (
-            "; peak RSS of the peer process (max over seeds): "
-            + ", ".join(f"{k.upper()} {v / 1024:.1f} GB" for k, v in rss.items())
-            if rss
-            else ""
-        )
-        + ".",
-        "",
-        "Reading the disclosure columns: exact matches compare decoded values, and continuous values "
-        "are redrawn uniformly within their bin, so an exact match needs every continuous column to "
-        "land on the same value (likely only for narrow integer bins); the rate is near 0 for every "
-        "method here, including the non-private resample, and says little. DCR q05 is the 5 % "
-        "quantile of the Gower distance from synthetic rows to their closest real training row; "
-        "membership share is the share of synthetic rows closer to a training row than to any "
-        "holdout row (0.5 = no closer to the fitted rows than to fresh rows).",
+        "What differs between the methods: factor_gauss measures private 1-way marginals and one private "
+        "latent correlation matrix (all pairs at once) and decodes inside a bin by the marginal's shape; "
+        "MST measures the 1-way marginals and a privately chosen spanning tree of 2-way marginals; AIM "
+        "adaptively chooses and measures 1- and 2-way marginals round by round; PrivBayes a Bayesian "
+        "network of degree 2; all three peers fit a Private-PGM graphical model and decode an interval "
+        "by a uniform draw. All treat n as public. Reading the disclosure columns: exact matches compare "
+        "decoded values; DCR q05 is the 5 % quantile of the Gower distance from synthetic rows to their "
+        "closest real training row; membership share is the share of synthetic rows closer to a training "
+        "row than to any holdout row (0.5 = no closer to the fitted rows than to fresh rows).",
         "",
     ]
     return lines

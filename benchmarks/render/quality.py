@@ -14,21 +14,27 @@ COLUMNS = (
     ("tvd_2way", "2-way TVD ↓", ".3f"),
     ("assoc_diff", "assoc. diff ↓", ".3f"),
     ("tstr_auc", "TSTR AUC ↑", ".3f"),
-    ("pmse", "pMSE ↓", ".3f"),
+    ("pmse", "pMSE raw ↓", ".3f"),
+    ("pmse_cells", "pMSE cells ↓", ".3f"),
     ("atom_err", "atom err ↓", ".3f"),
 )
 PANELS = (
     ("tstr_auc", "TSTR ROC-AUC (↑)"),
     ("pmse", "raw pMSE (↓; 0.25 separable)"),
+    ("pmse_cells", "pMSE on judge cells (↓)"),
     ("tvd_2way", "2-way TVD, judge cells (↓)"),
     ("assoc_diff", "association diff (↓)"),
 )
 STYLE = {
     "factor_gauss_today": ("tab:blue", "o"),
     "factor_gauss": ("tab:green", "s"),
-    "mst": ("tab:orange", "^"),
-    "aim": ("tab:red", "v"),
+    "dpmm_aim": ("tab:red", "v"),
+    "dpmm_mst": ("tab:orange", "^"),
+    "dpmm_privbayes": ("tab:brown", "D"),
+    "mbi_mst": ("tab:purple", "<"),
 }
+"""Colour and marker per method; a method without an entry (e.g. a mechanism added to
+``quality.METHODS`` later) is drawn in the next colour of matplotlib's cycle."""
 
 
 def _pm(s: dict[str, Any] | None, fmt: str) -> str:
@@ -41,12 +47,16 @@ def _pm(s: dict[str, Any] | None, fmt: str) -> str:
 
 def _status(m: dict[str, Any], timeout_s: float) -> str:
     if not m.get("available", True):
-        return "not available (spec fields not accepted yet)"
+        return f"not available ({m.get('reason') or 'the spec does not load'})"
     statuses = sorted({r["status"] for r in m["runs"]})
     if statuses == ["timeout"]:
         r = m["runs"][0]
-        extra = f"; killed after {r['rounds_done']} rounds" if r.get("rounds_done") else ""
-        return f"did not finish in {timeout_s:.0f} s{extra}"
+        extra = (
+            f"; killed after {r['rounds_done']} of {r.get('rounds_planned')} planned rounds"
+            if r.get("rounds_done")
+            else ""
+        )
+        return f"did not finish in {r.get('timeout_s', timeout_s):.0f} s{extra}"
     return "failed (" + ", ".join(statuses) + ")"
 
 
@@ -88,7 +98,14 @@ def render(f: dict[str, Any]) -> list[str]:
     eps_list = ", ".join(f"{e:g}" for e in f["epsilons"])
     j = f["judge"]
     env = f.get("peer_env") or {}
-    pk = ", ".join(f"{k} {v}" for k, v in env.get("packages", {}).items()) or "no peer run finished"
+    pk = (
+        "; ".join(
+            f"`{venv}` (Python {e['python']}): " + ", ".join(f"{k} {v}" for k, v in e["packages"].items())
+            for venv, e in env.items()
+        )
+        or "no peer run finished"
+    )
+    k = f.get("peer_intervals", 32)
     lines = [
         f"ε ∈ {{{eps_list}}}, δ = {f['delta']:g}, {f['seeds']} seed(s) per (table, ε, method); figures are "
         "the mean over seeds ± half their range. Each table is split 80/20 (seed 0); every method is fitted "
@@ -96,12 +113,30 @@ def render(f: dict[str, Any]) -> list[str]:
         "continuous columns' `atoms`, `values`, `bins` and `decimals` and without `mechanism.params.target` "
         "(no `refine` stage): the copula of before issue 16, except that the resolution rule merges "
         "intervals; `factor_gauss` is the full spec; both in-process with their spec's `mechanism.params` "
-        "and stage weights (no gates). MST and AIM "
-        f"(smartnoise-synth in `{f.get('peer_python')}`: {pk}) get the same training rows as public-cell "
-        f"indices of the full spec (when it loads), are decoded by `bins_to_table`; AIM is killed after "
-        f"{f['aim_timeout_s']:.0f} s. Times: fit + sample (for `factor_gauss` also the in-process encoding "
-        "and decoding, milliseconds; for MST and AIM without starting the peer python), on a shared "
-        "2-core machine.",
+        "and stage weights (no gates).",
+        "",
+        "**The peers** are the maintained implementations, each in its own venv (`bash benchmarks/"
+        f"peer_envs.sh`; {pk}): dpmm's AIM, MST and PrivBayes pipelines (its vendored Private-PGM; "
+        "`proc_epsilon=None`, AIM with `max_model_size=80` MB, otherwise dpmm's defaults: AIM's workload "
+        "every 2-way marginal of at most 10,000 cells and 16·d rounds) and an MST we wrote after the "
+        "reference `mechanisms/mst.py` of `ryan112358/mbi` on mbi 2.0 (`benchmarks/peer_mbi.py`). Every "
+        "peer gets the same public cells, from the spec and a public rule, never from the data: one cell "
+        f"per integer where a continuous column's range holds at most {k} integers, one per declared value "
+        f"where at most {k} are declared, else {k} equal-width intervals over the declared bounds on the "
+        "declared scale (log1p for `transform: log`) plus one cell per declared atom; levels and "
+        "categories as declared. Their cells are decoded the same way for every peer (`bins_to_table`: an "
+        "interval by a uniform draw inside it). **Budget, checked on every run** (`peer_run.check_budget`): "
+        "the (ε, δ) given is the one the peer ran with; no preprocessing ε spent (dpmm's binner gets the "
+        "declared categories and spends nothing; its default `proc_epsilon=0.1` would be spent on top of "
+        "ε); the ρ each spent, read from its measurements (AIM) or its stages (MST, PrivBayes: ε/2 pure-DP "
+        "selection beside the measurements' ρ for (ε/2, δ)), within its own accounting; and its "
+        "(ε, δ) → ρ conversion (dpmm's `cdp_rho`) equal to ours (`zcdp_rho`) to 10⁻⁶ (mbi ships none: "
+        "our MST is given our ρ). dpmm draws its noise through OpenDP (unseedable): its runs differ "
+        "between reruns with the same seed. dpmm AIM is killed after "
+        f"{f['aim_timeout_s']:.0f} s (a timed-out AIM is not retried with the other seeds of that table "
+        "and ε). Times: fit + sample (for "
+        "`factor_gauss` also the in-process encoding and decoding; for the peers inside their process, "
+        "without the interpreter's start), single-threaded, on a shared 2-core machine.",
         "",
         f"**The judge** ignores every spec's cells: each continuous column is cut into {j['bins']} "
         f"equal-width intervals over its declared bounds plus one cell per exact value holding "
@@ -111,7 +146,9 @@ def render(f: dict[str, Any]) -> list[str]:
         f"|real − synthetic| over pairs of the association matrix ({j['association']}); TSTR: "
         "HistGradientBoosting trained on the synthetic rows, ROC-AUC on the real 20 % (TRTR: trained on the "
         "real 80 %); pMSE on the raw decoded values (3-fold HistGradientBoosting propensity; 0 "
-        "indistinguishable, 0.25 separable); atom err: mean |share real − share synthetic| over every "
+        "indistinguishable, 0.25 separable) and on the judge's cells (continuous values replaced by their "
+        "judge cell: what a discriminator sees blind to the values inside a cell); atom err: mean "
+        "|share real − share synthetic| over every "
         "declared atom and every value holding ≥ 5 % of a continuous column; the last column counts the "
         "columns whose 1-way TVD beats the uniform baseline's (every column drawn uniformly over its "
         "declared domain, scored by the same judge, one draw).",
@@ -126,9 +163,14 @@ def render(f: dict[str, Any]) -> list[str]:
         "",
     ]
     for t in f["tables"].values():
-        variants = t["variants"]
-        full = variants["factor_gauss"]
+        full = t["variants"].get("factor_gauss", {"available": True})
         note = "" if full["available"] else f" The full spec does not load yet ({full['reason']})."
+        measured = t.get("measured")
+        if measured:
+            note += f" Measured {measured['date']} by `{measured['command']}`."
+        cells = t.get("peer_cells")
+        if cells:
+            note += " The peers' cells: " + ", ".join(f"{c} {n}" for c, n in cells.items()) + "."
         lines += [
             f"### {t['label']} ({t['source']}; spec `{t['spec']}`)",
             "",
@@ -140,15 +182,15 @@ def render(f: dict[str, Any]) -> list[str]:
             + f"; {t['judge_pairs']} pairs.{note}",
             "",
         ]
-        for eps in t["results"]:
+        for eps in sorted(t["results"], key=float):
             lines += [f"ε = {eps}:", "", *_table(t, eps, f), ""]
     return lines
 
 
 def draw(f: dict[str, Any], path: Path) -> Path:
-    """One row of panels per table, one panel per metric (TSTR AUC, pMSE, 2-way TVD,
-    association diff) against ε (log scale), one line per method (bars: range over seeds);
-    the uniform baseline dotted grey, TRTR dashed black."""
+    """One row of panels per table, one panel per metric (TSTR AUC, raw pMSE, pMSE on the
+    judge's cells, 2-way TVD, association diff) against ε (log scale), one line per method
+    (bars: range over seeds); the uniform baseline dotted grey, TRTR dashed black."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -159,9 +201,10 @@ def draw(f: dict[str, Any], path: Path) -> Path:
         len(tables), len(PANELS), figsize=(4.2 * len(PANELS), 3.2 * len(tables)), squeeze=False
     )
     for row, t in zip(axes, tables, strict=True):
-        eps_keys = list(t["results"])
+        eps_keys = sorted(t["results"], key=float)
         for ax, (metric, title) in zip(row, PANELS, strict=True):
-            for method, (color, marker) in STYLE.items():
+            for method in f["methods"]:
+                color, marker = STYLE.get(method, (None, "x"))
                 xs, ys, lo, hi = [], [], [], []
                 for e in eps_keys:
                     m = t["results"][e].get(method)
@@ -186,9 +229,10 @@ def draw(f: dict[str, Any], path: Path) -> Path:
             ax.set_xlabel("ε")
             ax.set_title(f"{t['label']}: {title}", fontsize=10)
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
+            if ax is row[-1]:  # one legend per table, on the last panel
+                ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=90, bbox_inches="tight")
     plt.close(fig)
     return path
