@@ -192,14 +192,16 @@ class Method:
     spec: Literal["full", "copula"] = "full"
     params: dict[str, Any] | None = None
     peer: str | None = None
+    extra: dict[str, Any] | None = None  # merged over the params (the spec's or ``params``)
 
 
 METHODS: dict[str, Method] = {
     "factor_gauss_today": Method("factor_gauss (copula only)", mechanism="factor_gauss", spec="copula"),
     "factor_gauss": Method("factor_gauss", mechanism="factor_gauss"),
-    # A mechanism registered in mechanisms/registry.py is one line, e.g.
-    # "aim": Method("aim", mechanism="aim"),  (the spec's params, here its target)
-    # "mst": Method("mst", mechanism="mst", params={}),  (mst takes no target)
+    # ours on Private-PGM (mechanisms/mst.py, mechanisms/aim.py): aim takes the spec's target, mst none
+    "mst": Method("mst (ours, Private-PGM)", mechanism="mst", params={}),
+    "aim": Method("aim (ours, Private-PGM)", mechanism="aim"),
+    "aim_batch4": Method("aim, 4 rounds per estimate (ours)", mechanism="aim", extra={"batch": 4}),
     **{key: Method(peer.label, peer=key) for key, peer in PEERS.items()},
 }
 METRICS = (
@@ -285,9 +287,9 @@ class Table:
         (None, why not) when the spec model refuses it."""
         raw = strip_new_fields(self.raw) if m.spec == "copula" else self.raw
         mechanism = dict(raw.get("mechanism") or {})
-        if m.mechanism != mechanism.get("name", "factor_gauss") or m.params is not None:
+        if m.mechanism != mechanism.get("name", "factor_gauss") or m.params is not None or m.extra:
             params = m.params if m.params is not None else mechanism.get("params") or {}
-            mechanism = {"name": m.mechanism, "params": dict(params)}
+            mechanism = {"name": m.mechanism, "params": {**params, **(m.extra or {})}}
         return validate({**raw, "mechanism": mechanism}, self.d.spec)
 
     @property
