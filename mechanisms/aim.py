@@ -375,6 +375,7 @@ def _model_stage(state: tuple[Workload, list[Marginal], Any], params: AIMParams)
         workload.n,
         warm_start=model,
         iters=params.iters,
+        last=True,
     )
     return Stage((workload, final))
 

@@ -114,11 +114,13 @@ def estimate(
     *,
     warm_start: Model | None = None,
     iters: int = ESTIMATION_ITERS,
+    last: bool = False,
 ) -> Model:
     """The graphical model that best fits the noisy ``marginals`` (mbi's ``MirrorDescent``),
     for the public total n; ``warm_start`` a previous model (its potentials are extended to
-    the new cliques). Its junction tree's clique tables come from one message pass.
-    Post-processing."""
+    the new cliques). Its junction tree's clique tables come from one message pass. ``last``:
+    the fit's final model, after which JAX's compiled programs are dropped
+    (``_free_jax_programs``). Post-processing."""
     mbi = _mbi()
     domain = mbi.Domain(tuple(names), tuple(int(k) for k in sizes))
     measurements = [
@@ -140,6 +142,8 @@ def estimate(
     tree, order = mbi.junction_tree.make_junction_tree(domain, [tuple(c) for c in fitted.cliques])
     maximal = [tuple(c) for c in mbi.junction_tree.maximal_cliques(tree)]
     beliefs = mbi.marginal_oracles.message_passing_stable(fitted.potentials.expand(maximal), float(n))
+    if last:
+        _free_jax_programs()
     index = {a: j for j, a in enumerate(names)}
     cliques, tables = [], []
     for clique in maximal:
@@ -154,6 +158,17 @@ def estimate(
         tuple(tables),
         tuple(index[a] for a in order[::-1]),
     )
+
+
+def _free_jax_programs() -> None:
+    """Drop JAX's compiled programs at the end of a fit. mbi compiles programs per set of
+    cliques; kept across fits they filled XLA's code memory after a few fits in one process
+    ("LLVM ERROR: Unable to allocate section memory", five AIM and MST fits in a row in
+    ``benchmarks/quality.py``). Not after every round: a round reuses some of the programs
+    of the one before, and dropping them doubled AIM's time."""
+    import jax
+
+    jax.clear_caches()
 
 
 def marginal_of(

@@ -200,7 +200,12 @@ def _model_stage(state: tuple[Workload, list[Marginal]], params: MSTParams) -> S
     """Post-processing: mbi's estimate from every measurement (the counts are dropped)."""
     workload, measured = state
     model = estimate(
-        workload.names, workload.sizes, [*one_way(workload), *measured], workload.n, iters=params.iters
+        workload.names,
+        workload.sizes,
+        [*one_way(workload), *measured],
+        workload.n,
+        iters=params.iters,
+        last=True,
     )
     return Stage((replace(workload, counts=()), model))
 
