@@ -320,11 +320,26 @@ def _ledger(doc: dict, bundle: Path, url: str) -> list[Check]:
     return out
 
 
+def _selection(rows: dict, statistic: str, found: dict, floor: float) -> Check:
+    """A partition selection (categories, or a numeric column's atoms): Laplace with
+    Δ₁ = 2 and a threshold ≥ max(1 + b·ln(1/δ), ``floor``)."""
+    r = rows.get(statistic)
+    need = math.inf if r is None else max(1 + r["noise_scale"] * math.log(1 / found["delta"]), floor)
+    ok = (
+        r is not None
+        and r["mechanism"] == "laplace"
+        and r["sensitivity"] >= 2
+        and found["threshold"] >= need * (1 - _REL)
+    )
+    return Check("sensitivity", f"schema/{statistic}", ok, f"Δ₁ 2, threshold >= {need}")
+
+
 def _discovery(doc: dict) -> list[Check]:
     """A ``schema`` discovery's statistics against their derivation (``mechanisms.discovery``):
     each bound by report noisy max with Δu = 1 at the level the public n and its ε
-    give; each category set by partition selection with Δ₁ = 2 and a threshold
-    τ ≥ 1 + b·ln(1/δ); the columns' δ within the plan's."""
+    give; each category set, and each numeric column's atoms, by partition selection with
+    Δ₁ = 2 and a threshold τ ≥ 1 + b·ln(1/δ) (for atoms also ≥ min_share·n); the columns'
+    δ within the plan's."""
     from mechanisms.discovery import quantile_level
 
     rows = {r["statistic"]: r for r in doc["privacy"]["ledger"]["measurements"]}
@@ -337,17 +352,13 @@ def _discovery(doc: dict) -> list[Check]:
             level = quantile_level(doc["rows"], made[0]["epsilon"]) if ok and made[0] else None
             ok = ok and level is not None and _close(level, found["quantile_level"])
             out.append(Check("sensitivity", f"schema/bounds[{name}]", ok, f"Δu 1, level {level}"))
+            if "atoms" in found:  # a bundle written before atoms were discovered has none
+                atoms = found["atoms"]
+                deltas.append(atoms["delta"])
+                out.append(_selection(rows, f"atoms[{name}]", atoms, atoms["min_share"] * doc["rows"]))
             continue
-        r = rows.get(f"categories[{name}]")
         deltas.append(found["delta"])
-        need = math.inf if r is None else 1 + r["noise_scale"] * math.log(1 / found["delta"])
-        ok = (
-            r is not None
-            and r["mechanism"] == "laplace"
-            and r["sensitivity"] >= 2
-            and found["threshold"] >= need * (1 - _REL)
-        )
-        out.append(Check("sensitivity", f"schema/categories[{name}]", ok, f"Δ₁ 2, threshold >= {need}"))
+        out.append(_selection(rows, f"categories[{name}]", found, 0.0))
     plan_delta = doc["privacy"]["budget_plan"]["delta"]
     ok = math.fsum(deltas) <= plan_delta * (1 + _REL)
     out.append(

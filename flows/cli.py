@@ -579,8 +579,9 @@ def init(
         float | None,
         typer.Option(
             "--private-epsilon",
-            help="Discover the bounds of continuous/integer columns (private quantiles) and the categories "
-            "of nominal ones (partition selection) under DP, spending this epsilon of the dataset's budget: "
+            help="Discover the bounds (private quantiles) and atoms (values many rows hold exactly: "
+            "partition selection) of continuous/integer columns and the categories of nominal ones "
+            "(partition selection) under DP, spending this epsilon of the dataset's budget: "
             "a release of its own in the ledger (stage 'schema') with a bundle `dprelease audit verify` "
             "checks. Without it nothing is read and every bound and category is FILL.",
         ),
@@ -589,11 +590,20 @@ def init(
         float,
         typer.Option(
             "--private-delta",
-            help="The delta of the categories' partition selection (a category held by one record is "
-            "published with probability delta/2); split over the nominal columns. Keep it a small part of "
-            "the dataset's lifetime delta: later zCDP releases convert at what is left of it.",
+            help="The delta of the partition selections of categories and atoms (a category or value held "
+            "by one record is published with probability delta/2); split over the columns. Keep it a small "
+            "part of the dataset's lifetime delta: later zCDP releases convert at what is left of it.",
         ),
     ] = 1e-7,
+    atom_share: Annotated[
+        float,
+        typer.Option(
+            "--atom-share",
+            help="With --private-epsilon: the least share of the rows (between 0 and 1) an exact value of a "
+            "continuous/integer column must hold to be declared one of its atoms (a cell of its own, e.g. "
+            "0 for a zero-inflated amount).",
+        ),
+    ] = 0.05,
     bundle_out: Annotated[
         Path,
         typer.Option(
@@ -620,8 +630,8 @@ def init(
     """Write a draft release spec from the data file's header (and a Parquet file's declared
     column types, or --kind), without reading a value: every bound, category and level is
     FILL, to be supplied from public knowledge; every guess is listed under draft.confirm.
-    With --private-epsilon, the bounds and categories of the columns whose kind is known are
-    discovered under DP instead, charged to the dataset's ledger."""
+    With --private-epsilon, the bounds, atoms and categories of the columns whose kind is
+    known are discovered under DP instead, charged to the dataset's ledger."""
     from engines.header import declared_kinds, read_header
     from spec.draft import draft_text
 
@@ -653,6 +663,7 @@ def init(
             lifetime_epsilon,
             lifetime_delta,
             insecure_seed,
+            atom_share,
         )
     lifetime = None if lifetime_epsilon is None else (lifetime_epsilon, lifetime_delta or 1e-6)
     text = draft_text(stem, rel, columns, kinds, entries, found.release_id if found else None, lifetime)
@@ -682,6 +693,7 @@ def _discover(
     lifetime_epsilon: float | None,
     lifetime_delta: float | None,
     seed: int | None,
+    atom_share: float,
 ):
     """``init --private-epsilon``: the DP discovery (``flows.discovery``) and its draft lines."""
     from flows.discovery import DISCOVERABLE, discover, draft_entries
@@ -707,14 +719,15 @@ def _discover(
             out=out,
             lifetime=lifetime,
             seed=seed,
+            atom_share=atom_share,
         )
     except BudgetRefused as e:
         fail(str(e), "see `dprelease ledger show` for what this dataset has spent; no draft was written.", 4)
     except (DPReleaseError, ValueError) as e:
         fail(str(e), "fix the option or the data file named above; no draft was written.", 2)
     console.print(
-        f"discovered under DP: {len(found.bounds)} column(s)' bounds and {len(found.categories)} column(s)' "
-        f"categories for epsilon={epsilon:g}, delta={found.delta:g}, charged to dataset "
+        f"discovered under DP: {len(found.bounds)} column(s)' bounds and atoms and {len(found.categories)} "
+        f"column(s)' categories for epsilon={epsilon:g}, delta={found.delta:g}, charged to dataset "
         f"'{shown(dataset)}' as release {found.release_id}; its bundle is {shown(str(found.bundle))} "
         f"(`dprelease audit verify {shown(str(found.bundle))}`).",
         soft_wrap=True,

@@ -1,4 +1,4 @@
-"""``dprelease init DATA --private-epsilon E``: a draft's bounds and category sets
+"""``dprelease init DATA --private-epsilon E``: a draft's bounds, atoms and category sets
 discovered under DP (``mechanisms.discovery``), charged to the dataset's ledger as a
 release of its own (stage ``schema``), with a bundle ``<release_id>/public`` that
 ``dprelease audit verify`` checks like any release's.
@@ -29,15 +29,19 @@ from bundle.staging import check_out
 from bundle.write import io_error
 from engines.header import DataError, input_format
 from engines.tables import numbers
+from mechanisms.accounting import BudgetPlan
 from mechanisms.discovery import (
+    ATOM_SHARE,
     MAX_LEVEL,
+    DiscoveredAtoms,
     DiscoveredBounds,
     DiscoveredCategories,
     discover_categories,
+    discover_numeric,
     discovery_plan,
-    private_bounds,
 )
 from mechanisms.errors import DPReleaseError
+from mechanisms.primitives import Measurement
 from mechanisms.randomness import noise_rngs
 from spec.sections import DISCOVERY, MAX_NAME, STAMP, DatasetSpec
 
@@ -52,6 +56,7 @@ class Discovery:
     release_id: str
     bundle: Path
     bounds: dict[str, DiscoveredBounds]
+    atoms: dict[str, DiscoveredAtoms]
     categories: dict[str, DiscoveredCategories]
     epsilon: float
     delta: float
@@ -168,17 +173,21 @@ def discover(
     out: Path,
     lifetime: tuple[float, float] | None,
     seed: int | None = None,
+    atom_share: float = ATOM_SHARE,
 ) -> Discovery:
-    """Discover bounds (continuous, integer) and categories (nominal) of ``kinds``' columns
-    under (ε, δ)-DP: ε split evenly over the columns, δ over the nominal ones."""
+    """Discover bounds and atoms (continuous, integer) and categories (nominal) of
+    ``kinds``' columns under (ε, δ)-DP: ε and δ split evenly over the columns
+    (``mechanisms.discovery``: a numeric column's ε in thirds, each bound and the atoms)."""
     from ledger import Ledger, ledger_facts
 
-    nominal = [c for c, k in kinds.items() if k == "nominal"]
     if not kinds:
         raise DPReleaseError("no column of a discoverable kind (continuous, integer, nominal) is known")
-    if nominal and not delta > 0:
-        raise DPReleaseError("discovering categories needs --private-delta > 0 (partition selection)")
-    plan = discovery_plan(epsilon, delta if nominal else 0.0)
+    if not 0 < atom_share < 1:
+        raise DPReleaseError(
+            f"--atom-share ({atom_share}) must be a number between 0 and 1 (exclusive): the least share "
+            "of the rows a value holds to be declared an atom, e.g. 0.05"
+        )
+    plan = discovery_plan(epsilon, delta)
     stamp = datetime.now(UTC)
     release_id = discovery_release_id(dataset, stamp)
     bundle = out / release_id
@@ -186,6 +195,7 @@ def discover(
         raise DPReleaseError(f"'{bundle}' already exists; wait a second and run again")
     _check_places(out, ledger_url)
     share = plan.stage("schema").split(len(kinds))
+    delta_each = delta / len(kinds)
     with Ledger(ledger_url) as led:
         led.reserve(dataset=dataset, release_id=release_id, mechanism=MECHANISM, plan=plan, lifetime=lifetime)
         try:
@@ -197,23 +207,30 @@ def discover(
         n = len(next(iter(values.values())))
         (rng,) = noise_rngs(seed, 1)
         bounds: dict[str, DiscoveredBounds] = {}
+        atoms: dict[str, DiscoveredAtoms] = {}
         categories: dict[str, DiscoveredCategories] = {}
         made = []
         with led.spending(release_id, ["schema"], plan) as record:
             for (name, kind), budget in zip(kinds.items(), share, strict=True):
                 if kind == "nominal":
-                    found = discover_categories(values[name], budget, delta / len(nominal), name, rng=rng)
+                    found = discover_categories(values[name], budget, delta_each, name, rng=rng)
                     categories[name] = found
                     made.append(found.measurement)
                 else:
-                    b = private_bounds(values[name], budget, name, integer=kind == "integer", rng=rng)
-                    bounds[name] = b
-                    made += b.measurements
+                    b, a = discover_numeric(
+                        values[name],
+                        budget,
+                        delta_each,
+                        name,
+                        integer=kind == "integer",
+                        share=atom_share,
+                        rng=rng,
+                    )
+                    bounds[name], atoms[name] = b, a
+                    made += [*b.measurements, a.measurement]
             record(made)
-        doc = _document(
-            release_id, dataset, stamp, n, plan, bounds, categories, delta / max(len(nominal), 1), seed
-        )
-        doc["privacy"]["ledger"]["measurements"] = [m.ledger_row() for m in made]
+        found_all = Discovery(release_id, bundle, bounds, atoms, categories, epsilon, plan.delta)
+        doc = _document(found_all, dataset, stamp, n, plan, made, delta_each, seed)
         doc["privacy"]["ledger_record"] = ledger_facts(led, dataset, release_id)
         try:
             manifest = _write_bundle(bundle, doc)
@@ -223,30 +240,57 @@ def discover(
             spent = " (the budget this discovery spent stays spent: its noise was drawn)"
             raise io_error("writing the discovery bundle", out, e, spent) from None
         led.finish(release_id, "released", {"public_manifest_sha256": sha256(manifest)})
-    return Discovery(release_id, bundle, bounds, categories, epsilon, plan.delta)
+    return found_all
+
+
+def _selection(threshold: float, measurement: Measurement, delta: float) -> dict:
+    """A partition selection's facts in the bundle: what an auditor needs to re-derive its
+    threshold (``flows.audit``) and its cost."""
+    return {
+        "threshold": threshold,
+        "epsilon": measurement.epsilon,
+        "delta": delta,
+        "rule": "Laplace partition selection: count + Lap(2/epsilon) > threshold",
+    }
+
+
+def _numeric(b: DiscoveredBounds, a: DiscoveredAtoms, delta: float) -> dict:
+    """A numeric column's entry in the bundle: its bounds and, under ``atoms``, its atoms."""
+    return {
+        "kind": "bounds",
+        "bounds": [b.lower, b.upper],
+        "quantile_level": b.level,
+        "epsilon": math.fsum(m.epsilon or 0.0 for m in b.measurements),
+        "rule": "report noisy max (exponential noise) on the public grid of two-digit numbers "
+        "(mechanisms.discovery.GRID), levels q and 1 - q",
+        "atoms": {
+            "atoms": list(a.atoms),
+            "min_share": a.share,
+            **_selection(a.threshold, a.measurement, delta),
+            "rule": "Laplace partition selection on the exact finite values: count + Lap(2/epsilon) > "
+            "threshold = max(1 + (2/epsilon) ln(1/delta), min_share * rows)",
+        },
+    }
 
 
 def _document(
-    release_id: str,
+    found: Discovery,
     dataset: str,
     stamp: datetime,
     n: int,
-    plan,
-    bounds: dict[str, DiscoveredBounds],
-    categories: dict[str, DiscoveredCategories],
+    plan: BudgetPlan,
+    made: list[Measurement],
     delta_each: float,
     seed: int | None,
 ) -> dict:
-    spent = math.fsum(m.epsilon or 0.0 for b in bounds.values() for m in b.measurements) + math.fsum(
-        c.measurement.epsilon or 0.0 for c in categories.values()
-    )
+    spent = math.fsum(m.epsilon or 0.0 for m in made)
     return {
         "kind": MECHANISM,
-        "release_id": release_id,
+        "release_id": found.release_id,
         "dataset": dataset,
         "created": stamp.isoformat(),
         "statement": (
-            f"Bounds and category sets of dataset '{dataset}', discovered under "
+            f"Bounds, atoms and category sets of dataset '{dataset}', discovered under "
             f"({plan.epsilon:g}, {plan.delta:g})-differential privacy (replace-one neighbours; the row "
             "count n is public) for a draft release spec. Only the values under 'discovered' were "
             "published; noisy counts were not."
@@ -257,27 +301,14 @@ def _document(
         "randomness": {"fit_for_publication": seed is None, "seed": seed},
         "rows": n,
         "discovered": {
-            **{
-                name: {
-                    "kind": "bounds",
-                    "bounds": [b.lower, b.upper],
-                    "quantile_level": b.level,
-                    "epsilon": math.fsum(m.epsilon or 0.0 for m in b.measurements),
-                    "rule": "report noisy max (exponential noise) on the public grid of two-digit numbers "
-                    "(mechanisms.discovery.GRID), levels q and 1 - q",
-                }
-                for name, b in bounds.items()
-            },
+            **{name: _numeric(b, found.atoms[name], delta_each) for name, b in found.bounds.items()},
             **{
                 name: {
                     "kind": "categories",
                     "categories": list(c.categories),
-                    "threshold": c.threshold,
-                    "epsilon": c.measurement.epsilon,
-                    "delta": delta_each,
-                    "rule": "Laplace partition selection: count + Lap(2/epsilon) > threshold",
+                    **_selection(c.threshold, c.measurement, delta_each),
                 }
-                for name, c in categories.items()
+                for name, c in found.categories.items()
             },
         },
         "privacy": {
@@ -295,6 +326,7 @@ def _document(
                     }
                 ],
                 "totals": {"epsilon": spent, "delta": plan.delta, "conversion": "basic composition"},
+                "measurements": [m.ledger_row() for m in made],
             },
         },
     }
@@ -304,8 +336,27 @@ OTHER = "(other)"
 """The category a draft adds for the values partition selection did not publish."""
 
 
+MAX_ATOMS = 64
+"""The most atoms a column may declare (``spec.columns.ContinuousSpec.atoms``)."""
+
+
 def _number(v: float, integer: bool) -> str:
-    return str(int(v)) if integer else repr(float(v))
+    """A bound or atom as YAML 1.1 reads it back: an integer, or a float (``1e-05`` would be
+    text; PyYAML writes ``1.0e-05``)."""
+    import yaml
+
+    return str(int(v)) if integer else yaml.safe_dump(float(v)).split("\n")[0]
+
+
+def _draft_atoms(b: DiscoveredBounds, a: DiscoveredAtoms, integer: bool) -> tuple[list[float], bool]:
+    """The atoms the draft declares (sorted), and whether any found was left out. Left out
+    (post-processing; the bounds are not widened, so they stay the private quantiles the
+    draft describes): an atom beyond a bound, which the spec refuses and ``clip`` would
+    move to the bound anyway; a fraction in an integer column, which the spec refuses; past
+    ``MAX_ATOMS``, those with the smallest noisy counts."""
+    fits = [i for i, v in enumerate(a.atoms) if b.lower <= v <= b.upper and (not integer or v.is_integer())]
+    kept = sorted(fits, key=lambda i: -a.measurement.value[i])[:MAX_ATOMS]
+    return [a.atoms[i] for i in sorted(kept)], len(kept) < len(a.atoms)
 
 
 def draft_entries(found: Discovery, kinds: dict[str, str]) -> dict[str, tuple[str, str, str]]:
@@ -316,9 +367,12 @@ def draft_entries(found: Discovery, kinds: dict[str, str]) -> dict[str, tuple[st
     where = f"discovered under DP in {found.release_id}"
     for name, b in found.bounds.items():
         integer = kinds[name] == "integer"
+        a = found.atoms[name]
+        atoms, dropped = _draft_atoms(b, a, integer)
         body = (
             f"type: continuous, bounds: [{_number(b.lower, integer)}, {_number(b.upper, integer)}], "
             + ("integer: true, " if integer else "")
+            + (f"atoms: [{', '.join(_number(v, integer) for v in atoms)}], " if atoms else "")
             + "out_of_bounds: clip"
         )
         small = (
@@ -327,12 +381,23 @@ def draft_entries(found: Discovery, kinds: dict[str, str]) -> dict[str, tuple[st
             if b.level >= MAX_LEVEL
             else ""
         )
+        left = (
+            f" (those beyond the bounds, fractions in an integer column or past {MAX_ATOMS} are left "
+            "out: see the bundle)"
+            if dropped
+            else ""
+        )
         out[name] = (
             body,
-            f"bounds {where} (private quantiles {b.level:.3g} and {1 - b.level:.3g})",
+            f"bounds {where} (private quantiles {b.level:.3g} and {1 - b.level:.3g})"
+            + (", and atoms" if atoms else ""),
             f"bounds {where}: about {b.level:.1%} of the values lie beyond each and are clipped; "
             "widen them if a codebook gives the true range; add `missing: allowed` if values may be "
-            "missing (whether any are was not looked at)." + small,
+            "missing (whether any are was not looked at)." + small + " Atoms (values with a cell of their "
+            f"own) are declared for the exact values more than {a.share:g} of the rows and about "
+            f"{a.threshold:.0f} rows hold{left}"
+            + ("" if atoms or dropped else " (none was found)")
+            + "; add any a codebook names.",
         )
     for name, c in found.categories.items():
         if not c.categories:

@@ -16,17 +16,23 @@ at most |G|·e^{−2 ln|G|} = 1/|G| against a candidate at the quantile (q kept 
 and 5 %; at the 5 % cap n is too small for ε and the draft says so). About q·n values lie
 beyond each bound; the draft declares ``out_of_bounds: clip`` for them.
 
-**Categories: Laplace partition selection** (Korolova et al. 2009; Desfontaines et al.
-2022). Each category seen in the column gets count + Lap(b), b = 2/ε, and is published
-when that exceeds τ = 1 + b·ln(1/δ). Replacing one record lowers one category's count
-by 1 and raises another's by 1: on the categories both tables hold, the counts' L1 change
-is ≤ 2, so the noisy counts are ε-DP; a category only one table holds has count 1 there
-and is published with probability P(1 + Lap(b) > τ) = ½·e^{−(τ−1)/b} = δ/2, at most two
-such categories: (ε, δ)-DP. Only the sorted set of names is published, not the counts.
+**Categories and atoms: Laplace partition selection** (Korolova et al. 2009; Desfontaines
+et al. 2022; ``partition_selection``). Each category seen in a nominal column, and each
+exact finite value seen in a numeric one (an *atom*: e.g. a score exactly 0 in 23 % of the
+rows), gets count + Lap(b), b = 2/ε, and is published when that exceeds the threshold
+max(τ, s·n), τ = 1 + b·ln(1/δ); s is 0 for categories and the public least share of an
+atom (``ATOM_SHARE``) for atoms, n the public row count, so the threshold is public and
+≥ τ. Replacing one record lowers one label's count by 1 and raises another's by 1: on the
+labels both tables hold, the counts' L1 change is ≤ 2, so the noisy counts are ε-DP; a
+label only one table holds has count 1 there and is published with probability
+P(1 + Lap(b) > max(τ, s·n)) ≤ ½·e^{−(τ−1)/b} = δ/2, at most two such labels: (ε, δ)-DP.
+Only the sorted set of labels is published, not the counts.
 
-**Cost.** The stage is (ε, δ)-DP (basic composition of the columns' shares); under zCDP
-composition a pure ε-DP step is ε²/2-zCDP and the partition selections' δ is set aside
-(δ-approximate zCDP, Bun & Steinke 2016, Def. 8.1): ``accounting.compose_lifetime``.
+**Cost.** ε is split evenly over the columns; a numeric column spends a third of its share
+on each bound and a third on its atoms; δ is split evenly over the columns (each runs one
+partition selection). The stage is (ε, δ)-DP (basic composition of the columns' shares);
+under zCDP composition a pure ε-DP step is ε²/2-zCDP and the partition selections' δ is
+set aside (δ-approximate zCDP, Bun & Steinke 2016, Def. 8.1): ``accounting.compose_lifetime``.
 """
 
 from __future__ import annotations
@@ -39,17 +45,22 @@ import numpy as np
 
 from mechanisms.accounting import BudgetPlan, StageBudget
 from mechanisms.errors import BudgetError
-from mechanisms.primitives import Measurement, laplace_mechanism, laplace_scale
+from mechanisms.primitives import Measurement, laplace_mechanism
 from mechanisms.randomness import is_vetted, opendp
 
 __all__ = [
+    "ATOM_SHARE",
     "GRID",
+    "DiscoveredAtoms",
     "DiscoveredBounds",
     "DiscoveredCategories",
     "bound_utilities",
+    "discover_atoms",
     "discover_categories",
+    "discover_numeric",
     "discovery_plan",
     "noisy_max",
+    "partition_selection",
     "private_bounds",
     "quantile_level",
 ]
@@ -62,15 +73,24 @@ GRID = np.concatenate([-_POSITIVE[::-1], [0.0], _POSITIVE])
 """The public candidates of a bound: numbers of two significant digits from −9.9·10⁹ to
 9.9·10⁹ (2,341 of them; steps of 1–10 % of the value, so that some candidate lies near
 each quantile and the tails, where every candidate scores −q·n, stay unlikely)."""
+ATOM_SHARE = 0.05
+"""The default least share of the rows an atom holds (``discover_atoms``): only a value
+that many rows take is worth a cell of its own (a score exactly 0 in 23 % of the rows, a
+capital gain of 0 in 92 %), and fewer than 1/0.05 = 20 values hold more. The floor s·n is
+public (s is, and n is public under replace-one), so it only raises the partition
+selection's threshold: τ still bounds a value one record holds, δ/2."""
 
 
 def discovery_plan(epsilon: float, delta: float) -> BudgetPlan:
     """The plan of a discovery: one stage ``schema`` of ε, under pure DP with the
-    partition selections' δ (0 when no category set is discovered)."""
+    partition selections' δ (every discovered column runs one: categories or atoms)."""
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"--private-epsilon ({epsilon}) must be a finite number > 0")
-    if not 0 <= delta < 1:
-        raise ValueError(f"--private-delta ({delta}) must be in [0, 1)")
+    if not 0 < delta < 1:
+        raise ValueError(
+            f"--private-delta ({delta}) must be in (0, 1): the categories and atoms are found by "
+            "partition selection, (epsilon, delta)-DP"
+        )
     return BudgetPlan("pure", epsilon, delta, None, (StageBudget(STAGE, 1.0, None, epsilon),))
 
 
@@ -92,6 +112,18 @@ class DiscoveredBounds:
 class DiscoveredCategories:
     categories: tuple[str, ...]
     threshold: float
+    measurement: Measurement
+
+
+@dataclass(frozen=True)
+class DiscoveredAtoms:
+    """The atoms found (sorted), the threshold their noisy counts passed, the least share
+    ``share`` in it, and the measurement (its value: the atoms' noisy counts, in order,
+    kept for the ledger's record and never published)."""
+
+    atoms: tuple[float, ...]
+    threshold: float
+    share: float
     measurement: Measurement
 
 
@@ -160,26 +192,82 @@ def private_bounds(
     return DiscoveredBounds(float(lo), float(hi), q, made)  # type: ignore[arg-type]
 
 
+def partition_selection(
+    labels: np.ndarray,
+    counts: np.ndarray,
+    epsilon: float,
+    delta: float,
+    floor: float,
+    name: str,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, float, Measurement]:
+    """Laplace partition selection (Korolova et al. 2009; Desfontaines et al. 2022): the
+    ``labels`` (each seen once in the data, with its ``counts``) whose count + Lap(b),
+    b = Δ₁/ε with Δ₁ = 2, exceeds the threshold max(τ, ``floor``), τ = 1 + b·ln(1/δ) (b as
+    drawn), sorted; the threshold; the measurement. Replacing one record moves two counts
+    by 1 (L1 ≤ 2): ε-DP on the labels both tables hold; a label one table holds has count
+    1 and passes with probability ≤ ½·e^{−(τ−1)/b} = δ/2 when ``floor`` is public:
+    (ε, δ)-DP. The measurement keeps the published labels' noisy counts only: the number
+    of labels seen in the data is not published (nor its size as a dimension)."""
+    m = laplace_mechanism(
+        counts.astype(float), l1_sensitivity=2.0, epsilon=epsilon, rng=rng, name=name, stage=STAGE
+    )
+    threshold = max(1 + m.scale * math.log(1 / delta), floor)
+    keep = m.value > threshold
+    order = np.argsort(labels[keep], kind="stable")
+    return labels[keep][order], threshold, dataclasses.replace(m, value=m.value[keep][order])
+
+
 def discover_categories(
     values: np.ndarray, budget: StageBudget, delta: float, name: str, *, rng: np.random.Generator
 ) -> DiscoveredCategories:
     """The categories of a column whose noisy count (Laplace, b = 2/ε) exceeds
-    τ = 1 + b·ln(1/δ), sorted; missing values are not a category."""
+    τ = 1 + b·ln(1/δ), sorted (``partition_selection``); missing values are not a category."""
     kept = np.asarray([v for v in values if isinstance(v, str) and v != ""], dtype=object)
     labels, counts = np.unique(kept.astype(str), return_counts=True)
-    epsilon = budget.pure_epsilon
-    m = laplace_mechanism(
-        counts.astype(float),
-        l1_sensitivity=2.0,
-        epsilon=epsilon,
-        rng=rng,
-        name=f"categories[{name}]",
-        stage=STAGE,
+    found, threshold, m = partition_selection(
+        labels, counts, budget.pure_epsilon, delta, 0.0, f"categories[{name}]", rng
     )
-    threshold = 1 + laplace_scale(2.0, epsilon) * math.log(1 / delta)
-    keep = m.value > threshold
-    order = np.argsort(labels[keep], kind="stable")
-    # the record keeps the published categories' noisy counts only: the number of
-    # categories seen in the data is not published (nor its size as a dimension)
-    published = dataclasses.replace(m, value=m.value[keep][order])
-    return DiscoveredCategories(tuple(str(c) for c in labels[keep][order]), threshold, published)
+    return DiscoveredCategories(tuple(str(c) for c in found), threshold, m)
+
+
+def discover_atoms(
+    values: np.ndarray,
+    budget: StageBudget,
+    delta: float,
+    name: str,
+    *,
+    share: float = ATOM_SHARE,
+    rng: np.random.Generator,
+) -> DiscoveredAtoms:
+    """The atoms of a numeric column: the exact values whose noisy count exceeds both
+    τ = 1 + b·ln(1/δ), b = 2/ε, and ``share``·n, n = len(values) the public row count
+    (``partition_selection`` with the public floor share·n). Sensitivity: replacing one
+    record moves two values' counts by 1 (Δ₁ = 2); noise Lap(2/ε); a value one neighbour
+    holds is published with probability ≤ δ/2: (ε, δ)-DP. Missing and infinite values are
+    never atoms (left out of the counts); −0.0 counts as 0.0, so the sign of a published
+    zero tells nothing of the data. Only the sorted atoms are published, never counts."""
+    x = np.asarray(values, dtype=float)
+    finite = x[np.isfinite(x)] + 0.0  # −0.0 + 0.0 is 0.0
+    labels, counts = np.unique(finite, return_counts=True)
+    found, threshold, m = partition_selection(
+        labels, counts, budget.pure_epsilon, delta, share * len(x), f"atoms[{name}]", rng
+    )
+    return DiscoveredAtoms(tuple(float(v) for v in found), threshold, share, m)
+
+
+def discover_numeric(
+    values: np.ndarray,
+    budget: StageBudget,
+    delta: float,
+    name: str,
+    *,
+    integer: bool,
+    share: float = ATOM_SHARE,
+    rng: np.random.Generator,
+) -> tuple[DiscoveredBounds, DiscoveredAtoms]:
+    """A numeric column's bounds (``private_bounds``, two thirds of ``budget``: a third on
+    each bound) and atoms (``discover_atoms``, the last third, and all of ``delta``)."""
+    for_bounds, for_atoms = budget.split_by([2.0, 1.0])
+    bounds = private_bounds(values, for_bounds, name, integer=integer, rng=rng)
+    return bounds, discover_atoms(values, for_atoms, delta, name, share=share, rng=rng)

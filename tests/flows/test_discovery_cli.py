@@ -3,6 +3,7 @@ DP, charged to the dataset's ledger as a release of its own with a bundle that `
 verify`` checks; refusals read and spend nothing; a bad column fails without spending."""
 
 import json
+import math
 
 import numpy as np
 import pandas as pd
@@ -189,3 +190,119 @@ def test_a_dataset_name_no_release_id_can_hold_is_refused_before_the_reserve(tmp
     with Ledger(default_url(tmp_path)) as led:
         assert led.entries(dataset=name) == []
     assert not list(tmp_path.glob("*-schema-*"))
+
+
+def test_the_atoms_selections_are_charged_listed_in_the_bundle_and_audited(tmp_path):
+    """Each numeric column's atoms are a ledger row ``atoms[<column>]`` of a third of its
+    share (ε/3 per column, ε/9 each), and a partition selection of δ/3 listed in the
+    bundle; the rows sum to the plan's (ε, δ), ``audit verify`` re-derives the atoms'
+    threshold, and a threshold the noise does not justify fails it."""
+    out = tmp_path / "releases"
+    assert _init(_people(tmp_path), *KINDS, "--bundle-out", str(out)).exit_code == 0
+    with Ledger(default_url(out)) as led:
+        (done,) = led.releases("people")
+        rows = {r["statistic"]: r for r in led.entries(dataset="people") if r["kind"] == "measurement"}
+    assert (done["epsilon"], done["delta"]) == (1.0, 1e-7)
+    for name in ("age", "income"):
+        atoms = rows[f"atoms[{name}]"]
+        assert (atoms["sensitivity"], atoms["detail"]["mechanism"]) == (2.0, "laplace")
+        assert atoms["epsilon"] == pytest.approx(1 / 9) and atoms["noise_scale"] == pytest.approx(18)
+    assert math.fsum(r["epsilon"] for r in rows.values()) == pytest.approx(1.0)
+    assert math.fsum(r["epsilon"] for r in rows.values()) <= 1.0
+    bundle = out / done["release_id"]
+    doc = json.loads((bundle / "public" / "release.json").read_text())
+    found = doc["discovered"]["income"]["atoms"]
+    assert (
+        found["atoms"] == [0.0]
+        and found["min_share"] == 0.05
+        and found["epsilon"] == rows["atoms[income]"]["epsilon"]
+    )
+    selections = [doc["discovered"][c]["atoms"]["delta"] for c in ("age", "income")]
+    assert math.fsum([*selections, doc["discovered"]["sex"]["delta"]]) == pytest.approx(1e-7)
+    assert "atoms[income]" in {r["statistic"] for r in doc["privacy"]["ledger"]["measurements"]}
+    checks = {c.name: c for c in verify_bundle(bundle, default_url(out))}
+    assert all(c.ok for c in checks.values()) and checks["schema/atoms[income]"].ok
+    found["threshold"] = 2.0
+    (bundle / "public" / "release.json").write_text(json.dumps(doc))
+    failed = {c.name for c in verify_bundle(bundle, default_url(out)) if not c.ok}
+    assert {"schema/atoms[income]", "public/release.json"} <= failed
+
+
+def test_a_column_zero_in_30_percent_of_rows_is_drafted_with_atom_0_and_the_draft_validates(tmp_path):
+    """``init --private-epsilon`` on a CSV whose score is exactly 0 in 30 % of the rows: the
+    draft declares ``atoms: [0.0]`` in the syntax the spec loader reads, and once its
+    ``draft:`` section is deleted, ``dprelease validate`` passes it."""
+    rng = np.random.default_rng(3)
+    n = 5_000
+    table = pd.DataFrame(
+        {
+            "score": np.where(rng.random(n) < 0.3, 0.0, np.round(rng.uniform(0, 100, n), 2)),
+            "visits": np.where(rng.random(n) < 0.5, 3, rng.integers(0, 50, n)),
+            "sex": rng.choice(["f", "m"], n),
+        }
+    )
+    table.to_csv(tmp_path / "scores.csv", index=False)
+    kinds = ["--kind", "score=continuous", "--kind", "visits=integer", "--kind", "sex=nominal"]
+    result = _init(tmp_path / "scores.csv", *kinds, "--bundle-out", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    draft = tmp_path / "scores.yaml"
+    text = draft.read_text()
+    assert "atoms: [0.0]" in text and "atoms: [3]" in text, text
+    schema = yaml.safe_load(text)["schema"]
+    assert schema["score"]["atoms"] == [0.0] and schema["visits"]["atoms"] == [3]
+    draft.write_text(text.split("\ndraft:\n")[0] + "\n")  # the steward confirmed every item
+    result = CliRunner().invoke(app, ["validate", str(draft)])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        (["--atom-share", "1"], "--atom-share (1.0) must be a number between 0 and 1"),
+        (["--atom-share", "0"], "--atom-share (0.0) must be a number between 0 and 1"),
+        (["--private-delta", "0"], "--private-delta (0.0) must be in (0, 1)"),
+    ],
+)
+def test_a_bad_atom_share_or_no_delta_is_refused_before_the_reserve(tmp_path, option, said):
+    out = tmp_path / "releases"
+    result = _init(_people(tmp_path), *KINDS, "--bundle-out", str(out), *option)
+    text = cli_text(result.output)
+    assert result.exit_code == 2 and said in text, text
+    assert not (tmp_path / "people.yaml").exists()
+    with Ledger(default_url(out)) as led:
+        assert led.entries(dataset="people") == []
+
+
+def test_the_atom_share_sets_the_least_share_of_an_atom(tmp_path):
+    """``--atom-share 0.35``: income's zeros (30 % of the rows) are no longer an atom."""
+    out = tmp_path / "releases"
+    assert _init(_people(tmp_path), *KINDS, "--bundle-out", str(out), "--atom-share", "0.35").exit_code == 0
+    raw = yaml.safe_load((tmp_path / "people.yaml").read_text())
+    assert "atoms" not in raw["schema"]["income"]
+    (bundle,) = [p for p in out.iterdir() if p.is_dir()]
+    doc = json.loads((bundle / "public" / "release.json").read_text())
+    assert doc["discovered"]["income"]["atoms"]["min_share"] == 0.35
+
+
+def test_the_draft_declares_only_atoms_inside_the_bounds_and_writes_them_as_yaml_floats(tmp_path):
+    """Post-processing of the published atoms: one beyond a bound and a fraction in an
+    integer column are left out (the bounds are not widened) and the confirm line says so;
+    a tiny atom is written so that YAML reads a float back (``1e-05`` would be text)."""
+    from flows.discovery import Discovery, draft_entries
+    from mechanisms.discovery import DiscoveredAtoms, DiscoveredBounds
+    from mechanisms.primitives import Measurement
+
+    def found(
+        atoms: tuple[float, ...], lower: float, upper: float
+    ) -> tuple[DiscoveredBounds, DiscoveredAtoms]:
+        m = Measurement(
+            "atoms[x]", "schema", np.full(len(atoms), 500.0), "laplace", 2.0, "l1", 6.0, None, 1 / 3
+        )
+        return DiscoveredBounds(lower, upper, 0.01, ()), DiscoveredAtoms(atoms, 100.0, 0.05, m)  # type: ignore[arg-type]
+
+    (b1, a1), (b2, a2) = found((0.0, 1e-05, 250.0), 0.0, 99.0), found((2.5, 3.0), 0.0, 10.0)
+    d = Discovery("t-schema-x", tmp_path, {"gain": b1, "kids": b2}, {"gain": a1, "kids": a2}, {}, 1.0, 1e-7)
+    lines = draft_entries(d, {"gain": "continuous", "kids": "integer"})
+    gain, kids = (yaml.safe_load("{" + lines[c][0] + "}") for c in ("gain", "kids"))
+    assert gain["atoms"] == [0.0, 1e-05] and kids["atoms"] == [3]
+    assert all("left out" in lines[c][2] for c in ("gain", "kids"))

@@ -2,6 +2,8 @@
 stage really passes it to the noise, on worst-case neighbours; the exponential mechanism's
 law; the partition selection's δ measured; the (ε, δ) charge in the lifetime composition."""
 
+from __future__ import annotations
+
 import math
 
 import numpy as np
@@ -12,6 +14,7 @@ from mechanisms import discovery as disc
 from mechanisms.accounting import Charge, StageBudget, compose_lifetime, headroom, zcdp_epsilon, zcdp_rho
 from mechanisms.errors import BudgetError
 from mechanisms.randomness import VettedRNG
+from tests.wiring import Probe, probing
 
 
 def _budget(epsilon: float) -> StageBudget:
@@ -146,3 +149,89 @@ def test_an_approximate_pure_charge_sets_its_delta_aside_in_zcdp_composition():
     assert after.rule.startswith("zCDP") and after.epsilon <= 5.0
     with pytest.raises(BudgetError, match="schema discovery set aside delta 1e-06"):
         compose_lifetime([Charge("pure", None, 0.3, 1e-6), release], 1e-6)
+
+
+def _exact_counts(values: np.ndarray, **kw) -> tuple[dict[float, float], disc.DiscoveredAtoms]:
+    """The exact counts ``discover_atoms`` hands to the noise (read with the noise off,
+    ``tests.wiring.Probe``), keyed by the column's distinct finite values in order."""
+    with probing(Probe()) as probe:
+        found = disc.discover_atoms(values, _budget(1.0), 1e-6, "x", rng=np.random.default_rng(0), **kw)
+    (exact,) = probe.exact
+    x = np.asarray(values, dtype=float)
+    labels = np.unique(x[np.isfinite(x)])
+    assert exact.shape == labels.shape
+    return dict(zip(labels.tolist(), exact.tolist(), strict=True)), found
+
+
+def test_atom_counts_move_by_at_most_their_recorded_sensitivity_on_worst_case_neighbours(rng):
+    """Δ₁ = 2 as ``discover_atoms`` records it (and b = 2/ε), bounding the L1 change of the
+    exact counts it passes to the noise, over the union of values, when one record is
+    replaced by a new value, a held one, a missing or an infinite one; attained."""
+    worst = 0.0
+    for _ in range(20):
+        x = np.where(rng.random(300) < 0.4, 0.0, np.round(rng.normal(50, 20, 300)))
+        d, found = _exact_counts(x)
+        assert (found.measurement.sensitivity, found.measurement.scale) == (2.0, pytest.approx(2.0))
+        for new in (0.0, 50.0, 0.5, -1e9, np.nan, np.inf, -np.inf):
+            y = x.copy()
+            y[rng.integers(len(y))] = new
+            d2, _ = _exact_counts(y)
+            change = sum(abs(d.get(v, 0.0) - d2.get(v, 0.0)) for v in d.keys() | d2.keys())
+            assert change <= 2.0
+            worst = max(worst, change)
+    assert worst == 2.0
+
+
+def test_a_value_one_record_holds_is_published_with_probability_at_most_delta_over_two():
+    """A value only one neighbour holds has count 1: it passes max(τ, s·n) ≥ τ with
+    probability ≤ ½·e^{−(τ−1)/b} = δ/2. Measured with the floor s·n below τ (so the bound is
+    attained): 10,000 runs at ε = 1, δ = 0.2 publish it with frequency 0.1 (4 binomial
+    standard errors); the threshold is the formula's."""
+    x = np.r_[np.zeros(1000), 7.0]
+    rng = np.random.default_rng(5)
+    runs = 10_000
+    found = [disc.discover_atoms(x, _budget(1.0), 0.2, "x", share=1e-9, rng=rng) for _ in range(runs)]
+    assert {f.threshold for f in found} == {found[0].measurement.scale * math.log(5) + 1}
+    assert found[0].threshold == pytest.approx(1 + 2 * math.log(5))
+    hits = sum(7.0 in f.atoms for f in found)
+    assert abs(hits / runs - 0.1) <= 4 * math.sqrt(0.1 * 0.9 / runs)
+    assert all(f.atoms[0] == 0.0 for f in found)
+    floor = disc.discover_atoms(x, _budget(1.0), 0.2, "x", rng=rng).threshold
+    assert floor == disc.ATOM_SHARE * len(x)  # s·n above τ: the threshold is the floor
+
+
+def test_a_value_below_the_least_share_is_never_published_even_without_noise():
+    """n = 100,000, noise off: 0 (30 %) is an atom; 7 (4.9 %) and 8 (exactly 5 %, not more)
+    are not, though their counts are far above τ; missing and infinite values (6 % each
+    way) never are."""
+    n = 100_000
+    held = [(0.0, 30_000), (7.0, 4_900), (8.0, 5_000), (np.nan, 9_000), (np.inf, 6_000), (-np.inf, 6_000)]
+    x = np.concatenate([np.full(k, v) for v, k in held])
+    x = np.r_[x, np.arange(n - len(x), dtype=float) + 0.5]  # each of the rest held once
+    counts, found = _exact_counts(x)
+    assert counts[7.0] > found.measurement.scale * math.log(1e6) + 1  # above τ: only the share keeps it out
+    assert found.atoms == (0.0,) and found.threshold == 0.05 * n
+    assert found.measurement.value.size == 1  # the record keeps the published atoms' counts only
+
+
+def test_a_published_zero_does_not_carry_the_sign_of_a_records_negative_zero():
+    """A −0.0 among the zeros counts as 0.0; the published atom is +0.0 whatever the order."""
+    x = np.r_[-0.0, np.zeros(999)]
+    found = disc.discover_atoms(x, _budget(1.0), 1e-6, "x", rng=np.random.default_rng(0))
+    assert found.atoms == (0.0,) and math.copysign(1.0, found.atoms[0]) == 1.0
+
+
+def test_a_numeric_column_spends_a_third_of_its_share_on_each_bound_and_on_its_atoms():
+    x = np.r_[np.zeros(3_000), np.random.default_rng(1).uniform(1, 100, 7_000)]
+    bounds, atoms = disc.discover_numeric(
+        x, _budget(0.9), 1e-6, "x", integer=False, rng=np.random.default_rng(0)
+    )
+    made = [*bounds.measurements, atoms.measurement]
+    assert [m.name for m in made] == ["bound[x,lower]", "bound[x,upper]", "atoms[x]"]
+    assert [m.epsilon for m in made] == [pytest.approx(0.3)] * 3 and math.fsum(m.epsilon for m in made) <= 0.9
+    assert atoms.atoms == (0.0,) and bounds.lower == 0.0
+
+
+def test_discovery_needs_a_delta_for_its_partition_selections():
+    with pytest.raises(ValueError, match=r"--private-delta \(0.0\) must be in \(0, 1\)"):
+        disc.discovery_plan(1.0, 0.0)
