@@ -337,14 +337,15 @@ def _selection(rows: dict, statistic: str, found: dict, floor: float) -> Check:
 def _discovery(doc: dict) -> list[Check]:
     """A ``schema`` discovery's statistics against their derivation (``mechanisms.discovery``):
     each bound by report noisy max with Δu = 1 at the level the public n and its ε
-    give; each category set, and each numeric column's atoms, by partition selection with
-    Δ₁ = 2 and a threshold τ ≥ 1 + b·ln(1/δ) (for atoms also ≥ min_share·n); the columns'
-    δ within the plan's."""
+    give; each category set, and each numeric column's atoms (absent when they were off, or
+    before atoms were discovered), by partition selection with Δ₁ = 2 and a threshold
+    τ ≥ 1 + b·ln(1/δ) (for atoms also ≥ min_share·n); every partition selection in the
+    ledger's rows listed, and their δ within the plan's (0 when none ran)."""
     from mechanisms.discovery import quantile_level
 
     rows = {r["statistic"]: r for r in doc["privacy"]["ledger"]["measurements"]}
     out = []
-    deltas = []
+    deltas = {}
     for name, found in doc["discovered"].items():
         if found["kind"] == "bounds":
             made = [rows.get(f"bound[{name},{side}]") for side in ("lower", "upper")]
@@ -352,19 +353,25 @@ def _discovery(doc: dict) -> list[Check]:
             level = quantile_level(doc["rows"], made[0]["epsilon"]) if ok and made[0] else None
             ok = ok and level is not None and _close(level, found["quantile_level"])
             out.append(Check("sensitivity", f"schema/bounds[{name}]", ok, f"Δu 1, level {level}"))
-            if "atoms" in found:  # a bundle written before atoms were discovered has none
+            if found.get("atoms") is not None:
                 atoms = found["atoms"]
-                deltas.append(atoms["delta"])
+                deltas[f"atoms[{name}]"] = atoms["delta"]
                 out.append(_selection(rows, f"atoms[{name}]", atoms, atoms["min_share"] * doc["rows"]))
             continue
-        deltas.append(found["delta"])
+        deltas[f"categories[{name}]"] = found["delta"]
         out.append(_selection(rows, f"categories[{name}]", found, 0.0))
-    plan_delta = doc["privacy"]["budget_plan"]["delta"]
-    ok = math.fsum(deltas) <= plan_delta * (1 + _REL)
-    out.append(
-        Check("arithmetic", "partition selections' delta", ok, f"{math.fsum(deltas):g} <= {plan_delta:g}")
-    )
+    out.append(_selection_deltas(rows, deltas, doc["privacy"]["budget_plan"]["delta"]))
     return out
+
+
+def _selection_deltas(rows: dict, deltas: dict[str, float], plan_delta: float) -> Check:
+    """Every partition selection the ledger recorded (a Laplace row) is listed in the bundle
+    with its δ, and those δ sum to at most the plan's."""
+    ran = {s for s, r in rows.items() if r["mechanism"] == "laplace"}
+    total = math.fsum(deltas.values())
+    ok = ran <= deltas.keys() and total <= plan_delta * (1 + _REL)
+    unlisted = f"; not listed: {', '.join(sorted(ran - deltas.keys()))}" if ran - deltas.keys() else ""
+    return Check("arithmetic", "partition selections' delta", ok, f"{total:g} <= {plan_delta:g}{unlisted}")
 
 
 @dataclass(frozen=True)

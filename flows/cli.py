@@ -583,7 +583,9 @@ def init(
             "partition selection) of continuous/integer columns and the categories of nominal ones "
             "(partition selection) under DP, spending this epsilon of the dataset's budget: "
             "a release of its own in the ledger (stage 'schema') with a bundle `dprelease audit verify` "
-            "checks. Without it nothing is read and every bound and category is FILL.",
+            "checks. Atoms take a third of each numeric column's share, so its bounds need about 1.5x the "
+            "epsilon for the same accuracy; --atom-share 0 gives the bounds the whole share. Without it "
+            "nothing is read and every bound and category is FILL.",
         ),
     ] = None,
     private_delta: Annotated[
@@ -591,7 +593,8 @@ def init(
         typer.Option(
             "--private-delta",
             help="The delta of the partition selections of categories and atoms (a category or value held "
-            "by one record is published with probability delta/2); split over the columns. Keep it a small "
+            "by one record is published with probability delta/2); split over the columns that run one "
+            "(nominal ones; numeric ones unless --atom-share 0), and 0 only when none does. Keep it a small "
             "part of the dataset's lifetime delta: later zCDP releases convert at what is left of it.",
         ),
     ] = 1e-7,
@@ -601,7 +604,9 @@ def init(
             "--atom-share",
             help="With --private-epsilon: the least share of the rows (between 0 and 1) an exact value of a "
             "continuous/integer column must hold to be declared one of its atoms (a cell of its own, e.g. "
-            "0 for a zero-inflated amount).",
+            "0 for a zero-inflated amount), or 0 for no atoms. Atoms take a third of each numeric column's "
+            "share, so its bounds need about 1.5x the epsilon for the same accuracy; --atom-share 0 gives "
+            "the bounds the whole share.",
         ),
     ] = 0.05,
     bundle_out: Annotated[
@@ -726,9 +731,10 @@ def _discover(
     except (DPReleaseError, ValueError) as e:
         fail(str(e), "fix the option or the data file named above; no draft was written.", 2)
     console.print(
-        f"discovered under DP: {len(found.bounds)} column(s)' bounds and atoms and {len(found.categories)} "
-        f"column(s)' categories for epsilon={epsilon:g}, delta={found.delta:g}, charged to dataset "
-        f"'{shown(dataset)}' as release {found.release_id}; its bundle is {shown(str(found.bundle))} "
+        f"discovered under DP: {len(found.bounds)} column(s)' bounds{' and atoms' if found.atoms else ''} "
+        f"and {len(found.categories)} column(s)' categories for epsilon={epsilon:g}, delta={found.delta:g}, "
+        f"charged to dataset '{shown(dataset)}' as release {found.release_id}; its bundle is "
+        f"{shown(str(found.bundle))} "
         f"(`dprelease audit verify {shown(str(found.bundle))}`).",
         soft_wrap=True,
     )

@@ -53,6 +53,9 @@ MECHANISM = "schema_discovery"
 
 @dataclass(frozen=True)
 class Discovery:
+    """What a discovery published: ``atoms`` holds the numeric columns whose atoms were
+    discovered (none when ``--atom-share`` is 0)."""
+
     release_id: str
     bundle: Path
     bounds: dict[str, DiscoveredBounds]
@@ -176,18 +179,20 @@ def discover(
     atom_share: float = ATOM_SHARE,
 ) -> Discovery:
     """Discover bounds and atoms (continuous, integer) and categories (nominal) of
-    ``kinds``' columns under (ε, δ)-DP: ε and δ split evenly over the columns
-    (``mechanisms.discovery``: a numeric column's ε in thirds, each bound and the atoms)."""
+    ``kinds``' columns under (ε, δ)-DP: ε split evenly over the columns
+    (``mechanisms.discovery``: a numeric column's ε in thirds, each bound and the atoms, or
+    with ``atom_share`` 0 in halves, each bound), δ over the partition selections."""
     from ledger import Ledger, ledger_facts
 
     if not kinds:
         raise DPReleaseError("no column of a discoverable kind (continuous, integer, nominal) is known")
-    if not 0 < atom_share < 1:
+    if not (atom_share == 0 or 0 < atom_share < 1):
         raise DPReleaseError(
-            f"--atom-share ({atom_share}) must be a number between 0 and 1 (exclusive): the least share "
-            "of the rows a value holds to be declared an atom, e.g. 0.05"
+            f"--atom-share ({atom_share}) must be 0 (no atoms) or a number between 0 and 1 (exclusive): "
+            "the least share of the rows a value holds to be declared an atom, e.g. 0.05"
         )
-    plan = discovery_plan(epsilon, delta)
+    selections = sum(k == "nominal" or atom_share > 0 for k in kinds.values())
+    plan = discovery_plan(epsilon, delta, selections=selections)
     stamp = datetime.now(UTC)
     release_id = discovery_release_id(dataset, stamp)
     bundle = out / release_id
@@ -195,7 +200,7 @@ def discover(
         raise DPReleaseError(f"'{bundle}' already exists; wait a second and run again")
     _check_places(out, ledger_url)
     share = plan.stage("schema").split(len(kinds))
-    delta_each = delta / len(kinds)
+    delta_each = plan.delta / max(selections, 1)
     with Ledger(ledger_url) as led:
         led.reserve(dataset=dataset, release_id=release_id, mechanism=MECHANISM, plan=plan, lifetime=lifetime)
         try:
@@ -226,8 +231,11 @@ def discover(
                         share=atom_share,
                         rng=rng,
                     )
-                    bounds[name], atoms[name] = b, a
-                    made += [*b.measurements, a.measurement]
+                    bounds[name] = b
+                    made += b.measurements
+                    if a is not None:
+                        atoms[name] = a
+                        made.append(a.measurement)
             record(made)
         found_all = Discovery(release_id, bundle, bounds, atoms, categories, epsilon, plan.delta)
         doc = _document(found_all, dataset, stamp, n, plan, made, delta_each, seed)
@@ -254,15 +262,21 @@ def _selection(threshold: float, measurement: Measurement, delta: float) -> dict
     }
 
 
-def _numeric(b: DiscoveredBounds, a: DiscoveredAtoms, delta: float) -> dict:
-    """A numeric column's entry in the bundle: its bounds and, under ``atoms``, its atoms."""
-    return {
+def _numeric(b: DiscoveredBounds, a: DiscoveredAtoms | None, delta: float) -> dict:
+    """A numeric column's entry in the bundle: its bounds and, under ``atoms``, its atoms
+    (no such entry when the atoms were off)."""
+    entry = {
         "kind": "bounds",
         "bounds": [b.lower, b.upper],
         "quantile_level": b.level,
         "epsilon": math.fsum(m.epsilon or 0.0 for m in b.measurements),
         "rule": "report noisy max (exponential noise) on the public grid of two-digit numbers "
         "(mechanisms.discovery.GRID), levels q and 1 - q",
+    }
+    if a is None:
+        return entry
+    return {
+        **entry,
         "atoms": {
             "atoms": list(a.atoms),
             "min_share": a.share,
@@ -290,8 +304,8 @@ def _document(
         "dataset": dataset,
         "created": stamp.isoformat(),
         "statement": (
-            f"Bounds, atoms and category sets of dataset '{dataset}', discovered under "
-            f"({plan.epsilon:g}, {plan.delta:g})-differential privacy (replace-one neighbours; the row "
+            f"Bounds{', atoms' if found.atoms else ''} and category sets of dataset '{dataset}', discovered "
+            f"under ({plan.epsilon:g}, {plan.delta:g})-differential privacy (replace-one neighbours; the row "
             "count n is public) for a draft release spec. Only the values under 'discovered' were "
             "published; noisy counts were not."
         ),
@@ -301,7 +315,7 @@ def _document(
         "randomness": {"fit_for_publication": seed is None, "seed": seed},
         "rows": n,
         "discovered": {
-            **{name: _numeric(b, found.atoms[name], delta_each) for name, b in found.bounds.items()},
+            **{name: _numeric(b, found.atoms.get(name), delta_each) for name, b in found.bounds.items()},
             **{
                 name: {
                     "kind": "categories",
@@ -359,16 +373,33 @@ def _draft_atoms(b: DiscoveredBounds, a: DiscoveredAtoms, integer: bool) -> tupl
     return [a.atoms[i] for i in sorted(kept)], len(kept) < len(a.atoms)
 
 
+def _atoms_note(a: DiscoveredAtoms, atoms: list[float], dropped: bool) -> str:
+    """The draft.confirm sentence on a column's atoms: the rule they passed, what was left out."""
+    left = (
+        f" (those beyond the bounds, fractions in an integer column or past {MAX_ATOMS} are left "
+        "out: see the bundle)"
+        if dropped
+        else ""
+    )
+    return (
+        f" Atoms (values with a cell of their own) are declared for the exact values more than {a.share:g} "
+        f"of the rows and about {a.threshold:.0f} rows hold{left}"
+        + ("" if atoms or dropped else " (none was found)")
+        + "; add any a codebook names."
+    )
+
+
 def draft_entries(found: Discovery, kinds: dict[str, str]) -> dict[str, tuple[str, str, str]]:
-    """Each discovered column's draft line: (schema body, comment, what to confirm)."""
+    """Each discovered column's draft line: (schema body, comment, what to confirm). A
+    column whose atoms were off (``--atom-share 0``) gets neither atoms nor their note."""
     from spec.draft import yaml_scalar
 
     out = {}
     where = f"discovered under DP in {found.release_id}"
     for name, b in found.bounds.items():
         integer = kinds[name] == "integer"
-        a = found.atoms[name]
-        atoms, dropped = _draft_atoms(b, a, integer)
+        a = found.atoms.get(name)
+        atoms, dropped = _draft_atoms(b, a, integer) if a is not None else ([], False)
         body = (
             f"type: continuous, bounds: [{_number(b.lower, integer)}, {_number(b.upper, integer)}], "
             + ("integer: true, " if integer else "")
@@ -381,23 +412,15 @@ def draft_entries(found: Discovery, kinds: dict[str, str]) -> dict[str, tuple[st
             if b.level >= MAX_LEVEL
             else ""
         )
-        left = (
-            f" (those beyond the bounds, fractions in an integer column or past {MAX_ATOMS} are left "
-            "out: see the bundle)"
-            if dropped
-            else ""
-        )
         out[name] = (
             body,
             f"bounds {where} (private quantiles {b.level:.3g} and {1 - b.level:.3g})"
             + (", and atoms" if atoms else ""),
             f"bounds {where}: about {b.level:.1%} of the values lie beyond each and are clipped; "
             "widen them if a codebook gives the true range; add `missing: allowed` if values may be "
-            "missing (whether any are was not looked at)." + small + " Atoms (values with a cell of their "
-            f"own) are declared for the exact values more than {a.share:g} of the rows and about "
-            f"{a.threshold:.0f} rows hold{left}"
-            + ("" if atoms or dropped else " (none was found)")
-            + "; add any a codebook names.",
+            "missing (whether any are was not looked at)."
+            + small
+            + (_atoms_note(a, atoms, dropped) if a is not None else ""),
         )
     for name, c in found.categories.items():
         if not c.categories:

@@ -29,10 +29,12 @@ P(1 + Lap(b) > max(τ, s·n)) ≤ ½·e^{−(τ−1)/b} = δ/2, at most two such
 Only the sorted set of labels is published, not the counts.
 
 **Cost.** ε is split evenly over the columns; a numeric column spends a third of its share
-on each bound and a third on its atoms; δ is split evenly over the columns (each runs one
-partition selection). The stage is (ε, δ)-DP (basic composition of the columns' shares);
-under zCDP composition a pure ε-DP step is ε²/2-zCDP and the partition selections' δ is
-set aside (δ-approximate zCDP, Bun & Steinke 2016, Def. 8.1): ``accounting.compose_lifetime``.
+on each bound and a third on its atoms, or, with atoms off (least share s = 0), half on
+each bound. δ is split evenly over the partition selections (a nominal column's categories,
+a numeric column's atoms); with none the stage is pure ε-DP (δ = 0). The stage is
+(ε, δ)-DP (basic composition of the columns' shares); under zCDP composition a pure ε-DP
+step is ε²/2-zCDP and the partition selections' δ is set aside (δ-approximate zCDP, Bun &
+Steinke 2016, Def. 8.1): ``accounting.compose_lifetime``.
 """
 
 from __future__ import annotations
@@ -78,20 +80,29 @@ ATOM_SHARE = 0.05
 that many rows take is worth a cell of its own (a score exactly 0 in 23 % of the rows, a
 capital gain of 0 in 92 %), and fewer than 1/0.05 = 20 values hold more. The floor s·n is
 public (s is, and n is public under replace-one), so it only raises the partition
-selection's threshold: τ still bounds a value one record holds, δ/2."""
+selection's threshold: τ still bounds a value one record holds, δ/2. The atoms take a third
+of a numeric column's share, so its bounds need about 1.5 times the ε for the same accuracy;
+a least share of 0 turns them off (``discover_numeric``)."""
 
 
-def discovery_plan(epsilon: float, delta: float) -> BudgetPlan:
-    """The plan of a discovery: one stage ``schema`` of ε, under pure DP with the
-    partition selections' δ (every discovered column runs one: categories or atoms)."""
+def discovery_plan(epsilon: float, delta: float, *, selections: int = 1) -> BudgetPlan:
+    """The plan of a discovery: one stage ``schema`` of ε, under pure DP with the δ of its
+    ``selections`` partition selections (a nominal column's categories, a numeric column's
+    atoms), which needs δ > 0; with none, the plan is pure ε (δ = 0 whatever ``delta``:
+    nothing would spend it)."""
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"--private-epsilon ({epsilon}) must be a finite number > 0")
-    if not 0 < delta < 1:
+    if not 0 <= delta < 1:
+        raise ValueError(f"--private-delta ({delta}) must be in [0, 1)")
+    if selections and not delta > 0:
         raise ValueError(
-            f"--private-delta ({delta}) must be in (0, 1): the categories and atoms are found by "
-            "partition selection, (epsilon, delta)-DP"
+            f"--private-delta ({delta}) must be > 0 when categories or atoms are discovered: they are "
+            "found by partition selection, (epsilon, delta)-DP; pass e.g. --private-delta 1e-07 (with "
+            "continuous/integer columns only, --atom-share 0 turns the atoms off and needs no delta)"
         )
-    return BudgetPlan("pure", epsilon, delta, None, (StageBudget(STAGE, 1.0, None, epsilon),))
+    return BudgetPlan(
+        "pure", epsilon, delta if selections else 0.0, None, (StageBudget(STAGE, 1.0, None, epsilon),)
+    )
 
 
 def quantile_level(n: int, epsilon: float) -> float:
@@ -265,9 +276,13 @@ def discover_numeric(
     integer: bool,
     share: float = ATOM_SHARE,
     rng: np.random.Generator,
-) -> tuple[DiscoveredBounds, DiscoveredAtoms]:
+) -> tuple[DiscoveredBounds, DiscoveredAtoms | None]:
     """A numeric column's bounds (``private_bounds``, two thirds of ``budget``: a third on
-    each bound) and atoms (``discover_atoms``, the last third, and all of ``delta``)."""
+    each bound) and atoms (``discover_atoms``, the last third, and all of ``delta``). With
+    ``share`` 0 the atoms are off (None): the bounds get the whole ``budget``, half on each,
+    and ``delta`` is not spent."""
+    if share == 0:
+        return private_bounds(values, budget, name, integer=integer, rng=rng), None
     for_bounds, for_atoms = budget.split_by([2.0, 1.0])
     bounds = private_bounds(values, for_bounds, name, integer=integer, rng=rng)
     return bounds, discover_atoms(values, for_atoms, delta, name, share=share, rng=rng)

@@ -258,9 +258,9 @@ def test_a_column_zero_in_30_percent_of_rows_is_drafted_with_atom_0_and_the_draf
 @pytest.mark.parametrize(
     ("option", "said"),
     [
-        (["--atom-share", "1"], "--atom-share (1.0) must be a number between 0 and 1"),
-        (["--atom-share", "0"], "--atom-share (0.0) must be a number between 0 and 1"),
-        (["--private-delta", "0"], "--private-delta (0.0) must be in (0, 1)"),
+        (["--atom-share", "1"], "--atom-share (1.0) must be 0 (no atoms) or a number between 0 and 1"),
+        (["--atom-share", "-0.1"], "--atom-share (-0.1) must be 0 (no atoms) or a number between 0 and 1"),
+        (["--private-delta", "0"], "--private-delta (0.0) must be > 0 when categories or atoms are"),
     ],
 )
 def test_a_bad_atom_share_or_no_delta_is_refused_before_the_reserve(tmp_path, option, said):
@@ -306,3 +306,90 @@ def test_the_draft_declares_only_atoms_inside_the_bounds_and_writes_them_as_yaml
     gain, kids = (yaml.safe_load("{" + lines[c][0] + "}") for c in ("gain", "kids"))
     assert gain["atoms"] == [0.0, 1e-05] and kids["atoms"] == [3]
     assert all("left out" in lines[c][2] for c in ("gain", "kids"))
+
+
+NUMERIC = ["--kind", "age=integer", "--kind", "income=continuous"]
+
+
+def test_with_atom_share_0_the_bounds_get_half_a_columns_share_each_and_no_atoms_are_found(tmp_path):
+    """``--atom-share 0``: each bound is ε/(2k) (here 1/6), no ledger row ``atoms[...]``,
+    no ``atoms`` in the bundle or the draft, δ all on the one nominal column's categories;
+    ``audit verify`` passes."""
+    out = tmp_path / "releases"
+    result = _init(_people(tmp_path), *KINDS, "--bundle-out", str(out), "--atom-share", "0")
+    assert result.exit_code == 0, result.output
+    with Ledger(default_url(out)) as led:
+        (done,) = led.releases("people")
+        rows = {r["statistic"]: r for r in led.entries(dataset="people") if r["kind"] == "measurement"}
+    assert set(rows) == {f"bound[{c},{s}]" for c in ("age", "income") for s in ("lower", "upper")} | {
+        "categories[sex]"
+    }
+    assert all(
+        rows[f"bound[{c},{s}]"]["epsilon"] == pytest.approx(1 / 6)
+        for c in ("age", "income")
+        for s in ("lower", "upper")
+    )
+    bundle = out / done["release_id"]
+    doc = json.loads((bundle / "public" / "release.json").read_text())
+    assert "atoms" not in doc["discovered"]["income"] and "atoms" not in doc["statement"]
+    assert doc["discovered"]["sex"]["delta"] == 1e-7 and done["delta"] == 1e-7
+    text = (tmp_path / "people.yaml").read_text()
+    assert "atoms" not in text.lower(), text  # 30 % zeros, yet no atom is declared or mentioned
+    checks = verify_bundle(bundle, default_url(out))
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+
+
+def test_with_atoms_off_and_numeric_columns_only_delta_0_is_accepted_and_the_plan_is_pure(tmp_path):
+    """No partition selection runs: ``--private-delta 0`` is accepted, and so the charge is
+    (ε, 0) whatever δ is given; ``audit verify`` passes on the bundle."""
+    for delta, out in (("0", tmp_path / "a"), ("1e-7", tmp_path / "b")):
+        result = _init(
+            _people(tmp_path),
+            *NUMERIC,
+            "--bundle-out",
+            str(out),
+            "--atom-share",
+            "0",
+            "--private-delta",
+            delta,
+            "--force",
+        )
+        assert result.exit_code == 0, result.output
+        with Ledger(default_url(out)) as led:
+            (done,) = led.releases("people")
+        assert (done["epsilon"], done["delta"]) == (1.0, 0.0)
+        checks = {c.name: c for c in verify_bundle(out / done["release_id"], default_url(out))}
+        assert all(c.ok for c in checks.values()), [c for c in checks.values() if not c.ok]
+        assert checks["partition selections' delta"].ok
+
+
+@pytest.mark.parametrize(
+    "kinds", [[*KINDS, "--atom-share", "0"], NUMERIC], ids=["a nominal column", "atoms on"]
+)
+def test_delta_0_is_refused_when_a_partition_selection_runs(tmp_path, kinds):
+    out = tmp_path / "releases"
+    result = _init(_people(tmp_path), *kinds, "--bundle-out", str(out), "--private-delta", "0")
+    text = cli_text(result.output)
+    assert result.exit_code == 2 and "--private-delta (0.0) must be > 0 when categories or atoms" in text, (
+        text
+    )
+    assert not (tmp_path / "people.yaml").exists()
+    with Ledger(default_url(out)) as led:
+        assert led.entries(dataset="people") == []
+
+
+def test_audit_verify_fails_a_bundle_that_leaves_out_a_partition_selection_the_ledger_recorded(tmp_path):
+    """The δ sum runs over every partition selection the ledger recorded: a bundle whose
+    ``atoms`` entry is gone (its δ no longer counted) fails that check, not only its seal."""
+    out = tmp_path / "releases"
+    assert _init(_people(tmp_path), *KINDS, "--bundle-out", str(out)).exit_code == 0
+    (bundle,) = [p for p in out.iterdir() if p.is_dir()]
+    doc_path = bundle / "public" / "release.json"
+    doc = json.loads(doc_path.read_text())
+    del doc["discovered"]["income"]["atoms"]
+    doc_path.write_text(json.dumps(doc))
+    checks = {c.name: c for c in verify_bundle(bundle, default_url(out))}
+    assert (
+        not checks["partition selections' delta"].ok
+        and "atoms[income]" in checks["partition selections' delta"].detail
+    )

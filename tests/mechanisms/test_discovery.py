@@ -232,6 +232,33 @@ def test_a_numeric_column_spends_a_third_of_its_share_on_each_bound_and_on_its_a
     assert atoms.atoms == (0.0,) and bounds.lower == 0.0
 
 
-def test_discovery_needs_a_delta_for_its_partition_selections():
-    with pytest.raises(ValueError, match=r"--private-delta \(0.0\) must be in \(0, 1\)"):
-        disc.discovery_plan(1.0, 0.0)
+def test_with_atoms_off_a_numeric_column_spends_half_its_share_on_each_bound():
+    """``share`` 0 (``--atom-share 0``): no atoms, and the bounds are ``private_bounds`` on
+    the column's whole share, ε/2 each, drawn exactly as before atoms were discovered."""
+    x = np.r_[np.zeros(3_000), np.random.default_rng(1).uniform(1, 100, 7_000)]
+    bounds, atoms = disc.discover_numeric(
+        x, _budget(0.9), 1e-6, "x", integer=False, share=0.0, rng=np.random.default_rng(0)
+    )
+    assert atoms is None
+    assert [(m.name, m.epsilon) for m in bounds.measurements] == [
+        ("bound[x,lower]", 0.45),
+        ("bound[x,upper]", 0.45),
+    ]
+    alone = disc.private_bounds(x, _budget(0.9), "x", integer=False, rng=np.random.default_rng(0))
+    assert (bounds.lower, bounds.upper, bounds.level) == (alone.lower, alone.upper, alone.level)
+
+
+def test_discovery_needs_a_delta_only_when_a_partition_selection_runs():
+    """δ is spent by the partition selections (categories, atoms): with one, δ = 0 is
+    refused naming --private-delta; with none the plan is pure ε (δ = 0, whatever δ given)."""
+    with pytest.raises(ValueError, match=r"--private-delta \(0.0\) must be > 0 when categories or atoms"):
+        disc.discovery_plan(1.0, 0.0, selections=2)
+    assert disc.discovery_plan(1.0, 1e-7, selections=2).delta == 1e-7
+    assert disc.discovery_plan(1.0, 0.0, selections=0).delta == 0.0
+    pure = disc.discovery_plan(0.3, 1e-7, selections=0)
+    assert pure.delta == 0.0
+    release = Charge("zcdp", 0.02, 0.9, 1e-6)
+    spend = compose_lifetime([Charge("pure", None, pure.epsilon, pure.delta), release], 1e-6)
+    assert spend.zcdp == (zcdp_epsilon(0.3**2 / 2 + 0.02, 1e-6), 1e-6)  # converted at δ_L: nothing set aside
+    with pytest.raises(ValueError, match=r"--private-delta \(-1e-07\) must be in \[0, 1\)"):
+        disc.discovery_plan(1.0, -1e-7, selections=0)
