@@ -579,13 +579,11 @@ def init(
         float | None,
         typer.Option(
             "--private-epsilon",
-            help="Discover the bounds (private quantiles) and atoms (values many rows hold exactly: "
-            "partition selection) of continuous/integer columns and the categories of nominal ones "
-            "(partition selection) under DP, spending this epsilon of the dataset's budget: "
-            "a release of its own in the ledger (stage 'schema') with a bundle `dprelease audit verify` "
-            "checks. Atoms take a third of each numeric column's share, so its bounds need about 1.5x the "
-            "epsilon for the same accuracy; --atom-share 0 gives the bounds the whole share. Without it "
-            "nothing is read and every bound and category is FILL.",
+            help="Discover the bounds (private quantiles) of continuous/integer columns, their atoms with "
+            "--atom-share, and the categories of nominal ones (partition selection) under DP, spending "
+            "this epsilon of the dataset's budget: a release of its own in the ledger (stage 'schema') "
+            "with a bundle `dprelease audit verify` checks. Without it nothing is read and every bound "
+            "and category is FILL.",
         ),
     ] = None,
     private_delta: Annotated[
@@ -594,7 +592,7 @@ def init(
             "--private-delta",
             help="The delta of the partition selections of categories and atoms (a category or value held "
             "by one record is published with probability delta/2); split over the columns that run one "
-            "(nominal ones; numeric ones unless --atom-share 0), and 0 only when none does. Keep it a small "
+            "(nominal ones; numeric ones with --atom-share), and 0 only when none does. Keep it a small "
             "part of the dataset's lifetime delta: later zCDP releases convert at what is left of it.",
         ),
     ] = 1e-7,
@@ -602,13 +600,13 @@ def init(
         float,
         typer.Option(
             "--atom-share",
-            help="With --private-epsilon: the least share of the rows (between 0 and 1) an exact value of a "
-            "continuous/integer column must hold to be declared one of its atoms (a cell of its own, e.g. "
-            "0 for a zero-inflated amount), or 0 for no atoms. Atoms take a third of each numeric column's "
-            "share, so its bounds need about 1.5x the epsilon for the same accuracy; --atom-share 0 gives "
-            "the bounds the whole share.",
+            help="With --private-epsilon, also discover atoms: the exact values of a continuous/integer "
+            "column that hold at least this share of the rows (between 0 and 1, e.g. 0.05), each a cell of "
+            "its own (0 for a zero-inflated amount). They take a third of each numeric column's share, so "
+            "its bounds need about 1.5x the epsilon for the same accuracy. Default 0: no atoms, the bounds "
+            "take the whole share.",
         ),
-    ] = 0.05,
+    ] = 0.0,
     bundle_out: Annotated[
         Path,
         typer.Option(

@@ -31,7 +31,6 @@ from engines.header import DataError, input_format
 from engines.tables import numbers
 from mechanisms.accounting import BudgetPlan
 from mechanisms.discovery import (
-    ATOM_SHARE,
     MAX_LEVEL,
     DiscoveredAtoms,
     DiscoveredBounds,
@@ -176,7 +175,7 @@ def discover(
     out: Path,
     lifetime: tuple[float, float] | None,
     seed: int | None = None,
-    atom_share: float = ATOM_SHARE,
+    atom_share: float = 0.0,
 ) -> Discovery:
     """Discover bounds and atoms (continuous, integer) and categories (nominal) of
     ``kinds``' columns under (ε, δ)-DP: ε split evenly over the columns

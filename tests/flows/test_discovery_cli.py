@@ -18,6 +18,7 @@ from spec.release import ReleaseSpec
 from tests.helpers import cli_text
 
 KINDS = ["--kind", "age=integer", "--kind", "income=continuous", "--kind", "sex=nominal"]
+ATOMS_ON = ["--atom-share", "0.05"]
 
 
 def _people(tmp_path, n: int = 4_000):
@@ -198,7 +199,7 @@ def test_the_atoms_selections_are_charged_listed_in_the_bundle_and_audited(tmp_p
     bundle; the rows sum to the plan's (ε, δ), ``audit verify`` re-derives the atoms'
     threshold, and a threshold the noise does not justify fails it."""
     out = tmp_path / "releases"
-    assert _init(_people(tmp_path), *KINDS, "--bundle-out", str(out)).exit_code == 0
+    assert _init(_people(tmp_path), *KINDS, *ATOMS_ON, "--bundle-out", str(out)).exit_code == 0
     with Ledger(default_url(out)) as led:
         (done,) = led.releases("people")
         rows = {r["statistic"]: r for r in led.entries(dataset="people") if r["kind"] == "measurement"}
@@ -243,7 +244,7 @@ def test_a_column_zero_in_30_percent_of_rows_is_drafted_with_atom_0_and_the_draf
     )
     table.to_csv(tmp_path / "scores.csv", index=False)
     kinds = ["--kind", "score=continuous", "--kind", "visits=integer", "--kind", "sex=nominal"]
-    result = _init(tmp_path / "scores.csv", *kinds, "--bundle-out", str(tmp_path / "out"))
+    result = _init(tmp_path / "scores.csv", *kinds, *ATOMS_ON, "--bundle-out", str(tmp_path / "out"))
     assert result.exit_code == 0, result.output
     draft = tmp_path / "scores.yaml"
     text = draft.read_text()
@@ -364,7 +365,7 @@ def test_with_atoms_off_and_numeric_columns_only_delta_0_is_accepted_and_the_pla
 
 
 @pytest.mark.parametrize(
-    "kinds", [[*KINDS, "--atom-share", "0"], NUMERIC], ids=["a nominal column", "atoms on"]
+    "kinds", [KINDS, [*NUMERIC, *ATOMS_ON]], ids=["a nominal column", "atoms on"]
 )
 def test_delta_0_is_refused_when_a_partition_selection_runs(tmp_path, kinds):
     out = tmp_path / "releases"
@@ -382,7 +383,7 @@ def test_audit_verify_fails_a_bundle_that_leaves_out_a_partition_selection_the_l
     """The δ sum runs over every partition selection the ledger recorded: a bundle whose
     ``atoms`` entry is gone (its δ no longer counted) fails that check, not only its seal."""
     out = tmp_path / "releases"
-    assert _init(_people(tmp_path), *KINDS, "--bundle-out", str(out)).exit_code == 0
+    assert _init(_people(tmp_path), *KINDS, *ATOMS_ON, "--bundle-out", str(out)).exit_code == 0
     (bundle,) = [p for p in out.iterdir() if p.is_dir()]
     doc_path = bundle / "public" / "release.json"
     doc = json.loads(doc_path.read_text())
