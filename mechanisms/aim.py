@@ -3,8 +3,9 @@ Miklau 2022, "AIM: An Adaptive and Iterative Mechanism for Differentially Privat
 Data", Alg. 2), over the project's public cells.
 
 Workload: the candidate two-way marginals of ``mechanisms.workload`` (at most
-``MAX_PAIR_CELLS`` cells each) and their one-way closure; a pair weighs 1, a single column ½
-(the paper's compiled weights, normalised). Stages (zCDP only):
+``MAX_PAIR_CELLS`` cells each), with ``params.target`` also its three-way marginals with every
+two other columns (``workload.target_triples``, ``params.triples``), and their one-way
+closure; a table weighs 1, a single column ½ (the paper's compiled weights, normalised). Stages (zCDP only):
 
 1. ``marginals`` — every one-way marginal (``mechanisms.workload``), weight 0.9/16 of the
    whole: the paper's initial round, d one-way tables at the first round's σ.
@@ -86,8 +87,13 @@ class AIMParams:
     place of p − 1 selections; ``batch``: rounds between two estimates (1, the paper's: an
     estimate after every round; more rounds share a model, never choosing a candidate twice
     in one batch, and the budget is annealed when every table of the batch barely moved the
-    model). mbi compiles a program for every new set of cliques, which is most of AIM's
-    time."""
+    model); ``triples``: with a target, its three-way marginals with every two other columns
+    are candidates too (``workload.target_triples``). mbi compiles a program for every new
+    set of cliques, which is most of AIM's time."""
+
+    def triples_of(self) -> str | None:
+        """The column whose triples are candidates (None: pairs only)."""
+        return self.target if self.triples else None
 
     rounds: int | None = None
     max_model_size: float = 80.0
@@ -95,6 +101,7 @@ class AIMParams:
     iters: int = 1000
     target: str | None = None
     batch: int = 1
+    triples: bool = True
 
     def __post_init__(self) -> None:
         if self.rounds is not None and not (isinstance(self.rounds, int) and self.rounds >= 1):
@@ -177,17 +184,17 @@ def measure_target(
 
 
 def _candidates(workload: Workload) -> list[tuple[tuple[int, ...], float]]:
-    """The workload's closure with weights: every pair (1) and every column (½)."""
+    """The workload's closure with weights: every table, pair or triple (1), and every
+    column (½)."""
     return [((j,), ONE_WAY_WEIGHT) for j in range(len(workload.sizes))] + [
-        (pair, 1.0) for pair in workload.pairs
+        (columns, 1.0) for columns in workload.tables
     ]
 
 
 def _exact(workload: Workload, counts: tuple[np.ndarray, ...], columns: tuple[int, ...]) -> np.ndarray:
-    """The exact counts of a candidate: a pair's table, or a column's histogram summed out
-    of any pair that holds it (or its own histogram when no pair does)."""
-    if len(columns) == 2:
-        return counts[workload.pairs.index((columns[0], columns[1]))]
+    """The exact counts of a candidate: a table's (pair or triple), or a column's histogram."""
+    if len(columns) >= 2:
+        return counts[workload.tables.index(columns)]
     (j,) = columns
     return workload.one_counts[j]
 
@@ -328,7 +335,7 @@ def _bias(sigma: float, sizes: list[int], columns: tuple[int, ...]) -> float:
 
 
 def _name(names: list[str], columns: tuple[int, ...], t: int) -> str:
-    base = pair_name(names, *columns) if len(columns) == 2 else f"histogram[{names[columns[0]]}]"
+    base = pair_name(names, *columns) if len(columns) >= 2 else f"histogram[{names[columns[0]]}]"
     return f"{base}#{t}"
 
 
@@ -390,7 +397,8 @@ SYNTHESIZER = Synthesizer(
     name="aim",
     summary=(
         "AIM (McKenna et al. 2022) on Private-PGM: noisy one-way marginals, then rounds that choose "
-        "the worst-fitted two-way marginal by the exponential mechanism, measure it with Gaussian noise "
+        "the worst-fitted two-way marginal (or three-way with the target) by the exponential mechanism, "
+        "measure it with Gaussian noise "
         "and re-estimate a graphical model (mbi); fresh rows decoded through the private one-way densities"
     ),
     notions=("zcdp",),
@@ -399,7 +407,9 @@ SYNTHESIZER = Synthesizer(
     defects=lambda params: [],
     keeps_row_order=False,
     spends={"encode": ("marginals",), "estimate": ("target", "select", "measure")},
-    encode=lambda rows, schema, plan, params, rng: _stage(encode_rows(rows.bins, schema, plan, None, rng)),
+    encode=lambda rows, schema, plan, params, rng: _stage(
+        encode_rows(rows.bins, schema, plan, None, rng, triples_of=params.triples_of())
+    ),
     estimate=lambda workload, plan, params, rng: _estimate(workload, workload.counts, plan, params, rng),
     sample=lambda state, params, m, rng: Stage((*_model_stage(state, params).state, m)),
     decode=lambda state, schema, params, rng: _draw(state[:2], state[2], rng),
@@ -407,7 +417,7 @@ SYNTHESIZER = Synthesizer(
     check=check,
     streaming=Streaming(
         lambda counts, n, schema, plan, params, rng: _stage(
-            encode_counts(counts, n, schema, plan, None, rng)
+            encode_counts(counts, n, schema, plan, None, rng, triples_of=params.triples_of())
         ),
         lambda bins, dither, state, params: chunk_counts(bins, state),
         lambda total, n, workload, plan, params, rng: _estimate(

@@ -15,7 +15,7 @@ repeatable and two runs never share a global state.
 
 A marginal's cells are the columns' public groups (``resolution.Cells``), flattened in
 column order (the first column's index slowest), the same layout the tables are counted
-in (``pair_counts``).
+in (``table_counts``).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ __all__ = [
     "estimate",
     "marginal_of",
     "model_size",
-    "pair_counts",
     "sample",
+    "table_counts",
 ]
 
 ESTIMATION_ITERS = 1000
@@ -73,15 +73,18 @@ class Marginal:
         return m.scale if m.mechanism == "gaussian" else math.sqrt(2.0) * m.scale
 
 
-def pair_counts(
-    groups: np.ndarray, pairs: Sequence[tuple[int, int]], sizes: Sequence[int]
+def table_counts(
+    groups: np.ndarray, tables: Sequence[tuple[int, ...]], sizes: Sequence[int]
 ) -> list[np.ndarray]:
-    """The exact count table of each pair (i, j), i < j, over the columns' groups, flattened
-    with i's group slowest: a sum over rows, so chunks can be counted apart and added."""
-    return [
-        np.bincount(groups[:, i].astype(np.int64) * sizes[j] + groups[:, j], minlength=sizes[i] * sizes[j])
-        for i, j in pairs
-    ]
+    """The exact count table of each tuple of columns (ascending) over the columns' groups,
+    flattened with the first column's group slowest: a sum over rows, so chunks can be
+    counted apart and added."""
+    out = []
+    for columns in tables:
+        shape = tuple(sizes[c] for c in columns)
+        cells = np.ravel_multi_index(tuple(groups[:, c].astype(np.int64) for c in columns), shape)
+        out.append(np.bincount(cells, minlength=math.prod(shape)))
+    return out
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,7 @@ def _free_jax_programs() -> None:
 def marginal_of(
     model: Model, columns: Sequence[int], sample_rows: np.ndarray | None = None, n: int = 0
 ) -> np.ndarray:
-    """The model's count table over ``columns`` (ascending), flattened as ``pair_counts``:
+    """The model's count table over ``columns`` (ascending), flattened as ``table_counts``:
     exact when one clique holds them, else counted in ``sample_rows`` (rows drawn from the
     model, ``sample``) and scaled to n. Post-processing."""
     exact = model.table(columns)

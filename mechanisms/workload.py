@@ -29,7 +29,7 @@ import numpy as np
 
 from mechanisms.accounting import BudgetPlan
 from mechanisms.factor_gauss import cells_for, marginal_noise, measure_marginals
-from mechanisms.graphical import Marginal, pair_counts
+from mechanisms.graphical import Marginal, table_counts
 from mechanisms.marginals import histogram, private_distribution
 from mechanisms.primitives import Measurement
 from mechanisms.resolution import Cells
@@ -50,6 +50,7 @@ __all__ = [
     "one_way",
     "pair_name",
     "split_counts",
+    "target_triples",
 ]
 
 MAX_PAIR_CELLS = 10_000
@@ -57,9 +58,9 @@ MAX_PAIR_CELLS = 10_000
 al. 2022, §5: all 2-way marginals of at most 10k cells)."""
 
 
-def pair_name(names: Sequence[str], i: int, j: int) -> str:
-    """The ledger name of the two-way marginal of columns i < j."""
-    return f"marginal[{names[i]},{names[j]}]"
+def pair_name(names: Sequence[str], *columns: int) -> str:
+    """The ledger name of the marginal of ``columns`` (ascending), e.g. ``marginal[a,b]``."""
+    return f"marginal[{','.join(names[c] for c in columns)}]"
 
 
 def candidate_pairs(schema: Schema, sizes: list[int], target: str | None = None) -> list[tuple[int, int]]:
@@ -73,22 +74,44 @@ def candidate_pairs(schema: Schema, sizes: list[int], target: str | None = None)
     return sorted(pairs, key=lambda ij: t not in ij)
 
 
+def target_triples(schema: Schema, sizes: list[int], target: str) -> list[tuple[int, int, int]]:
+    """The three-way marginals (t, i, j), ascending, of the target t with two other columns,
+    of at most ``MAX_PAIR_CELLS`` cells (public: the schema, the groups, the target). What a
+    classifier of the target needs beyond the pairs (AIM's own workload is every triple;
+    McKenna et al. 2022, §5)."""
+    t = schema.names.index(target)
+    others = [c for c in range(len(sizes)) if c != t]
+    return [
+        tuple(sorted((t, i, j)))  # type: ignore[misc]
+        for a, i in enumerate(others)
+        for j in others[a + 1 :]
+        if sizes[t] * sizes[i] * sizes[j] <= MAX_PAIR_CELLS
+    ]
+
+
 @dataclass(frozen=True)
 class Workload:
     """The columns' names, the public cells (with the private one-way placement for
-    decoding), the candidate pairs, the one-way measurements, and the public n."""
+    decoding), the candidate pairs (and the target's triples, for ``aim``), the one-way
+    measurements, and the public n. ``counts`` are the exact tables of ``tables``."""
 
     names: tuple[str, ...]
     cells: Cells
     pairs: tuple[tuple[int, int], ...]
     one_way: tuple[Measurement, ...]
     n: int
-    counts: tuple[np.ndarray, ...] = field(default=(), repr=False)  # exact pair counts: confidential
+    counts: tuple[np.ndarray, ...] = field(default=(), repr=False)  # exact table counts: confidential
     one_counts: tuple[np.ndarray, ...] = field(default=(), repr=False)  # exact histograms: confidential
+    triples: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def sizes(self) -> list[int]:
         return self.cells.n_groups
+
+    @property
+    def tables(self) -> tuple[tuple[int, ...], ...]:
+        """The candidate tables, pairs then triples (``counts`` in this order)."""
+        return (*self.pairs, *self.triples)
 
 
 def _private_cells(schema: Schema, cells: Cells, marginals: list[Measurement], n: int) -> Cells:
@@ -96,7 +119,12 @@ def _private_cells(schema: Schema, cells: Cells, marginals: list[Measurement], n
 
 
 def encode_rows(
-    bins: np.ndarray, schema: Schema, plan: BudgetPlan, target: str | None, rng: np.random.Generator
+    bins: np.ndarray,
+    schema: Schema,
+    plan: BudgetPlan,
+    target: str | None,
+    rng: np.random.Generator,
+    triples_of: str | None = None,
 ) -> Workload:
     """The one-way stage on rows in memory, and the candidates' exact counts (confidential,
     kept in the workload for the selection; never published).
@@ -113,19 +141,27 @@ def encode_rows(
     counts = [histogram(groups[:, j], k) for j, k in enumerate(cells.n_groups)]
     marginals = measure_marginals(counts, schema.names, budget, rng=rng)
     pairs = candidate_pairs(schema, cells.n_groups, target)
+    triples = target_triples(schema, cells.n_groups, triples_of) if triples_of is not None else []
     return Workload(
         tuple(schema.names),
         _private_cells(schema, cells, marginals, n),
         tuple(pairs),
         tuple(marginals),
         n,
-        tuple(pair_counts(groups, pairs, cells.n_groups)),
+        tuple(table_counts(groups, [*pairs, *triples], cells.n_groups)),
         tuple(counts),
+        tuple(triples),
     )
 
 
 def encode_counts(
-    counts: list[np.ndarray], n: int, schema: Schema, plan: BudgetPlan, target: str | None, rng
+    counts: list[np.ndarray],
+    n: int,
+    schema: Schema,
+    plan: BudgetPlan,
+    target: str | None,
+    rng,
+    triples_of: str | None = None,
 ) -> Workload:
     """The one-way stage from the fitted rows' summed histograms over the declared cells
     (the streaming engines' pass 1), summed into the groups; noise drawn once, here.
@@ -138,6 +174,7 @@ def encode_counts(
     coarse = cells.coarse_counts(counts)
     marginals = measure_marginals(coarse, schema.names, budget, rng=rng)
     pairs = candidate_pairs(schema, cells.n_groups, target)
+    triples = target_triples(schema, cells.n_groups, triples_of) if triples_of is not None else []
     return Workload(
         tuple(schema.names),
         _private_cells(schema, cells, marginals, n),
@@ -145,18 +182,19 @@ def encode_counts(
         tuple(marginals),
         n,
         one_counts=tuple(coarse),
+        triples=tuple(triples),
     )
 
 
 def chunk_counts(bins: np.ndarray, workload: Workload) -> np.ndarray:
     """Pass 2 on one chunk: the candidates' exact counts, concatenated (summed over chunks)."""
-    tables = pair_counts(workload.cells.coarse(bins), workload.pairs, workload.sizes)
+    tables = table_counts(workload.cells.coarse(bins), workload.tables, workload.sizes)
     return np.concatenate(tables) if tables else np.zeros(0)
 
 
 def split_counts(total: np.ndarray, workload: Workload) -> tuple[np.ndarray, ...]:
     """The concatenated counts of ``chunk_counts`` (summed), one table per candidate."""
-    sizes = [workload.sizes[i] * workload.sizes[j] for i, j in workload.pairs]
+    sizes = [math.prod(workload.sizes[c] for c in columns) for columns in workload.tables]
     return tuple(np.split(np.asarray(total, dtype=float), np.cumsum(sizes)[:-1])) if sizes else ()
 
 

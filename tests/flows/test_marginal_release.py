@@ -24,7 +24,7 @@ SCHEMA = {
     "edu": {"type": "ordinal", "levels": ["low", "mid", "high"]},
     "sex": {"type": "nominal", "categories": ["f", "m"]},
 }
-PARAMS = {"mst": {"iters": 50}, "aim": {"rounds": 6, "round_iters": 20, "iters": 50}}
+PARAMS = {"mst": {"iters": 50}, "aim": {"rounds": 6, "round_iters": 20, "iters": 50, "target": "edu"}}
 
 
 def _table(n: int = 1_500, seed: int = 0) -> pd.DataFrame:

@@ -19,8 +19,8 @@ from mechanisms.accounting import plan_budget
 from mechanisms.primitives import exponential_mechanism, exponential_scale
 from mechanisms.randomness import opendp
 from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
-from mechanisms.workload import candidate_pairs
-from tests.wiring import compare, rows_of, worst
+from mechanisms.workload import candidate_pairs, target_triples
+from tests.wiring import Probe, compare, rows_of, worst
 
 SCHEMA = Schema(
     (
@@ -155,6 +155,44 @@ def test_every_statistic_and_selection_changes_by_at_most_its_recorded_sensitivi
     assert tables and all(c.ratio == pytest.approx(1.0) for c in tables if c.name.startswith("histogram["))
     scores = [c for c in found.values() if c.norm == "linf"]
     assert scores and max(c.ratio for c in scores) > 0.5  # a halved Δ∞ would not hold
+
+
+def test_the_targets_triples_are_measured_at_their_recorded_sensitivity(monkeypatch):
+    """With a target, its three-way tables are candidates (``workload.target_triples``).
+    The probe chooses the last candidate in every round (a triple); through the stages' own
+    code each triple's table moves by at most its Δ₂ = √2 between neighbours and reaches it
+    when a record moves to a cell of every column at once."""
+    choose = Probe.select
+
+    def last(self, scores, scale, sensitivity, rho, rng):
+        out, used = choose(self, scores, scale, sensitivity, rho, rng)
+        if self.replay is None:
+            out[0] = len(scores) - 1
+        return out, used
+
+    monkeypatch.setattr(Probe, "select", last)
+    plan = _plan("aim-target")
+    run = _run("aim-target", plan)
+    rng = np.random.default_rng(21)
+    changes = []
+    for _ in range(5):
+        d = _table(rng)
+        changes.append(compare(run, d, _replace(d, int(rng.integers(N)), _record(rng))))
+    d = _table(rng)
+    d.loc[0] = {"x": 0.05, "k": 0, "o": "lo", "c": "a"}
+    changes.append(compare(run, d, _replace(d, 0, {"x": 0.95, "k": 5, "o": "hi", "c": "c"})))
+    found = worst(changes)
+    assert all(c.within for c in found.values()), [c for c in found.values() if not c.within]
+    rounds = [c for c in found.values() if c.stage == "measure"]
+    triples = [c for c in rounds if c.name.count(",") == 2]
+    assert triples and triples == rounds
+    assert max(c.ratio for c in triples) == pytest.approx(1.0)
+
+
+def test_the_targets_triples_respect_the_size_cap_and_hold_the_target():
+    triples = target_triples(SCHEMA, [200, 40, 3, 2], target="c")
+    assert triples == [(0, 2, 3), (1, 2, 3)]  # (0, 1, 3): 16,000 cells > 10,000
+    assert not aim.AIMParams(target="c", triples=False).triples_of()
 
 
 @pytest.mark.parametrize("name", ["mst", "aim", "aim-target"])
