@@ -161,6 +161,7 @@ def release_document(
             "facts": facts,
             "rows_correspond_to_input_rows": in_order,
             "rows_note": ROW_ORDER_NOTE if in_order else "synthetic rows are fresh draws",
+            "chosen_by": None if spec.auto_choice is None else spec.auto_choice.as_dict(),
         },
         "privacy": {
             "accountant": plan.notion,

@@ -8,7 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from engines.chunks import count_rows
 from engines.tables import DataError, clip_to_bounds, map_unknown, read_table
+from mechanisms.auto import AUTO
 from mechanisms.errors import DPReleaseError
 from mechanisms.registry import MECHANISMS
 from spec import ReleaseSpec, forecast
@@ -23,6 +25,7 @@ __all__ = [
     "read_input",
     "refuse_input",
     "refuse_output",
+    "resolve_mechanism",
 ]
 
 
@@ -121,6 +124,15 @@ def holdout_split(
 def fitted_rows(spec: ReleaseSpec, n: int) -> int:
     """Rows the release is fitted on: n − ⌊holdout_fraction·n⌋, as the flow's holdout split."""
     return n - int(spec.checks.holdout_fraction * n)
+
+
+def resolve_mechanism(spec: ReleaseSpec) -> ReleaseSpec:
+    """The spec with ``mechanism: auto`` resolved (``ReleaseSpec.resolve``) on the public
+    n: the input's rows, counted in one pass before anything is reserved (``count_rows``).
+    A spec that names its mechanism is returned as it is, without opening the file."""
+    if spec.mechanism.name != AUTO:
+        return spec
+    return spec.resolve(fitted_rows(spec, count_rows(spec.data_path, spec.engine.chunk_rows)))
 
 
 def check_rows(spec: ReleaseSpec, n: int, fitted: int | None = None) -> list[str]:

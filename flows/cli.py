@@ -273,10 +273,12 @@ def _before_prefect(spec: Path, out: Path, release_id: str | None, ledger_url: s
     header line (structure, not a record) holds the schema's columns."""
     from bundle.staging import check_destination, check_out
     from engines.header import check_columns, read_header
+    from engines.inputs import resolve_mechanism
     from spec import RELEASE_ID, load_spec
 
     s = load_spec(spec)
     s.refuse_draft()
+    s = _chosen(resolve_mechanism(s))
     rid = release_id or s.release_id
     if release_id is not None and not RELEASE_ID.fullmatch(release_id):
         raise DPReleaseError(
@@ -295,6 +297,13 @@ def _before_prefect(spec: Path, out: Path, release_id: str | None, ledger_url: s
         ignored=s.ignored_columns(),
         one_hot=s.one_hot(),
     )
+
+
+def _chosen(s: ReleaseSpec) -> ReleaseSpec:
+    """Say what ``mechanism: auto`` chose (on stderr) and why; the spec as it is."""
+    if s.auto_choice is not None:
+        console.print(f"mechanism auto chose [bold]{s.mechanism.name}[/bold]: {s.auto_choice.reason}")
+    return s
 
 
 def _refused_by_the_ledger(s: ReleaseSpec, out: Path, rid: str | None, ledger_url: str | None) -> None:
@@ -473,12 +482,12 @@ def validate(
     for k, v in _PREFECT_DEFAULTS.items():
         os.environ.setdefault(k, v)
     from bundle.files import write_json
-    from engines.inputs import check_rows, failing_rules, read_input
+    from engines.inputs import check_rows, failing_rules, read_input, resolve_mechanism
     from flows.rehearsal import rehearse
     from spec import load_spec
 
     try:
-        s = load_spec(spec)
+        s = _chosen(resolve_mechanism(load_spec(spec)))
         schema = s.public_schema()
         rehearsal = rehearse(s)  # before any value is read, as the release flow does before its reserve
         df, changed = read_input(s)  # the release's policies (clip, other) apply here too
@@ -792,6 +801,18 @@ def mechanisms(
         grid.add_row("rows", rows[name])
         grid.add_row("what it does", escape(m.summary))
         out.print(Panel(grid, title=f"[bold]{escape(name)}[/bold]", title_align="left"))
+    from mechanisms.auto import rule_text
+
+    out.print(
+        Panel(
+            escape(
+                f"{rule_text()}, decided on the input's row count before anything is reserved; "
+                "params: target only (aim runs with batch 4); release.json says what was chosen and why"
+            ),
+            title="[bold]auto[/bold]",
+            title_align="left",
+        )
+    )
     out.print(
         "Stage weights: the default split at the default params, for a schema with a column of "
         "every kind; params and the schema can change it (stages a schema does not need are "

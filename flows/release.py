@@ -32,7 +32,7 @@ from prefect.runtime import deployment, flow_run
 
 from bundle.staging import prepare_staging
 from checks.gates import GateError, failed_gates_message
-from engines.inputs import InputRefused
+from engines.inputs import InputRefused, resolve_mechanism
 from flows.artifacts import bundle_location, check_public_url, release_artifacts
 from flows.concurrency import DatasetSlot
 from flows.events import (
@@ -189,6 +189,9 @@ def _run(
     record.release_id = release_id  # only once it is safe as a folder name
     spec = load_spec(spec_path)
     spec.refuse_draft()
+    spec = resolve_mechanism(spec)  # mechanism: auto, on the public n, before anything is reserved
+    if spec.auto_choice is not None:
+        get_run_logger().info("mechanism auto chose %s: %s", spec.mechanism.name, spec.auto_choice.reason)
     rid = release_id or spec.resolved_release_id(_slot_time(started))
     record.release_id, record.dataset, record.stage = rid, spec.dataset.name, "prepare"
     if ledger_url is not None and split_password(ledger_url)[1] is not None:

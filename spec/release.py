@@ -11,10 +11,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import (
     Field,
+    PrivateAttr,
     ValidationError,
     model_validator,
 )
 
+from mechanisms.auto import AUTO, CANDIDATES, AutoChoice, candidate_params, choose
 from mechanisms.errors import DPReleaseError
 from mechanisms.gates import GATES_STAGE, GATES_WEIGHT, gate_sensitivities
 from mechanisms.registry import MECHANISMS
@@ -70,15 +72,32 @@ class ReleaseSpec(Strict):
     draft: DraftSpec | None = None
     base_dir: Path = Path(".")
 
+    _choice: AutoChoice | None = PrivateAttr(default=None)
+
     @model_validator(mode="after")
     def _consistent(self) -> ReleaseSpec:
-        synth = MECHANISMS[self.mechanism.name]
+        if self.mechanism.name == AUTO:
+            if self.allocation:
+                raise ValueError(
+                    "allocation names the stages of one mechanism: with mechanism 'auto', leave it out or "
+                    "name the mechanism"
+                )
+            self.auto_candidates()  # raises when neither candidate can run this spec
+        else:
+            self._check_mechanism(self.mechanism.name, self.mechanism.params)
+        self._check_checks()
+        self._check_structure()
+        return self
+
+    def _check_mechanism(self, name: str, given: dict[str, Any]) -> None:
+        """What mechanism ``name`` with parameters ``given`` needs of this spec."""
+        synth = MECHANISMS[name]
         if self.privacy.accountant not in synth.notions:
             raise ValueError(
                 f"privacy.accountant {self.privacy.accountant!r} is not supported by {synth.name}; "
                 f"use one of {list(synth.notions)}"
             )
-        params = self.mechanism_params()  # raises on bad parameter values
+        params = _params(name, given)  # raises on bad parameter values
         schema = self.public_schema()  # raises on inconsistent columns
         try:
             synth.check(schema, params)
@@ -95,7 +114,7 @@ class ReleaseSpec(Strict):
             raise ValueError(
                 "a paper-literal variant reproduces a pure ε-DP paper; use privacy.accountant: pure"
             )
-        weights = self._default_weights()
+        weights = self._weights(name, params)
         unknown = sorted(set(self.allocation) - set(weights))
         if unknown:
             raise ValueError(f"allocation stages {unknown} must be among {sorted(weights)}")
@@ -107,8 +126,6 @@ class ReleaseSpec(Strict):
                 f"synthetic_rows cannot be set for {synth.name}: it releases exactly one row per "
                 "fitted input row; remove synthetic_rows"
             )
-        self._check_checks()
-        self._check_structure()
         empty = [
             n
             for n, c in self.columns.items()
@@ -127,7 +144,56 @@ class ReleaseSpec(Strict):
                 f"statistic summed over chunks), which only {streamable} can use; "
                 f"{synth.name} needs every row in memory: use engine.name: memory"
             )
-        return self
+
+    def auto_candidates(self) -> tuple[str, ...]:
+        """The mechanisms ``mechanism: auto`` may choose for this spec (``mechanisms.auto``):
+        those of ``CANDIDATES`` whose requirements it meets."""
+        target = self.mechanism.params.get("target")
+        problems: dict[str, str] = {}
+        for name in CANDIDATES:
+            try:
+                self._check_mechanism(name, candidate_params(name, target))
+            except ValueError as e:
+                problems[name] = str(e)
+        if len(problems) == len(CANDIDATES):
+            raise ValueError(
+                "mechanism 'auto' chooses between "
+                + " and ".join(f"{name} ({problem})" for name, problem in problems.items())
+                + ", and neither can run this spec"
+            )
+        return tuple(name for name in CANDIDATES if name not in problems)
+
+    def resolve(self, n_fitted: int) -> ReleaseSpec:
+        """This spec with ``mechanism: auto`` replaced by the mechanism the public rule of
+        ``mechanisms.auto`` chooses for ``n_fitted`` rows (the spec itself otherwise); the
+        choice and its facts are in ``auto_choice`` and the release document."""
+        if self.mechanism.name != AUTO:
+            return self
+        choice = choose(
+            n_fitted,
+            self.privacy.accountant,
+            len(self.public_schema()),
+            self.mechanism.params.get("target"),
+            self.auto_candidates(),
+        )
+        resolved = self.model_copy(
+            update={"mechanism": MechanismSpec(name=choice.mechanism, params=choice.params)}
+        )
+        resolved._choice = choice
+        return resolved
+
+    @property
+    def auto_choice(self) -> AutoChoice | None:
+        """What ``mechanism: auto`` chose and why (None: the spec named its mechanism)."""
+        return self._choice
+
+    def _concrete(self) -> str:
+        if self.mechanism.name == AUTO:
+            raise SpecError(
+                "mechanism 'auto' is chosen from the public row count when the release runs "
+                "(ReleaseSpec.resolve); this step needs the chosen mechanism"
+            )
+        return self.mechanism.name
 
     def _check_structure(self) -> None:
         """Indicator columns are named once in the file; a formula reads modelled
@@ -196,10 +262,12 @@ class ReleaseSpec(Strict):
         return self.release_id or f"{self.dataset.name}-{stamp}"
 
     def _default_weights(self) -> dict[str, float]:
-        """The mechanism's default stage weights, and the ``gates`` stage (``GATES_WEIGHT``
-        of the mechanism's total) when the spec declares gates."""
-        synth = MECHANISMS[self.mechanism.name]
-        weights = synth.stage_weights(self.public_schema(), self.mechanism_params())
+        return self._weights(self._concrete(), self.mechanism_params())
+
+    def _weights(self, name: str, params: Any) -> dict[str, float]:
+        """Mechanism ``name``'s default stage weights, and the ``gates`` stage
+        (``GATES_WEIGHT`` of the mechanism's total) when the spec declares gates."""
+        weights = MECHANISMS[name].stage_weights(self.public_schema(), params)
         if self.checks.gates:
             weights[GATES_STAGE] = GATES_WEIGHT * (math.fsum(weights.values()) or 1.0)
         return weights
@@ -213,7 +281,7 @@ class ReleaseSpec(Strict):
         """Every noisy statistic of a release of this spec, with its Δ, from public facts
         only: the mechanism's ``sensitivities`` (schema, parameters, the fitted rows n, the
         stages' public facts) and the gates' (on ``compared_rows`` rows)."""
-        synth = MECHANISMS[self.mechanism.name]
+        synth = MECHANISMS[self._concrete()]
         out = dict(synth.sensitivities(self.public_schema(), self.mechanism_params(), n_fitted, facts))
         if self.checks.gates:
             if compared_rows is None:
@@ -222,10 +290,7 @@ class ReleaseSpec(Strict):
         return out
 
     def mechanism_params(self) -> Any:
-        try:
-            return MECHANISMS[self.mechanism.name].params_type(**self.mechanism.params)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"mechanism.{e}") from None
+        return _params(self._concrete(), self.mechanism.params)
 
     def missing_tokens(self) -> dict[str, str]:
         return {
@@ -329,6 +394,14 @@ class ReleaseSpec(Strict):
         if self.engine.scheduler is not None:  # infrastructure, like the data path
             d["engine"]["scheduler"] = "set (address not published)"
         return d
+
+
+def _params(name: str, given: dict[str, Any]) -> Any:
+    """Mechanism ``name``'s parameters from the spec's ``mechanism.params``."""
+    try:
+        return MECHANISMS[name].params_type(**given)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"mechanism.{e}") from None
 
 
 def _field(loc: tuple) -> str:

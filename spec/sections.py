@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from mechanisms.auto import AUTO, AUTO_PARAMS
 from mechanisms.gates import GATEABLE, NOT_GATEABLE
 from mechanisms.registry import MECHANISMS
 from spec.columns import Strict
@@ -99,8 +100,16 @@ class MechanismSpec(Strict):
 
     @model_validator(mode="after")
     def _known(self) -> MechanismSpec:
+        if self.name == AUTO:
+            unknown = sorted(set(self.params) - set(AUTO_PARAMS))
+            if unknown:
+                raise ValueError(
+                    f"params {unknown} are not parameters of {AUTO}: {list(AUTO_PARAMS)}; to set another "
+                    "mechanism's parameters, name that mechanism"
+                )
+            return self
         if self.name not in MECHANISMS:
-            raise ValueError(f"name ({self.name!r}) must be one of {sorted(MECHANISMS)}")
+            raise ValueError(f"name ({self.name!r}) must be {AUTO!r} or one of {sorted(MECHANISMS)}")
         fields = {f.name for f in dataclasses.fields(MECHANISMS[self.name].params_type)}
         unknown = sorted(set(self.params) - fields)
         if unknown:

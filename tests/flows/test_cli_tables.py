@@ -109,6 +109,7 @@ def test_mechanisms_lists_every_stage_weight_uncut_at_80_columns():
         for stage, weight in m.stage_weights(every_kind, m.params_type()).items():
             assert f"{stage}: {weight:.4g}" in output, (name, stage)
     assert "variant = 'corrected'" in output
+    assert "╭─ auto ─" in output  # mechanism: auto, and its rule
 
 
 def test_mechanisms_json_has_the_registry_stage_weights():

@@ -55,7 +55,7 @@ CASES = [
     (
         "unknown mechanism",
         lambda s: s["mechanism"].update(name="magic"),
-        "spec field 'mechanism': Value error, name ('magic') must be one of ['",
+        "spec field 'mechanism': Value error, name ('magic') must be 'auto' or one of ['",
     ),
     (
         "unknown param",
