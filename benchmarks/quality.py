@@ -145,6 +145,8 @@ TABLES: dict[str, TableDef] = {
     t.key: t
     for t in (
         TableDef("adult", "Adult", "UCI Adult (the demo's embedded copy)", DEMO_SPEC, "income", None),
+        TableDef("adult1k", "Adult 1k", "1,000 rows of UCI Adult", DEMO_SPEC, "income", None, rows=1_000),
+        TableDef("adult2k", "Adult 2k", "2,000 rows of UCI Adult", DEMO_SPEC, "income", None, rows=2_000),
         TableDef("adult5k", "Adult 5k", "5,000 rows of UCI Adult", DEMO_SPEC, "income", None, rows=5_000),
         TableDef("adult10k", "Adult 10k", "10,000 rows of UCI Adult", DEMO_SPEC, "income", None, rows=10_000),
         TableDef(

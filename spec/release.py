@@ -172,7 +172,8 @@ class ReleaseSpec(Strict):
         choice = choose(
             n_fitted,
             self.privacy.accountant,
-            len(self.public_schema()),
+            len(schema := self.public_schema()),
+            sum(c.kind == "continuous" for c in schema.columns),
             self.mechanism.params.get("target"),
             self.auto_candidates(),
         )

@@ -94,6 +94,52 @@ def _table(t: dict[str, Any], eps: str, f: dict[str, Any]) -> list[str]:
     return lines
 
 
+RULE_METRICS = ("tvd_1way", "tvd_2way", "assoc_diff", "tstr_auc", "pmse", "pmse_cells")
+"""The six figures the rule of ``mechanism: auto`` is measured on (TSTR the only ↑)."""
+
+
+def _continuous(t: dict[str, Any]) -> int:
+    """The table's continuous columns (its spec's schema)."""
+    from spec import load_spec
+
+    return sum(c.kind == "continuous" for c in load_spec(t["spec"]).public_schema().columns)
+
+
+def rule_evidence(f: dict[str, Any], fast: str = "factor_gauss", slow: str = "aim_batch4") -> list[str]:
+    """Per table and ε: the fitted rows, the figures on which ``slow`` (what ``auto`` runs as
+    aim) beats ``fast``, and what ``mechanism: auto`` chooses there (``mechanisms.auto``)."""
+    from mechanisms.auto import choose, rule_text
+
+    lines = [
+        f"**The rule of `mechanism: auto`** ({rule_text()}; `mechanisms/auto.py`): the fitted rows n, and "
+        f"the judge's figures on which `{slow}` is ahead of `{fast}` (means over seeds) of "
+        + ", ".join(f"`{m}`" for m in RULE_METRICS)
+        + ".",
+        "",
+        "| table | ε | n fitted | aim ahead on | auto runs |",
+        "|---|---:|---:|---|---|",
+    ]
+    for t in f["tables"].values():
+        for eps in sorted(t["results"], key=float):
+            block = t["results"][eps]
+            a, b = block.get(slow), block.get(fast)
+            if not (a and b and a.get("completed") and b.get("completed")):
+                continue
+            ahead = [
+                m
+                for m in RULE_METRICS
+                if (a["metrics"][m]["mean"] > b["metrics"][m]["mean"]) == (m == "tstr_auc")
+                and a["metrics"][m]["mean"] != b["metrics"][m]["mean"]
+            ]
+            pick = choose(t["train_rows"], "zcdp", len(t["columns"]), _continuous(t), t["target"]).mechanism
+            lines.append(
+                f"| {t['label']} | {eps} | {t['train_rows']:,} | {len(ahead)} of {len(RULE_METRICS)}"
+                + (f" ({', '.join(ahead)})" if ahead else "")
+                + f" | {pick} |"
+            )
+    return [*lines, ""]
+
+
 def render(f: dict[str, Any]) -> list[str]:
     eps_list = ", ".join(f"{e:g}" for e in f["epsilons"])
     j = f["judge"]
@@ -159,6 +205,7 @@ def render(f: dict[str, Any]) -> list[str]:
             for r in f.get("remeasured", [])
         ),
         "",
+        *rule_evidence(f),
         f"![quality against ε]({FIGURE_REL})",
         "",
     ]

@@ -19,13 +19,15 @@ from tests.helpers import write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]
 
+MOSTLY_CATEGORICAL = {name: c for name, c in SCHEMA.items() if name != "income"}  # 1 of 3 continuous
+
 
 @pytest.mark.parametrize(("n", "chosen"), [(1_500, "factor_gauss"), (MIN_AIM_ROWS, "aim")])
 def test_auto_releases_what_the_rule_chooses_and_publishes_why(tmp_path, n, chosen):
     spec = write_spec(
         tmp_path,
-        _table(n),
-        schema=SCHEMA,
+        _table(n).drop(columns="income"),
+        schema=MOSTLY_CATEGORICAL,
         mechanism={"name": "auto", "params": {"target": "edu"}},
         checks={"target": "sex"},
         output={"formats": ["csv"]},
@@ -35,7 +37,10 @@ def test_auto_releases_what_the_rule_chooses_and_publishes_why(tmp_path, n, chos
     doc = json.loads((out / "a" / "public" / "release.json").read_text())
     why = doc["mechanism"]["chosen_by"]
     assert doc["mechanism"]["name"] == why["mechanism"] == chosen == doc["spec"]["mechanism"]["name"]
-    assert why["n_fitted"] == doc["privacy"]["rows_fitted"] == n and why["columns"] == 4
+    assert why["n_fitted"] == doc["privacy"]["rows_fitted"] == n and (why["columns"], why["continuous"]) == (
+        3,
+        1,
+    )
     assert why["params"]["target"] == "edu"
     stages = {s["stage"] for s in doc["privacy"]["budget_plan"]["stages"]}
     assert ("select" in stages) == (chosen == "aim")

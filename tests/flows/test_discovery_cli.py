@@ -364,9 +364,7 @@ def test_with_atoms_off_and_numeric_columns_only_delta_0_is_accepted_and_the_pla
         assert checks["partition selections' delta"].ok
 
 
-@pytest.mark.parametrize(
-    "kinds", [KINDS, [*NUMERIC, *ATOMS_ON]], ids=["a nominal column", "atoms on"]
-)
+@pytest.mark.parametrize("kinds", [KINDS, [*NUMERIC, *ATOMS_ON]], ids=["a nominal column", "atoms on"])
 def test_delta_0_is_refused_when_a_partition_selection_runs(tmp_path, kinds):
     out = tmp_path / "releases"
     result = _init(_people(tmp_path), *kinds, "--bundle-out", str(out), "--private-delta", "0")

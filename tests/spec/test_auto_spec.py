@@ -13,6 +13,8 @@ from mechanisms.auto import MIN_AIM_ROWS
 from spec import SpecError, load_spec
 from tests.helpers import TOY_SCHEMA, write_spec
 
+MOSTLY_CATEGORICAL = {name: c for name, c in TOY_SCHEMA.items() if name != "k"}  # 1 of 3 continuous
+
 PURE = {"epsilon": 1.0, "delta": 0.0, "accountant": "pure"}
 
 
@@ -50,8 +52,8 @@ def test_an_unresolved_auto_has_no_plan(tmp_path):
         spec.stage_weights()
 
 
-def test_resolve_picks_by_the_public_n(tmp_path):
-    spec = _spec(tmp_path, mechanism={"name": "auto", "params": {"target": "c"}})
+def test_resolve_picks_by_the_public_n_and_the_schema(tmp_path):
+    spec = _spec(tmp_path, schema=MOSTLY_CATEGORICAL, mechanism={"name": "auto", "params": {"target": "c"}})
     big = spec.resolve(MIN_AIM_ROWS)
     small = spec.resolve(MIN_AIM_ROWS - 1)
     assert big.mechanism.name == "aim" and big.mechanism.params == {"target": "c", "batch": 4}
@@ -59,6 +61,8 @@ def test_resolve_picks_by_the_public_n(tmp_path):
     assert set(big.stage_weights()) >= {"marginals", "select", "measure"}  # aim's plan, now it is chosen
     assert big.public_dict()["mechanism"] == {"name": "aim", "params": {"target": "c", "batch": 4}}
     assert spec.auto_choice is None and small.resolve(5) is small
+    half = _spec(tmp_path, mechanism={"name": "auto"}).resolve(10**7)  # x and k: 2 of 4 continuous
+    assert half.mechanism.name == "factor_gauss" and half.auto_choice.continuous == 2
 
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
