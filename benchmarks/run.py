@@ -101,6 +101,10 @@ def merge_methods(old: dict[str, Any], new: dict[str, Any], methods: list[str]) 
         }
         for eps, block in table["results"].items():
             stored["results"].setdefault(eps, {}).update({m: b for m, b in block.items() if m in methods})
+    from quality import TABLES
+
+    figures["tables"] = {k: figures["tables"][k] for k in TABLES if k in figures["tables"]}
+    figures["methods"] = {**figures["methods"], **new["figures"]["methods"]}
     figures["epsilons"] = sorted({*figures["epsilons"], *new["figures"]["epsilons"]})
     figures.setdefault("remeasured", []).append(
         {

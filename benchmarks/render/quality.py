@@ -32,6 +32,9 @@ STYLE = {
     "dpmm_mst": ("tab:orange", "^"),
     "dpmm_privbayes": ("tab:brown", "D"),
     "mbi_mst": ("tab:purple", "<"),
+    "mst": ("tab:olive", "X"),
+    "aim": ("tab:pink", "*"),
+    "aim_batch4": ("tab:cyan", "P"),
 }
 """Colour and marker per method; a method without an entry (e.g. a mechanism added to
 ``quality.METHODS`` later) is drawn in the next colour of matplotlib's cycle."""
@@ -102,7 +105,8 @@ def _continuous(t: dict[str, Any]) -> int:
     """The table's continuous columns (its spec's schema)."""
     from spec import load_spec
 
-    return sum(c.kind == "continuous" for c in load_spec(t["spec"]).public_schema().columns)
+    spec = load_spec(Path(__file__).resolve().parents[2] / t["spec"])  # relative to the repository
+    return sum(c.kind == "continuous" for c in spec.public_schema().columns)
 
 
 def rule_evidence(f: dict[str, Any], fast: str = "factor_gauss", slow: str = "aim_batch4") -> list[str]:
@@ -244,13 +248,18 @@ def draw(f: dict[str, Any], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     tables = list(f["tables"].values())
+    methods = dict(f["methods"])  # and those re-measured into some tables (``run.merge_methods``)
+    for t in tables:
+        for block in t["results"].values():
+            for key, m in block.items():
+                methods.setdefault(key, m.get("label", key))
     fig, axes = plt.subplots(
         len(tables), len(PANELS), figsize=(4.2 * len(PANELS), 3.2 * len(tables)), squeeze=False
     )
     for row, t in zip(axes, tables, strict=True):
         eps_keys = sorted(t["results"], key=float)
         for ax, (metric, title) in zip(row, PANELS, strict=True):
-            for method in f["methods"]:
+            for method in methods:
                 color, marker = STYLE.get(method, (None, "x"))
                 xs, ys, lo, hi = [], [], [], []
                 for e in eps_keys:
@@ -263,7 +272,7 @@ def draw(f: dict[str, Any], path: Path) -> Path:
                     lo.append(s["mean"] - s["min"])
                     hi.append(s["max"] - s["mean"])
                 if xs:
-                    label = f["methods"].get(method, method)
+                    label = methods[method]
                     ax.errorbar(xs, ys, yerr=[lo, hi], color=color, marker=marker, capsize=3, label=label)
             u = t["uniform"].get(metric)
             if u is not None:
