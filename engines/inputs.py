@@ -22,6 +22,7 @@ __all__ = [
     "failing_rules",
     "fitted_rows",
     "holdout_split",
+    "input_rows",
     "read_input",
     "refuse_input",
     "refuse_output",
@@ -126,13 +127,26 @@ def fitted_rows(spec: ReleaseSpec, n: int) -> int:
     return n - int(spec.checks.holdout_fraction * n)
 
 
+def input_rows(spec: ReleaseSpec) -> int:
+    """The input's n, read the way the release's engine reads it, so that it is the n the
+    release fits and publishes: the memory engine's reader (``read_table``, which falls back
+    to pandas where pyarrow refuses a file), or the streaming engines' chunks
+    (``count_rows``). Public under replace-one; its errors name the file's kind, never a row."""
+    if spec.engine.streaming:
+        return count_rows(spec.data_path, spec.engine.chunk_rows)
+    schema = spec.public_schema()
+    return len(
+        read_table(spec.data_path, schema, spec.missing_tokens(), spec.ignored_columns(), spec.one_hot())
+    )
+
+
 def resolve_mechanism(spec: ReleaseSpec) -> ReleaseSpec:
     """The spec with ``mechanism: auto`` resolved (``ReleaseSpec.resolve``) on the public
-    n: the input's rows, counted in one pass before anything is reserved (``count_rows``).
-    A spec that names its mechanism is returned as it is, without opening the file."""
+    n (``input_rows``), before anything is reserved. A spec that names its mechanism is
+    returned as it is, without opening the file."""
     if spec.mechanism.name != AUTO:
         return spec
-    return spec.resolve(fitted_rows(spec, count_rows(spec.data_path, spec.engine.chunk_rows)))
+    return spec.resolve(fitted_rows(spec, input_rows(spec)))
 
 
 def check_rows(spec: ReleaseSpec, n: int, fitted: int | None = None) -> list[str]:

@@ -50,7 +50,7 @@ from mechanisms.accounting import BudgetPlan
 from mechanisms.graphical import Marginal, Model, estimate, marginal_of, model_size, sample
 from mechanisms.marginals import histogram_sensitivity
 from mechanisms.primitives import Measurement, exponential_mechanism, gaussian_mechanism
-from mechanisms.schema import Schema
+from mechanisms.schema import Schema, check_target
 from mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Streaming, Synthesizer
 from mechanisms.workload import (
     Workload,
@@ -129,18 +129,6 @@ def stage_weights(schema: Schema, params: AIMParams) -> dict[str, float]:
     rest = 1 - first - target
     weights = {"marginals": first, "select": SELECT_SHARE * rest, "measure": (1 - SELECT_SHARE) * rest}
     return weights if params.target is None else {**weights, "target": target}
-
-
-def check(schema: Schema, params: AIMParams) -> None:
-    """``target``, when set, names a nominal or ordinal column."""
-    if params.target is None:
-        return
-    if params.target not in schema.names:
-        raise ValueError(f"params.target ({params.target!r}) must be a column of the schema")
-    if schema[params.target].kind == "continuous":
-        raise ValueError(
-            f"params.target ({params.target!r}) must be a nominal or ordinal column, not continuous"
-        )
 
 
 def target_pairs(workload: Workload, target: str | None) -> list[tuple[int, int]]:
@@ -414,7 +402,7 @@ SYNTHESIZER = Synthesizer(
     sample=lambda state, params, m, rng: Stage((*_model_stage(state, params).state, m)),
     decode=lambda state, schema, params, rng: _draw(state[:2], state[2], rng),
     sensitivities=sensitivities,
-    check=check,
+    check=lambda schema, params: check_target(schema, params.target),
     streaming=Streaming(
         lambda counts, n, schema, plan, params, rng: _stage(
             encode_counts(counts, n, schema, plan, None, rng, triples_of=params.triples_of())

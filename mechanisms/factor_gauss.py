@@ -62,7 +62,7 @@ from mechanisms.refine import (
 )
 from mechanisms.resolution import Cells, resolve
 from mechanisms.rowkeys import RowKeys, row_uniforms
-from mechanisms.schema import Schema
+from mechanisms.schema import Schema, check_target
 from mechanisms.synthesizer import HistogramNoise, MixedRows, Sensitivity, Stage, Streaming, Synthesizer
 
 __all__ = [
@@ -125,14 +125,9 @@ class FactorGaussParams:
 
 def check(schema: Schema, params: FactorGaussParams) -> None:
     """``target``, when set, names a nominal or ordinal column and leaves another column."""
+    check_target(schema, params.target)
     if params.target is None:
         return
-    if params.target not in schema.names:
-        raise ValueError(f"params.target ({params.target!r}) must be a column of the schema")
-    if schema[params.target].kind == "continuous":
-        raise ValueError(
-            f"params.target ({params.target!r}) must be a nominal or ordinal column, not continuous"
-        )
     if len(schema) < 2:
         raise ValueError(f"params.target ({params.target!r}) must leave at least one other column")
 

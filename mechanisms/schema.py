@@ -37,6 +37,7 @@ __all__ = [
     "Nominal",
     "Ordinal",
     "Schema",
+    "check_target",
     "on_support",
     "support_tolerance",
 ]
@@ -463,3 +464,13 @@ class Schema:
             if c.name == name:
                 return c
         raise KeyError(name)
+
+
+def check_target(schema: Schema, target: str | None) -> None:
+    """A mechanism's ``params.target``, when set, names a nominal or ordinal column."""
+    if target is None:
+        return
+    if target not in schema.names:
+        raise ValueError(f"params.target ({target!r}) must be a column of the schema")
+    if schema[target].kind == "continuous":
+        raise ValueError(f"params.target ({target!r}) must be a nominal or ordinal column, not continuous")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -126,32 +126,17 @@ def encode_rows(
     rng: np.random.Generator,
     triples_of: str | None = None,
 ) -> Workload:
-    """The one-way stage on rows in memory, and the candidates' exact counts (confidential,
-    kept in the workload for the selection; never published).
+    """The one-way stage on rows in memory (``encode_counts`` on their histograms over the
+    declared cells), and the candidates' exact counts (confidential, kept in the workload
+    for the selection; never published).
 
-    Sensitivity: Δ₁ = 2, Δ₂ = √2 per histogram (``factor_gauss.measure_marginals``).
-    Noise: the ``marginals`` stage split evenly over the p columns.
-    Privacy: Σⱼ ρⱼ ≤ ρ_marginals (zCDP) or Σⱼ εⱼ ≤ ε_marginals (pure).
-    Reference: McKenna et al. 2021 (MST) and 2022 (AIM) measure every one-way marginal first.
+    Sensitivity, Noise, Privacy: as ``encode_counts``.
+    Reference: as ``encode_counts``.
     """
-    n = len(bins)
-    budget = plan.stage("marginals")
-    cells = cells_for(schema, budget, n)
-    groups = cells.coarse(bins)
-    counts = [histogram(groups[:, j], k) for j, k in enumerate(cells.n_groups)]
-    marginals = measure_marginals(counts, schema.names, budget, rng=rng)
-    pairs = candidate_pairs(schema, cells.n_groups, target)
-    triples = target_triples(schema, cells.n_groups, triples_of) if triples_of is not None else []
-    return Workload(
-        tuple(schema.names),
-        _private_cells(schema, cells, marginals, n),
-        tuple(pairs),
-        tuple(marginals),
-        n,
-        tuple(table_counts(groups, [*pairs, *triples], cells.n_groups)),
-        tuple(counts),
-        tuple(triples),
-    )
+    declared = [histogram(bins[:, j], c.n_bins) for j, c in enumerate(schema.columns)]
+    workload = encode_counts(declared, len(bins), schema, plan, target, rng, triples_of)
+    groups = workload.cells.coarse(bins)
+    return replace(workload, counts=tuple(table_counts(groups, workload.tables, workload.sizes)))
 
 
 def encode_counts(
@@ -163,11 +148,15 @@ def encode_counts(
     rng,
     triples_of: str | None = None,
 ) -> Workload:
-    """The one-way stage from the fitted rows' summed histograms over the declared cells
-    (the streaming engines' pass 1), summed into the groups; noise drawn once, here.
+    """The one-way stage from the fitted rows' histograms over the declared cells (in
+    memory, or summed over chunks by the streaming engines' pass 1), summed into the groups;
+    noise drawn once, here. The candidates: the pairs, the target's first, and with
+    ``triples_of`` that column's triples.
 
-    Sensitivity, Noise, Privacy: as ``encode_rows``.
-    Reference: as ``encode_rows``.
+    Sensitivity: Δ₁ = 2, Δ₂ = √2 per histogram (``factor_gauss.measure_marginals``).
+    Noise: the ``marginals`` stage split evenly over the p columns.
+    Privacy: Σⱼ ρⱼ ≤ ρ_marginals (zCDP) or Σⱼ εⱼ ≤ ε_marginals (pure).
+    Reference: McKenna et al. 2021 (MST) and 2022 (AIM) measure every one-way marginal first.
     """
     budget = plan.stage("marginals")
     cells = cells_for(schema, budget, n)

@@ -112,3 +112,26 @@ def test_a_lifetime_refusal_and_a_bad_header_are_found_before_prefect(tmp_path):
     assert result.exit_code == 2, text
     assert "the data header has column(s) the schema does not declare: ['gender']" in text
     assert "column 'sex' is declared in the schema but missing from the data" in text and took < 3.0
+
+
+def test_auto_is_chosen_before_the_ledger_and_the_refusal_names_the_chosen_mechanism(tmp_path):
+    """``mechanism: auto`` through ``dprelease release``: the rows are counted and the rule
+    applied before the ledger's pre-check (the tripwire flow never runs); the CLI says what
+    was chosen, and the refused row is the chosen mechanism's (the demo schema, 6 of 15
+    columns continuous, 1,000 rows: aim)."""
+    spec = write_spec(
+        tmp_path,
+        adult_rows(1_000),
+        checks={"enabled": False},
+        mechanism={"name": "auto", "params": {"target": "income"}},
+        privacy={"epsilon": 1.0, "lifetime_epsilon": 1.2},
+    )
+    out = tmp_path / "out"
+    with Ledger(f"sqlite:///{out / 'ledger.db'}") as led:
+        record_release(led, "earlier", lifetime=(1.2, 1e-6), dataset="adult")
+    result, text, _ = _run("release", str(spec), "--out", str(out), "--release-id", "next")
+    assert result.exit_code == 4, text
+    assert "mechanism auto chose aim: n = 1,000 >= 800 fitted rows, 6 of 15 columns continuous" in text
+    with Ledger(f"sqlite:///{out / 'ledger.db'}", create=False) as led:
+        (row,) = led.entries(release_id="next")
+    assert row["status"] == "refused" and row["mechanism"] == "aim"

@@ -65,8 +65,12 @@ def test_resolve_picks_by_the_public_n_and_the_schema(tmp_path):
     assert half.mechanism.name == "factor_gauss" and half.auto_choice.continuous == 2
 
 
-@pytest.mark.parametrize("fmt", ["csv", "parquet"])
-def test_resolve_mechanism_counts_the_rows_and_the_holdout(tmp_path, fmt):
+@pytest.mark.parametrize(
+    ("fmt", "engine"), [("csv", "memory"), ("parquet", "memory"), ("csv", "local"), ("parquet", "local")]
+)
+def test_resolve_mechanism_counts_the_rows_and_the_holdout(tmp_path, fmt, engine):
+    """n read as the release's engine reads it: the memory engine's reader, the streaming
+    engines' chunks."""
     rows = 40
     df = pd.DataFrame({"x": [0.5] * rows, "k": [3] * rows, "c": ["a"] * rows, "o": ["lo"] * rows})
     path = tmp_path / f"data.{fmt}"
@@ -76,6 +80,7 @@ def test_resolve_mechanism_counts_the_rows_and_the_holdout(tmp_path, fmt):
         mechanism={"name": "auto"},
         dataset={"name": "toy", "path": path.name},
         checks={"holdout_fraction": 0.25},
+        engine={"name": engine, "chunk_rows": 1_000},
     )
     chosen = resolve_mechanism(spec)
     assert chosen.auto_choice.n_fitted == rows - 10 and chosen.mechanism.name == "factor_gauss"
