@@ -29,7 +29,7 @@ import yaml
 from bench_inprocess import mechanism_file
 from common import REPO, VENV_BIN, median, timed
 
-from flows.cli import DEMO_SPEC
+from dprelease.flows.cli import DEMO_SPEC
 
 POLL_S = 0.1
 SCALE_ROWS = 1_000_000
@@ -299,8 +299,8 @@ def demo_runs(warm_repeats: int) -> dict[str, Any]:
 
 REHEARSE = """
 import json, sys, time
-from flows.rehearsal import rehearse
-from spec import load_spec
+from dprelease.flows.rehearsal import rehearse
+from dprelease.spec import load_spec
 spec = load_spec(sys.argv[1])
 rehearse(spec)  # the first also imports GX and the mechanisms, as the flow has by then
 times = []

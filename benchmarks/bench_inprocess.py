@@ -12,13 +12,13 @@ from common import MEAN_RANGE, Adult, median, summary, timed
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.metrics import roc_auc_score
 
-from engines.tables import bins_to_table, read_table, table_to_bins
-from mechanisms import factor_gauss
-from mechanisms.accounting import plan_budget
-from mechanisms.factor_gauss import FactorGaussParams
-from mechanisms.schema import Continuous, Schema
-from mechanisms.synthesizer import MixedRows
-from spec import ReleaseSpec, load_spec
+from dprelease.engines.tables import bins_to_table, read_table, table_to_bins
+from dprelease.mechanisms import factor_gauss
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.factor_gauss import FactorGaussParams
+from dprelease.mechanisms.schema import Continuous, Schema
+from dprelease.mechanisms.synthesizer import MixedRows
+from dprelease.spec import ReleaseSpec, load_spec
 
 EPSILON = 1.0
 DELTA = 1e-6

@@ -51,9 +51,9 @@ from common import REPO, RESULTS, load_avg, run_command
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from ledger import FIELDS, Ledger, budget_facts, ledger_facts
-from mechanisms import primitives as p
-from mechanisms.accounting import BudgetPlan, plan_budget
+from dprelease.ledger import FIELDS, Ledger, budget_facts, ledger_facts
+from dprelease.mechanisms import primitives as p
+from dprelease.mechanisms.accounting import BudgetPlan, plan_budget
 
 EPSILON, DELTA = 1.0, 1e-6
 WEIGHTS = {"marginals": 0.5, "moments": 0.5}

@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 from common import load_adult, load_avg, run_command
 
-from engines.tables import table_to_bins
-from mechanisms import factor_gauss
-from mechanisms import primitives as p
-from mechanisms.accounting import plan_budget
-from mechanisms.synthesizer import MixedRows
+from dprelease.engines.tables import table_to_bins
+from dprelease.mechanisms import factor_gauss
+from dprelease.mechanisms import primitives as p
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.synthesizer import MixedRows
 
 SIZES = (10, 1_000, 100_000)
 KINDS = ("laplace", "gaussian", "discrete_laplace")

@@ -15,9 +15,9 @@ import numpy as np
 from bench_inprocess import auc, release_once
 from common import load_adult
 
-import mechanisms.factor_gauss as fg
-from engines.tables import table_to_bins
-from mechanisms.latent import to_latent
+import dprelease.mechanisms.factor_gauss as fg
+from dprelease.engines.tables import table_to_bins
+from dprelease.mechanisms.latent import to_latent
 
 
 def _numpy_dither(bins, code, params, dither):

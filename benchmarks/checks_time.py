@@ -13,12 +13,12 @@ import time
 
 import numpy as np
 
-from checks.reports import linkage_report, utility_report
-from engines.tables import bins_to_table, read_table, table_to_bins
-from mechanisms import factor_gauss as fg
-from mechanisms.accounting import plan_budget
-from mechanisms.synthesizer import MixedRows
-from spec import load_spec
+from dprelease.checks.reports import linkage_report, utility_report
+from dprelease.engines.tables import bins_to_table, read_table, table_to_bins
+from dprelease.mechanisms import factor_gauss as fg
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.synthesizer import MixedRows
+from dprelease.spec import load_spec
 
 
 def main(rows: int) -> None:

@@ -26,10 +26,10 @@ import psutil
 from scipy import stats
 from sklearn.model_selection import train_test_split
 
-from engines.tables import read_table
-from flows.cli import DEMO_SPEC
-from mechanisms.schema import Schema
-from spec import ReleaseSpec, load_spec
+from dprelease.engines.tables import read_table
+from dprelease.flows.cli import DEMO_SPEC
+from dprelease.mechanisms.schema import Schema
+from dprelease.spec import ReleaseSpec, load_spec
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results.json"

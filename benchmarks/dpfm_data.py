@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 from common import REPO
 
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
-from mechanisms.synthesizer import MixedRows
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.mechanisms.synthesizer import MixedRows
 
 N_SIM = 200
 RHO = 0.95

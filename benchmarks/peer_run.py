@@ -46,9 +46,9 @@ import numpy as np
 import pandas as pd
 from common import REPO
 
-from engines.tables import bins_to_table, table_to_bins
-from mechanisms.accounting import zcdp_rho
-from mechanisms.schema import Continuous, Schema
+from dprelease.engines.tables import bins_to_table, table_to_bins
+from dprelease.mechanisms.accounting import zcdp_rho
+from dprelease.mechanisms.schema import Continuous, Schema
 
 HERE = Path(__file__).resolve().parent
 PEER_INTERVALS = 32

@@ -36,12 +36,12 @@ from common import MEAN_RANGE, Adult, summary, timed
 from peer_run import PEERS, TIMED_OUT, decode, peer_schema, require_venvs, run_peer, write_inputs
 from threadpoolctl import threadpool_limits
 
-from checks.reports import flat_metrics, linkage_report, utility_report
-from engines.tables import bins_to_table, table_to_bins
-from mechanisms import factor_gauss
-from mechanisms.accounting import plan_budget
-from mechanisms.factor_gauss import FactorGaussParams
-from mechanisms.synthesizer import MixedRows
+from dprelease.checks.reports import flat_metrics, linkage_report, utility_report
+from dprelease.engines.tables import bins_to_table, table_to_bins
+from dprelease.mechanisms import factor_gauss
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.factor_gauss import FactorGaussParams
+from dprelease.mechanisms.synthesizer import MixedRows
 
 EPSILON = 1.0
 DELTA = 1e-6

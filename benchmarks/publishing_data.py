@@ -27,10 +27,10 @@ import numpy as np
 import pandas as pd
 from common import load_adult
 
-from engines.tables import table_to_bins, table_to_rows
-from mechanisms.design import Design, design
-from mechanisms.schema import Continuous, Nominal, Schema
-from mechanisms.synthesizer import MixedRows
+from dprelease.engines.tables import table_to_bins, table_to_rows
+from dprelease.mechanisms.design import Design, design
+from dprelease.mechanisms.schema import Continuous, Nominal, Schema
+from dprelease.mechanisms.synthesizer import MixedRows
 
 DROPPED = ("fnlwgt", "education", "occupation", "native-country")
 NUMERIC = ("age", "education_num", "capital_gain", "capital_loss", "hours-per-week")

@@ -99,15 +99,15 @@ from scipy.stats.contingency import association
 from sklearn.model_selection import train_test_split
 from threadpoolctl import threadpool_limits
 
-from checks.utility import pmse, rank_correlation, tstr
-from engines.tables import read_table, rows_to_table, table_to_bins, table_to_rows
-from flows.cli import DEMO_SPEC
-from mechanisms.accounting import plan_budget
-from mechanisms.errors import DPReleaseError
-from mechanisms.gates import GATES_STAGE
-from mechanisms.registry import MECHANISMS
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
-from spec import ReleaseSpec
+from dprelease.checks.utility import pmse, rank_correlation, tstr
+from dprelease.engines.tables import read_table, rows_to_table, table_to_bins, table_to_rows
+from dprelease.flows.cli import DEMO_SPEC
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.gates import GATES_STAGE
+from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.spec import ReleaseSpec
 
 SPECS_DIR = Path(__file__).resolve().with_name("specs")
 

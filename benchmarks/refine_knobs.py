@@ -42,11 +42,11 @@ import sys
 import numpy as np
 import quality
 
-import mechanisms.factor_gauss as fg
-import mechanisms.refine as refine
-from mechanisms.accounting import StageBudget
-from mechanisms.marginals import histogram_sensitivity
-from mechanisms.synthesizer import Stage
+import dprelease.mechanisms.factor_gauss as fg
+import dprelease.mechanisms.refine as refine
+from dprelease.mechanisms.accounting import StageBudget
+from dprelease.mechanisms.marginals import histogram_sensitivity
+from dprelease.mechanisms.synthesizer import Stage
 
 DEFAULT = [
     "base",

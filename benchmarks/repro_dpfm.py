@@ -33,8 +33,8 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.svm import SVC
 from threadpoolctl import threadpool_limits
 
-from mechanisms.schema import Schema
-from mechanisms.synthesizer import MixedRows
+from dprelease.mechanisms.schema import Schema
+from dprelease.mechanisms.synthesizer import MixedRows
 
 EPSILONS = (0.1, 0.5, 1.0, 2.0, 5.0)
 WEIGHTS = (1 / 3, 1 / 3, 1 / 3)  # DPFM1: (ε1, ε2, ε3) = (⅓, ⅓, ⅓) ε, as stage weights for plan_budget
@@ -218,7 +218,7 @@ def methods() -> list[Method]:
 def dpfm_params(variant: str) -> Any:
     """corrected: the module's defaults (r = ``DPFMParams().factors``, public; κ; calibrated
     ordinal decoding); paper: r by eq. (3) (``factors=None``), the paper's decoding."""
-    from mechanisms.dpfm import DPFMParams
+    from dprelease.mechanisms.dpfm import DPFMParams
 
     return (
         DPFMParams(variant="corrected")
@@ -229,7 +229,7 @@ def dpfm_params(variant: str) -> Any:
 
 def mechanism_facts() -> dict[str, Any]:
     """The parameters used, read from the module (so the report follows its defaults)."""
-    from mechanisms.dpfm import FACTOR_THRESHOLD
+    from dprelease.mechanisms.dpfm import FACTOR_THRESHOLD
 
     c, pp = dpfm_params("corrected"), dpfm_params("paper")
     return {
@@ -251,8 +251,8 @@ def synthesize(ds: Dataset, method: Method, rng: np.random.Generator) -> tuple[M
     """Run dpfm on all rows of ``ds``: ``SYNTHESIZER.fit`` with a pure ε-DP plan of the DPFM1
     stage weights, or at ε = ∞ ``fit_without_noise``; returns the synthetic rows and
     diagnostics (r, p*, subspace overlap, from ``dpfm.internals``)."""
-    from mechanisms import dpfm
-    from mechanisms.accounting import plan_budget
+    from dprelease.mechanisms import dpfm
+    from dprelease.mechanisms.accounting import plan_budget
 
     assert method.variant is not None
     params = dpfm_params(method.variant)

@@ -39,8 +39,8 @@ from sklearn.metrics import roc_auc_score
 from sklearn.tree import DecisionTreeClassifier
 from threadpoolctl import threadpool_limits
 
-from mechanisms.accounting import plan_budget
-from mechanisms.design import Design
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.design import Design
 
 EPSILONS = {False: (0.1, 0.25, 0.5, 1.0, 1.25, 1.5), True: (0.1, 1.0)}
 TRIALS = {False: 10, True: 2}
@@ -169,7 +169,7 @@ def fit_and_synthesize(
     the plan of ``plan_budget`` with the module's stage weights, as many rows as it holds.
     Returns (the model ``Fit.stages[1].state``, the greedy rows in design coordinates and
     their labels ``Fit.stages[2].state``, seconds)."""
-    from mechanisms import lda_ppd
+    from dprelease.mechanisms import lda_ppd
 
     schema = data.with_label
     params = lda_ppd.LDAPPDParams(variant=variant, target=LABEL)

@@ -36,10 +36,10 @@ from publishing_data import describe, paper_adult
 from scipy import stats
 from threadpoolctl import threadpool_limits
 
-from mechanisms.accounting import plan_budget
-from mechanisms.design import Design
-from mechanisms.schema import Continuous, Nominal
-from mechanisms.synthesizer import Fit, MixedRows
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.design import Design
+from dprelease.mechanisms.schema import Continuous, Nominal
+from dprelease.mechanisms.synthesizer import Fit, MixedRows
 
 EPSILONS = {False: (0.1, 0.25, 0.5, 1.0, 1.25, 1.5), True: (0.1, 1.0)}
 KS = {False: tuple(range(1, 11)), True: (1, 5, 10)}
@@ -152,7 +152,7 @@ def publish(
     ``SYNTHESIZER.fit`` on ``lay``'s schema with the plan of ``plan_budget`` and the module's
     stage weights (ε/2 + ε/2), one output row per input row. ``Fit.stages[2].state`` is X̂
     before step 7, ``Fit.rows`` after it."""
-    from mechanisms import pcappd
+    from dprelease.mechanisms import pcappd
 
     params = pcappd.PCAPPDParams(variant=variant, components=k)
     plan = plan_budget("pure", epsilon, 0.0, pcappd.SYNTHESIZER.stage_weights(lay.schema, params))

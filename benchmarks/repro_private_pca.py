@@ -34,9 +34,9 @@ from common import git, load_avg, run_command, stream_rng, summary
 from scipy.optimize import linear_sum_assignment
 from scipy.spatial.distance import cdist
 
-from mechanisms.accounting import plan_budget
-from mechanisms.schema import Continuous, Schema
-from mechanisms.synthesizer import MixedRows
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.schema import Continuous, Schema
+from dprelease.mechanisms.synthesizer import MixedRows
 
 D = 10
 N_FULL = (1_000, 3_000, 10_000, 30_000, 100_000, 300_000)
@@ -188,7 +188,7 @@ def floors(space: Subspace, x: np.ndarray, n: int, seed: int) -> dict[str, float
 
 def _pp() -> Any:
     """The mechanism module, imported late (the benchmark's helpers work without it)."""
-    from mechanisms import private_pca
+    from dprelease.mechanisms import private_pca
 
     return private_pca
 

@@ -54,10 +54,10 @@ from ron_gauss_tasks import (
 from sklearn.metrics import silhouette_score
 from threadpoolctl import threadpool_limits
 
-from mechanisms import ron_gauss
-from mechanisms.accounting import plan_budget
-from mechanisms.design import design
-from mechanisms.ron_gauss import RonGaussModel
+from dprelease.mechanisms import ron_gauss
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.design import design
+from dprelease.mechanisms.ron_gauss import RonGaussModel
 
 EPSILON = 1.0
 WEIGHTS = (0.3, 0.7)  # ε_μ = 0.3ε, ε_Σ = 0.7ε (paper §5.2): stage weights for plan_budget

@@ -107,7 +107,7 @@ rng_for = partial(stream_rng, BASE_SEED, STREAMS)
 
 def _sa() -> Any:
     """The mechanism module, imported late (the helpers below work without it)."""
-    from mechanisms import spectral
+    from dprelease.mechanisms import spectral
 
     return spectral
 

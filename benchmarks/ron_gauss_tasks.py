@@ -20,10 +20,10 @@ from sklearn.kernel_ridge import KernelRidge
 from sklearn.metrics import pairwise_distances, silhouette_score
 from sklearn.svm import SVC
 
-from engines.tables import table_to_bins, table_to_rows
-from mechanisms.design import design
-from mechanisms.schema import Continuous, Schema
-from mechanisms.synthesizer import MixedRows
+from dprelease.engines.tables import table_to_bins, table_to_rows
+from dprelease.mechanisms.design import design
+from dprelease.mechanisms.schema import Continuous, Schema
+from dprelease.mechanisms.synthesizer import MixedRows
 
 K_RANGE = range(2, 9)
 KMEANS_INIT = 3  # k-means++ seedings per k

@@ -27,12 +27,12 @@ import dataclasses
 import numpy as np
 from common import load_adult
 
-from engines.tables import bins_to_table, table_to_bins
-from mechanisms import factor_gauss as fg
-from mechanisms import resolution
-from mechanisms.accounting import plan_budget
-from mechanisms.schema import Continuous, Schema
-from mechanisms.synthesizer import MixedRows
+from dprelease.engines.tables import bins_to_table, table_to_bins
+from dprelease.mechanisms import factor_gauss as fg
+from dprelease.mechanisms import resolution
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.schema import Continuous, Schema
+from dprelease.mechanisms.synthesizer import MixedRows
 
 
 def _variants(schema: Schema) -> dict[str, tuple[Schema, float]]:

@@ -10,12 +10,12 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from mechanisms.accounting import BudgetPlan, account
-from mechanisms.accuracy import expected_error
-from mechanisms.errors import BudgetError
-from mechanisms.primitives import Measurement
-from mechanisms.registry import MECHANISMS
-from spec import ReleaseSpec
+from dprelease.mechanisms.accounting import BudgetPlan, account
+from dprelease.mechanisms.accuracy import expected_error
+from dprelease.mechanisms.errors import BudgetError
+from dprelease.mechanisms.primitives import Measurement
+from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.spec import ReleaseSpec
 
 IDENTIFIERS_STATEMENT = (
     "identifier columns (type: id) are never read into the model; each synthetic row gets a fresh "

@@ -18,10 +18,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
-from mechanisms.calendar import to_iso
-from mechanisms.formula import Formula
-from mechanisms.schema import Continuous, Schema
-from spec import ReleaseSpec
+from dprelease.mechanisms.calendar import to_iso
+from dprelease.mechanisms.formula import Formula
+from dprelease.mechanisms.schema import Continuous, Schema
+from dprelease.spec import ReleaseSpec
 
 __all__ = ["Derived", "Layout", "fresh_identifiers", "number_type", "publishable"]
 

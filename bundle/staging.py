@@ -28,8 +28,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from uuid import uuid4
 
-from bundle.files import PRIVATE_DIR, PUBLIC_DIR, make_dir
-from mechanisms.errors import DPReleaseError
+from dprelease.bundle.files import PRIVATE_DIR, PUBLIC_DIR, make_dir
+from dprelease.mechanisms.errors import DPReleaseError
 
 __all__ = [
     "ReleaseIdTaken",

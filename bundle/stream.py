@@ -14,11 +14,11 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from bundle.files import write_json
-from bundle.published import Layout, publishable
-from bundle.write import csv_header, io_error
-from engines.chunks import add_counts
-from mechanisms.schema import Continuous, Schema
+from dprelease.bundle.files import write_json
+from dprelease.bundle.published import Layout, publishable
+from dprelease.bundle.write import csv_header, io_error
+from dprelease.engines.chunks import add_counts
+from dprelease.mechanisms.schema import Continuous, Schema
 
 __all__ = ["Synthetic", "write_synthetic_chunks"]
 

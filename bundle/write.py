@@ -36,9 +36,17 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from bundle.document import readme
-from bundle.files import PRIVATE_DIR, PUBLIC_DIR, make_dir, set_modes, sha256, write_json, write_text
-from mechanisms.errors import DPReleaseError
+from dprelease.bundle.document import readme
+from dprelease.bundle.files import (
+    PRIVATE_DIR,
+    PUBLIC_DIR,
+    make_dir,
+    set_modes,
+    sha256,
+    write_json,
+    write_text,
+)
+from dprelease.mechanisms.errors import DPReleaseError
 
 __all__ = [
     "csv_header",

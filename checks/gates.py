@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from checks import utility as ut
-from mechanisms.errors import DPReleaseError
-from mechanisms.gates import GATEABLE, GateResult
-from mechanisms.schema import Schema
+from dprelease.checks import utility as ut
+from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.gates import GATEABLE, GateResult
+from dprelease.mechanisms.schema import Schema
 
 __all__ = ["GateError", "failed_gates_message", "gate_metrics"]
 

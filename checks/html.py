@@ -17,8 +17,8 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-from mechanisms.accuracy import describe
-from mechanisms.schema import Continuous, Schema
+from dprelease.mechanisms.accuracy import describe
+from dprelease.mechanisms.schema import Continuous, Schema
 
 __all__ = ["render_report"]
 

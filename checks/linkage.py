@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from mechanisms.schema import Continuous, Nominal, Schema
+from dprelease.mechanisms.schema import Continuous, Nominal, Schema
 
 __all__ = [
     "EXACT_MATCH_DISTANCE",

@@ -12,9 +12,9 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from checks import linkage as lk
-from checks import utility as ut
-from mechanisms.schema import Schema
+from dprelease.checks import linkage as lk
+from dprelease.checks import utility as ut
+from dprelease.mechanisms.schema import Schema
 
 __all__ = ["LIMITS", "flat_metrics", "linkage_report", "utility_report"]
 

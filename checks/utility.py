@@ -21,7 +21,7 @@ from sklearn.metrics import r2_score, roc_auc_score
 from sklearn.model_selection import cross_val_predict
 from threadpoolctl import threadpool_limits
 
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 
 __all__ = [
     "MAX_PAIRS_COLUMNS",

@@ -53,8 +53,8 @@ from pathlib import Path
 from sqlalchemy import inspect, select, text
 from sqlalchemy.engine import URL, make_url
 
-from ledger.chain import chain_problems
-from ledger.database import HEAD, PASSWORD_ENV, open_engine, redact
+from dprelease.ledger.chain import chain_problems
+from dprelease.ledger.database import HEAD, PASSWORD_ENV, open_engine, redact
 
 __all__ = ["backup", "main", "prune", "restore"]
 

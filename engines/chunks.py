@@ -28,8 +28,8 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 from fsspec.utils import read_block
 
-from engines.header import OneHot
-from engines.tables import (
+from dprelease.engines.header import OneHot
+from dprelease.engines.tables import (
     DataError,
     calendar_units,
     check_columns,
@@ -40,8 +40,8 @@ from engines.tables import (
     one_hot_categories,
     table_to_bins,
 )
-from mechanisms.rowkeys import RowKeys, holdout_mask, row_uniforms
-from mechanisms.schema import Continuous, Schema
+from dprelease.mechanisms.rowkeys import RowKeys, holdout_mask, row_uniforms
+from dprelease.mechanisms.schema import Continuous, Schema
 
 __all__ = [
     "ChunkJob",
@@ -288,7 +288,7 @@ class ChunkJob:
     def scan(self, table: pa.Table, start: int) -> Scan:
         """Pass 1 on rows start … start+len−1: GX validation, then (if valid) histograms of
         the fitted rows and the samples."""
-        from expectations.suite import validate_table  # GX is heavy: import on first use
+        from dprelease.expectations.suite import validate_table  # GX is heavy: import on first use
 
         df, changed = self.frame(table)
         n = len(df)

@@ -15,8 +15,8 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from mechanisms.errors import DPReleaseError
-from mechanisms.schema import Continuous, Schema
+from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.schema import Continuous, Schema
 
 OneHot = tuple[tuple[str, ...], str | None]
 """A one-hot group: its indicator columns in the file, and the category of a row with

@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from engines.chunks import count_rows
-from engines.tables import DataError, clip_to_bounds, map_unknown, read_table
-from mechanisms.auto import AUTO
-from mechanisms.errors import DPReleaseError
-from mechanisms.registry import MECHANISMS
-from spec import ReleaseSpec, forecast
+from dprelease.engines.chunks import count_rows
+from dprelease.engines.tables import DataError, clip_to_bounds, map_unknown, read_table
+from dprelease.mechanisms.auto import AUTO
+from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.spec import ReleaseSpec, forecast
 
 __all__ = [
     "InputRefused",

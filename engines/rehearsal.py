@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mechanisms.calendar import to_iso
-from mechanisms.registry import MECHANISMS
-from mechanisms.schema import Continuous, Schema
-from spec import ReleaseSpec
-from spec.columns import DerivedSpec, DropSpec, IdSpec, OneHotSpec
+from dprelease.mechanisms.calendar import to_iso
+from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.mechanisms.schema import Continuous, Schema
+from dprelease.spec import ReleaseSpec
+from dprelease.spec.columns import DerivedSpec, DropSpec, IdSpec, OneHotSpec
 
 __all__ = ["REHEARSAL_SEED", "model_values", "rehearsal_rows", "write_rehearsal_file"]
 

@@ -22,10 +22,10 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engines.chunks import block_bytes, local_chunks, read_csv_range, read_row_group
-from engines.tables import input_format
-from mechanisms.errors import DPReleaseError
-from spec import EngineSpec
+from dprelease.engines.chunks import block_bytes, local_chunks, read_csv_range, read_row_group
+from dprelease.engines.tables import input_format
+from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.spec import EngineSpec
 
 __all__ = ["DaskEngine", "LocalEngine", "open_engine"]
 

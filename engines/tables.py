@@ -16,10 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
-from engines.header import DataError, OneHot, check_columns, input_format
-from mechanisms.calendar import to_units
-from mechanisms.schema import Continuous, Schema
-from mechanisms.synthesizer import MixedRows
+from dprelease.engines.header import DataError, OneHot, check_columns, input_format
+from dprelease.mechanisms.calendar import to_units
+from dprelease.mechanisms.schema import Continuous, Schema
+from dprelease.mechanisms.synthesizer import MixedRows
 
 __all__ = [
     "NUMERIC_NA",

@@ -27,8 +27,8 @@ from great_expectations.expectations.metrics.map_metric_provider import (
     column_condition_partial,
 )
 
-from mechanisms.calendar import to_iso
-from mechanisms.schema import Continuous, Ordinal, Schema, on_support
+from dprelease.mechanisms.calendar import to_iso
+from dprelease.mechanisms.schema import Continuous, Ordinal, Schema, on_support
 
 for _name in [n for n in logging.root.manager.loggerDict if n.startswith("great_expectations")]:
     logging.getLogger(_name).setLevel(logging.WARNING)  # GX sets some of its loggers to INFO

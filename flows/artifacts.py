@@ -25,8 +25,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from mechanisms.errors import DPReleaseError
-from mechanisms.gates import GateResult
+from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.gates import GateResult
 
 __all__ = ["bundle_location", "check_public_url", "release_artifacts"]
 

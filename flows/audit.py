@@ -28,8 +28,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from bundle.files import sha256
-from mechanisms.accounting import zcdp_delta, zcdp_epsilon, zcdp_rho
+from dprelease.bundle.files import sha256
+from dprelease.mechanisms.accounting import zcdp_delta, zcdp_epsilon, zcdp_rho
 
 __all__ = ["Check", "LedgerChoice", "choose_ledger", "load_document", "verify_bundle"]
 
@@ -168,7 +168,7 @@ def _identity(bundle: Path, doc: dict) -> list[Check]:
 def _public_spec(doc: dict):
     """The release's spec rebuilt from its published form (the data path is not published
     and not needed: nothing here reads data)."""
-    from spec import ReleaseSpec
+    from dprelease.spec import ReleaseSpec
 
     raw = {**doc["spec"], "dataset": {"name": doc["dataset"], "path": "not-published"}}
     if isinstance(raw.get("engine"), dict) and raw["engine"].get("scheduler"):
@@ -249,7 +249,7 @@ def _status(doc: dict) -> list[Check]:
 
 
 def _ledger(doc: dict, bundle: Path, url: str) -> list[Check]:
-    from ledger import Ledger, LedgerError, spent_charge
+    from dprelease.ledger import Ledger, LedgerError, spent_charge
 
     out = []
     rid = doc["release_id"]
@@ -341,7 +341,7 @@ def _discovery(doc: dict) -> list[Check]:
     before atoms were discovered), by partition selection with Δ₁ = 2 and a threshold
     τ ≥ 1 + b·ln(1/δ) (for atoms also ≥ min_share·n); every partition selection in the
     ledger's rows listed, and their δ within the plan's (0 when none ran)."""
-    from mechanisms.discovery import quantile_level
+    from dprelease.mechanisms.discovery import quantile_level
 
     rows = {r["statistic"]: r for r in doc["privacy"]["ledger"]["measurements"]}
     out = []

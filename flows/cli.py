@@ -14,13 +14,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flows.cli_records import audit_app, ledger_app
-from flows.cli_recovery import notify, recover, settle
-from flows.console import console, fail, shown
-from mechanisms.errors import DPReleaseError
+from dprelease.flows.cli_records import audit_app, ledger_app
+from dprelease.flows.cli_recovery import notify, recover, settle
+from dprelease.flows.console import console, fail, shown
+from dprelease.mechanisms.errors import DPReleaseError
 
 if TYPE_CHECKING:
-    from spec import ReleaseSpec
+    from dprelease.spec import ReleaseSpec
 
 DEMO_SPEC = Path(__file__).parent / "demo" / "adult.yaml"
 _PREFECT_DEFAULTS = {
@@ -116,8 +116,8 @@ def _run_release(
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from bundle.staging import ReleaseIdTaken
-    from ledger import PASSWORD_ENV, BudgetRefused, ledger_url, split_password
+    from dprelease.bundle.staging import ReleaseIdTaken
+    from dprelease.ledger import PASSWORD_ENV, BudgetRefused, ledger_url, split_password
 
     try:  # what can be checked without reading a value should not wait for Prefect to start
         if ledger is not None:  # Prefect stores flow parameters: the password travels in the environment
@@ -130,12 +130,12 @@ def _run_release(
     except DPReleaseError as e:
         fail(str(e), "fix what the message names; nothing was read or spent.", 2)
 
-    from flows.prefect_server import prefect_api
-    from flows.progress import STAGES, set_progress
+    from dprelease.flows.prefect_server import prefect_api
+    from dprelease.flows.progress import STAGES, set_progress
 
     def import_the_flow() -> None:  # while Prefect's temporary server starts
-        import expectations.suite  # noqa: F401  GX (1.2 s), which the validation task imports
-        import flows.release  # noqa: F401
+        import dprelease.expectations.suite
+        import dprelease.flows.release  # noqa: F401
 
         if not verbose:
             _quiet_run_errors()
@@ -161,7 +161,7 @@ def _run_release(
         set_progress(on_stage)
         try:
             with prefect_api(meanwhile=import_the_flow):  # a temporary server that dies with the CLI
-                from flows.release import forget_outcome, release
+                from dprelease.flows.release import forget_outcome, release
 
                 forget_outcome()  # what an earlier flow run in this process did is not this one's
                 try:
@@ -177,8 +177,8 @@ def _run_release(
             progress.stop()
             fail(str(e), "nothing was read or spent.", 4)
         except DPReleaseError as e:
-            from checks.gates import GateError  # imported by now (the flow imports it)
-            from engines.inputs import InputRefused
+            from dprelease.checks.gates import GateError  # imported by now (the flow imports it)
+            from dprelease.engines.inputs import InputRefused
 
             progress.stop()
             if isinstance(e, InputRefused):  # Prefect was told only that and where; the steward sees why
@@ -211,7 +211,7 @@ def _what_the_flow_did(error: Exception) -> str:
     """``release`` raised ``error``. When Prefect raised it after the flow's body had ended
     (its API went away, so the run's end could not be reported), what the body did stands:
     its bundle is returned, or its own error raised. Otherwise ``error`` is raised again."""
-    from flows.release import run_outcome
+    from dprelease.flows.release import run_outcome
 
     outcome = run_outcome()
     if outcome is None or outcome[1] is error:
@@ -252,7 +252,7 @@ def _api_unreachable() -> bool:
 
 def _undelivered(out: Path, release_id: str) -> None:
     """Say so when this release's artifacts and event are queued, not delivered."""
-    from flows.events import UNDELIVERED
+    from dprelease.flows.events import UNDELIVERED
 
     if any((out / UNDELIVERED).glob(f"{release_id}-*.json")):
         console.print(
@@ -271,10 +271,10 @@ def _before_prefect(spec: Path, out: Path, release_id: str | None, ledger_url: s
     recorded as the flow records it: a ``refused`` ledger row (by ``Ledger.reserve``) and a
     failure record. The data file: it exists, is readable, has a supported format, and its
     header line (structure, not a record) holds the schema's columns."""
-    from bundle.staging import check_destination, check_out
-    from engines.header import check_columns, read_header
-    from engines.inputs import resolve_mechanism
-    from spec import RELEASE_ID, load_spec
+    from dprelease.bundle.staging import check_destination, check_out
+    from dprelease.engines.header import check_columns, read_header
+    from dprelease.engines.inputs import resolve_mechanism
+    from dprelease.spec import RELEASE_ID, load_spec
 
     s = load_spec(spec)
     s.refuse_draft()
@@ -310,9 +310,9 @@ def _refused_by_the_ledger(s: ReleaseSpec, out: Path, rid: str | None, ledger_ur
     """Recover what dead runs left in ``out``, then raise ``BudgetRefused`` if the ledger
     would refuse this release, recorded as the flow records it. A first release finds no
     ledger (it is opened, not created) and nothing to refuse."""
-    from ledger import Ledger, NoLedger, default_url
-    from mechanisms.accounting import plan_budget
-    from mechanisms.registry import MECHANISMS
+    from dprelease.ledger import Ledger, NoLedger, default_url
+    from dprelease.mechanisms.accounting import plan_budget
+    from dprelease.mechanisms.registry import MECHANISMS
 
     try:
         book = Ledger(ledger_url or default_url(out), create=False)
@@ -320,7 +320,7 @@ def _refused_by_the_ledger(s: ReleaseSpec, out: Path, rid: str | None, ledger_ur
         return
     with book:
         if any(out.glob(".staging-*")):
-            from flows.recovery import recover
+            from dprelease.flows.recovery import recover
 
             for r in recover(out, book):
                 console.print(f"[yellow]recovered:[/yellow] {shown(r.describe())}")
@@ -333,8 +333,8 @@ def _refused_by_the_ledger(s: ReleaseSpec, out: Path, rid: str | None, ledger_ur
             "not_dp": MECHANISMS[s.mechanism.name].defects(s.mechanism_params()),
         }
         if book.refusal(release_id=rid, **facts) is not None:
-            from bundle.write import write_failure_record
-            from ledger import BudgetRefused
+            from dprelease.bundle.write import write_failure_record
+            from dprelease.ledger import BudgetRefused
 
             named = rid or s.resolved_release_id()
             try:  # records the refused row and raises, as the flow's allocate_budget does
@@ -481,17 +481,17 @@ def validate(
     public schema. Spends no budget."""
     for k, v in _PREFECT_DEFAULTS.items():
         os.environ.setdefault(k, v)
-    from bundle.files import write_json
-    from engines.inputs import check_rows, failing_rules, read_input, resolve_mechanism
-    from flows.rehearsal import rehearse
-    from spec import load_spec
+    from dprelease.bundle.files import write_json
+    from dprelease.engines.inputs import check_rows, failing_rules, read_input, resolve_mechanism
+    from dprelease.flows.rehearsal import rehearse
+    from dprelease.spec import load_spec
 
     try:
         s = _chosen(resolve_mechanism(load_spec(spec)))
         schema = s.public_schema()
         rehearsal = rehearse(s)  # before any value is read, as the release flow does before its reserve
         df, changed = read_input(s)  # the release's policies (clip, other) apply here too
-        from expectations.suite import validate_table
+        from dprelease.expectations.suite import validate_table
 
         suite, records = validate_table(df, schema, "input")
     except DPReleaseError as e:
@@ -644,8 +644,8 @@ def init(
     FILL, to be supplied from public knowledge; every guess is listed under draft.confirm.
     With --private-epsilon, the bounds, atoms and categories of the columns whose kind is
     known are discovered under DP instead, charged to the dataset's ledger."""
-    from engines.header import declared_kinds, read_header
-    from spec.draft import draft_text
+    from dprelease.engines.header import declared_kinds, read_header
+    from dprelease.spec.draft import draft_text
 
     try:
         columns = read_header(data)
@@ -708,8 +708,8 @@ def _discover(
     atom_share: float,
 ):
     """``init --private-epsilon``: the DP discovery (``flows.discovery``) and its draft lines."""
-    from flows.discovery import DISCOVERABLE, discover, draft_entries
-    from ledger import BudgetRefused, ledger_url
+    from dprelease.flows.discovery import DISCOVERABLE, discover, draft_entries
+    from dprelease.ledger import BudgetRefused, ledger_url
 
     chosen = {c: k for c, (k, _) in (kinds or {}).items() if k in DISCOVERABLE}
     if not chosen:
@@ -764,8 +764,8 @@ def mechanisms(
 
     from rich.panel import Panel
 
-    from mechanisms.registry import MECHANISMS
-    from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+    from dprelease.mechanisms.registry import MECHANISMS
+    from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 
     every_kind = Schema((Continuous("x", 0.0, 1.0), Ordinal("o", ("lo", "hi")), Nominal("c", ("a", "b"))))
     defaults = {name: m.params_type() for name, m in MECHANISMS.items()}
@@ -801,7 +801,7 @@ def mechanisms(
         grid.add_row("rows", rows[name])
         grid.add_row("what it does", escape(m.summary))
         out.print(Panel(grid, title=f"[bold]{escape(name)}[/bold]", title_align="left"))
-    from mechanisms.auto import rule_text
+    from dprelease.mechanisms.auto import rule_text
 
     out.print(
         Panel(
@@ -836,7 +836,7 @@ def main() -> None:
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         if not _API_LOST:
-            server = sys.modules.get("flows.prefect_server")  # imported only by release and demo
+            server = sys.modules.get("dprelease.flows.prefect_server")  # imported only by release and demo
             if server is not None and server.prefect_drained():
                 # The run's logs and events are sent (any temporary server stopped): Prefect's
                 # remaining teardown (thread pools, its event loop, drains of nothing) is skipped

@@ -12,9 +12,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from flows.console import console, fail, shown
-from mechanisms.accuracy import describe
-from mechanisms.errors import DPReleaseError
+from dprelease.flows.console import console, fail, shown
+from dprelease.mechanisms.accuracy import describe
+from dprelease.mechanisms.errors import DPReleaseError
 
 __all__ = ["audit_app", "ledger_app"]
 
@@ -40,8 +40,8 @@ LedgerReadOpt = Annotated[
 def audit_verify(bundle: BundleArg, ledger: LedgerReadOpt = None) -> None:
     """Recompute every sha256, the budget arithmetic and the hash chain; cross-check the
     ledger. Exit 0 only if every check holds; 1 names what does not."""
-    from flows.audit import choose_ledger, load_document, verify_bundle
-    from ledger import ledger_url, redact
+    from dprelease.flows.audit import choose_ledger, load_document, verify_bundle
+    from dprelease.ledger import ledger_url, redact
 
     try:
         given = None if ledger is None else ledger_url(ledger, bundle)
@@ -82,7 +82,7 @@ def audit_show(
 ) -> None:
     """What the release spent, by stage and statistic (sensitivity, noise scale), and its
     totals against the dataset's lifetime budget."""
-    from flows.audit import load_document
+    from dprelease.flows.audit import load_document
 
     try:
         doc, _ = load_document(bundle)
@@ -237,7 +237,7 @@ def ledger_show(
     Exits 1 when the hash chain is broken."""
     import math
 
-    from ledger import Ledger, ledger_url
+    from dprelease.ledger import Ledger, ledger_url
 
     try:
         with Ledger(ledger_url(ledger, out), create=False) as led:

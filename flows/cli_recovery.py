@@ -9,8 +9,8 @@ from typing import Annotated
 
 import typer
 
-from flows.console import console, fail, shown
-from mechanisms.errors import DPReleaseError
+from dprelease.flows.console import console, fail, shown
+from dprelease.mechanisms.errors import DPReleaseError
 
 __all__ = ["notify", "recover", "settle"]
 
@@ -31,7 +31,7 @@ LedgerUrl = Annotated[
 
 
 def _open(out: Path, ledger: str | None):
-    from ledger import Ledger, ledger_url, split_password
+    from dprelease.ledger import Ledger, ledger_url, split_password
 
     url, password = split_password(ledger_url(ledger, out))
     return Ledger(url, password=password, create=False)
@@ -42,7 +42,7 @@ def recover(out: OutDir = Path("releases"), ledger: LedgerUrl = None) -> None:
     this first. A staging folder whose release the ledger shows sealed is moved into place; any
     other becomes a failure record under failures/, the only place its confidential reports are
     kept. A release still running (its staging folder locked) is left alone."""
-    from flows.recovery import recover as recover_out
+    from dprelease.flows.recovery import recover as recover_out
 
     if not out.is_dir():
         fail(f"'{out}' is not a folder", "pass --out with the folder your releases go to.", 2)
@@ -64,8 +64,8 @@ def notify(out: OutDir = Path("releases")) -> None:
     queued; 1 some could not be sent (the server is still unreachable); 2 no PREFECT_API_URL."""
     import os
 
-    from flows.cli import _PREFECT_DEFAULTS
-    from flows.events import UNDELIVERED, send_undelivered
+    from dprelease.flows.cli import _PREFECT_DEFAULTS
+    from dprelease.flows.events import UNDELIVERED, send_undelivered
 
     queued = sorted((out / UNDELIVERED).glob("*.json"))
     if not queued:
@@ -119,7 +119,7 @@ def settle(
 
     Refused while the attempt may be alive: its staging folder in --out is locked, or its pid
     lives on this host. Exit codes: 0 settled; 2 refused (nothing written)."""
-    from flows.recovery import settle as settle_attempt
+    from dprelease.flows.recovery import settle as settle_attempt
 
     try:
         with _open(out, ledger) as book:

@@ -24,13 +24,13 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
-from bundle.files import PUBLIC_DIR, make_dir, sha256, write_json
-from bundle.staging import check_out
-from bundle.write import io_error
-from engines.header import DataError, input_format
-from engines.tables import numbers
-from mechanisms.accounting import BudgetPlan
-from mechanisms.discovery import (
+from dprelease.bundle.files import PUBLIC_DIR, make_dir, sha256, write_json
+from dprelease.bundle.staging import check_out
+from dprelease.bundle.write import io_error
+from dprelease.engines.header import DataError, input_format
+from dprelease.engines.tables import numbers
+from dprelease.mechanisms.accounting import BudgetPlan
+from dprelease.mechanisms.discovery import (
     MAX_LEVEL,
     DiscoveredAtoms,
     DiscoveredBounds,
@@ -39,10 +39,10 @@ from mechanisms.discovery import (
     discover_numeric,
     discovery_plan,
 )
-from mechanisms.errors import DPReleaseError
-from mechanisms.primitives import Measurement
-from mechanisms.randomness import noise_rngs
-from spec.sections import DISCOVERY, MAX_NAME, STAMP, DatasetSpec
+from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.primitives import Measurement
+from dprelease.mechanisms.randomness import noise_rngs
+from dprelease.spec.sections import DISCOVERY, MAX_NAME, STAMP, DatasetSpec
 
 __all__ = ["DISCOVERABLE", "Discovery", "discover"]
 
@@ -181,7 +181,7 @@ def discover(
     ``kinds``' columns under (ε, δ)-DP: ε split evenly over the columns
     (``mechanisms.discovery``: a numeric column's ε in thirds, each bound and the atoms, or
     with ``atom_share`` 0 in halves, each bound), δ over the partition selections."""
-    from ledger import Ledger, ledger_facts
+    from dprelease.ledger import Ledger, ledger_facts
 
     if not kinds:
         raise DPReleaseError("no column of a discoverable kind (continuous, integer, nominal) is known")
@@ -391,7 +391,7 @@ def _atoms_note(a: DiscoveredAtoms, atoms: list[float], dropped: bool) -> str:
 def draft_entries(found: Discovery, kinds: dict[str, str]) -> dict[str, tuple[str, str, str]]:
     """Each discovered column's draft line: (schema body, comment, what to confirm). A
     column whose atoms were off (``--atom-share 0``) gets neither atoms nor their note."""
-    from spec.draft import yaml_scalar
+    from dprelease.spec.draft import yaml_scalar
 
     out = {}
     where = f"discovered under DP in {found.release_id}"

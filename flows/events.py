@@ -48,11 +48,11 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
-from bundle.write import write_failure_record
-from checks.gates import GateError
-from ledger import BudgetRefused, Ledger, NoLedger, budget_facts
-from mechanisms.errors import DPReleaseError
-from spec import RELEASE_ID  # re-exported: the flow and the hooks check release ids with it
+from dprelease.bundle.write import write_failure_record
+from dprelease.checks.gates import GateError
+from dprelease.ledger import BudgetRefused, Ledger, NoLedger, budget_facts
+from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.spec import RELEASE_ID  # re-exported: the flow and the hooks check release ids with it
 
 __all__ = [
     "DELIVERY_TIMEOUT",

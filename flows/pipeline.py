@@ -32,26 +32,26 @@ import pandas as pd
 from prefect import get_run_logger
 from prefect.runtime import flow_run
 
-from bundle.document import release_document
-from bundle.published import Layout, publishable
-from engines.inputs import InputRefused, check_rows, holdout_split
-from engines.runners import open_engine
-from engines.tables import DataError, table_to_bins, table_to_rows
-from flows.events import RunRecord
-from flows.progress import rows_done, step_detail, step_reached
-from ledger import Ledger, ledger_facts
-from mechanisms.accounting import BudgetPlan
-from mechanisms.errors import DPReleaseError
-from mechanisms.gates import GATES_STAGE, GateResult
-from mechanisms.primitives import Measurement, Streams, sampler_note
-from mechanisms.registry import MECHANISMS
-from mechanisms.rowkeys import RowKeys
-from mechanisms.synthesizer import Stage
-from spec import ReleaseSpec
-from tasks.budget import allocate_budget
-from tasks.post_release import check_gates, check_linkage, check_utility, write_report
-from tasks.publish import write_bundle
-from tasks.streaming import (
+from dprelease.bundle.document import release_document
+from dprelease.bundle.published import Layout, publishable
+from dprelease.engines.inputs import InputRefused, check_rows, holdout_split
+from dprelease.engines.runners import open_engine
+from dprelease.engines.tables import DataError, table_to_bins, table_to_rows
+from dprelease.flows.events import RunRecord
+from dprelease.flows.progress import rows_done, step_detail, step_reached
+from dprelease.ledger import Ledger, ledger_facts
+from dprelease.mechanisms.accounting import BudgetPlan
+from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.gates import GATES_STAGE, GateResult
+from dprelease.mechanisms.primitives import Measurement, Streams, sampler_note
+from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.mechanisms.rowkeys import RowKeys
+from dprelease.mechanisms.synthesizer import Stage
+from dprelease.spec import ReleaseSpec
+from dprelease.tasks.budget import allocate_budget
+from dprelease.tasks.post_release import check_gates, check_linkage, check_utility, write_report
+from dprelease.tasks.publish import write_bundle
+from dprelease.tasks.streaming import (
     chunk_job,
     scan_input,
     stream_decode,
@@ -60,8 +60,8 @@ from tasks.streaming import (
     stream_sample,
     streaming_steps,
 )
-from tasks.synthesis import decode, encode, estimate_private_moments, project_and_sample
-from tasks.validate import validate_input, validate_output
+from dprelease.tasks.synthesis import decode, encode, estimate_private_moments, project_and_sample
+from dprelease.tasks.validate import validate_input, validate_output
 
 __all__ = ["Outcome", "Run", "release_steps"]
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the CLI imports this module before the flow's heavy modules
-    from flows.events import RunRecord
+    from dprelease.flows.events import RunRecord
 
 __all__ = ["STAGES", "rows_done", "set_progress", "step_detail", "step_reached"]
 

@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bundle.files import sha256
-from bundle.staging import Staging, owner_of, stale_stagings
-from bundle.write import write_failure_record
-from ledger import Ledger
-from mechanisms.errors import DPReleaseError
+from dprelease.bundle.files import sha256
+from dprelease.bundle.staging import Staging, owner_of, stale_stagings
+from dprelease.bundle.write import write_failure_record
+from dprelease.ledger import Ledger
+from dprelease.mechanisms.errors import DPReleaseError
 
 __all__ = [
     "ProcessDied",

@@ -32,16 +32,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bundle.published import Derived, fresh_identifiers
-from bundle.staging import prepare_staging
-from engines.rehearsal import rehearsal_rows, write_rehearsal_file
-from flows.events import RunRecord
-from flows.pipeline import Run, release_steps
-from ledger import Ledger
-from mechanisms.errors import DPReleaseError
-from mechanisms.primitives import release_streams
-from mechanisms.registry import MECHANISMS
-from spec import EngineSpec, ReleaseSpec, SpecError
+from dprelease.bundle.published import Derived, fresh_identifiers
+from dprelease.bundle.staging import prepare_staging
+from dprelease.engines.rehearsal import rehearsal_rows, write_rehearsal_file
+from dprelease.flows.events import RunRecord
+from dprelease.flows.pipeline import Run, release_steps
+from dprelease.ledger import Ledger
+from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.primitives import release_streams
+from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.spec import EngineSpec, ReleaseSpec, SpecError
 
 __all__ = ["MAX_ROW_NUMBER", "Rehearsal", "RehearsalError", "rehearse"]
 

@@ -30,12 +30,12 @@ from typing import Any, cast
 from prefect import flow, get_run_logger
 from prefect.runtime import deployment, flow_run
 
-from bundle.staging import prepare_staging
-from checks.gates import GateError, failed_gates_message
-from engines.inputs import InputRefused, resolve_mechanism
-from flows.artifacts import bundle_location, check_public_url, release_artifacts
-from flows.concurrency import DatasetSlot
-from flows.events import (
+from dprelease.bundle.staging import prepare_staging
+from dprelease.checks.gates import GateError, failed_gates_message
+from dprelease.engines.inputs import InputRefused, resolve_mechanism
+from dprelease.flows.artifacts import bundle_location, check_public_url, release_artifacts
+from dprelease.flows.concurrency import DatasetSlot
+from dprelease.flows.events import (
     RELEASE_ID,
     RunRecord,
     deliver,
@@ -48,15 +48,15 @@ from flows.events import (
     track,
     untrack,
 )
-from flows.pipeline import Run, release_steps
-from flows.progress import STAGES, set_progress, step_reached
-from flows.recovery import log_recovered, published_by_run, recover
-from flows.rehearsal import rehearse
-from ledger import PASSWORD_ENV, Ledger, default_url, split_password
-from mechanisms.errors import DPReleaseError
-from mechanisms.primitives import release_streams
-from spec import load_spec
-from tasks.scrub import scrub
+from dprelease.flows.pipeline import Run, release_steps
+from dprelease.flows.progress import STAGES, set_progress, step_reached
+from dprelease.flows.recovery import log_recovered, published_by_run, recover
+from dprelease.flows.rehearsal import rehearse
+from dprelease.ledger import PASSWORD_ENV, Ledger, default_url, split_password
+from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.primitives import release_streams
+from dprelease.spec import load_spec
+from dprelease.tasks.scrub import scrub
 
 __all__ = ["STAGES", "forget_outcome", "release", "run_outcome", "set_progress"]
 

@@ -7,8 +7,8 @@ holds the tables, the connection and the write lock; ``ledger.facts`` the figure
 release publishes. It sits below the Prefect tasks and imports only ``mechanisms``.
 """
 
-from ledger.charges import UNPROTECTED, spent_charge, void_since
-from ledger.database import (
+from dprelease.ledger.charges import UNPROTECTED, spent_charge, void_since
+from dprelease.ledger.database import (
     FIELDS,
     LOCK_WAIT,
     PASSWORD_ENV,
@@ -24,8 +24,8 @@ from ledger.database import (
     row_hash,
     split_password,
 )
-from ledger.facts import budget_facts, ledger_facts
-from ledger.store import Ledger
+from dprelease.ledger.facts import budget_facts, ledger_facts
+from dprelease.ledger.store import Ledger
 
 __all__ = [
     "FIELDS",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
 
-from ledger.database import CHECKPOINT, ENTRIES, GENESIS, HEAD, Txn, raw_rows, row_hash
+from dprelease.ledger.database import CHECKPOINT, ENTRIES, GENESIS, HEAD, Txn, raw_rows, row_hash
 
 __all__ = ["chain_problems", "read_rows_problems", "set_checkpoint", "tail_problems"]
 

@@ -15,8 +15,8 @@ import math
 import os
 import socket
 
-from mechanisms.accounting import BudgetPlan, Charge, compose_lifetime, headroom, zcdp_epsilon
-from mechanisms.errors import BudgetError
+from dprelease.mechanisms.accounting import BudgetPlan, Charge, compose_lifetime, headroom, zcdp_epsilon
+from dprelease.mechanisms.errors import BudgetError
 
 __all__ = [
     "STATES",

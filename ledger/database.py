@@ -45,7 +45,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from mechanisms.errors import BudgetError, DPReleaseError
+from dprelease.mechanisms.errors import BudgetError, DPReleaseError
 
 __all__ = [
     "CHECKPOINT",

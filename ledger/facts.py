@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger.database import redact
-from ledger.store import Ledger
+from dprelease.ledger.database import redact
+from dprelease.ledger.store import Ledger
 
 __all__ = ["budget_facts", "ledger_facts"]
 

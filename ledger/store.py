@@ -30,8 +30,8 @@ from sqlalchemy import insert, inspect, select, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
-from ledger.chain import chain_problems, read_rows_problems, set_checkpoint, tail_problems
-from ledger.charges import (
+from dprelease.ledger.chain import chain_problems, read_rows_problems, set_checkpoint, tail_problems
+from dprelease.ledger.charges import (
     STATES,
     UNPROTECTED,
     by_release,
@@ -45,7 +45,7 @@ from ledger.charges import (
     stored,
     void_since,
 )
-from ledger.database import (
+from dprelease.ledger.database import (
     ENTRIES,
     GENESIS,
     HEAD,
@@ -60,8 +60,15 @@ from ledger.database import (
     transaction,
     url_password,
 )
-from mechanisms.accounting import BudgetPlan, Charge, Headroom, LifetimeSpend, compose_lifetime, headroom
-from mechanisms.primitives import Measurement
+from dprelease.mechanisms.accounting import (
+    BudgetPlan,
+    Charge,
+    Headroom,
+    LifetimeSpend,
+    compose_lifetime,
+    headroom,
+)
+from dprelease.mechanisms.primitives import Measurement
 
 __all__ = ["Ledger"]
 

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from scipy.optimize import brentq
 
-from mechanisms.errors import BudgetError
+from dprelease.mechanisms.errors import BudgetError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from mechanisms.primitives import Measurement
+    from dprelease.mechanisms.primitives import Measurement
 
 __all__ = [
     "BudgetPlan",

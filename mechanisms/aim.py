@@ -46,13 +46,13 @@ from typing import Any
 
 import numpy as np
 
-from mechanisms.accounting import BudgetPlan
-from mechanisms.graphical import Marginal, Model, estimate, marginal_of, model_size, sample
-from mechanisms.marginals import histogram_sensitivity
-from mechanisms.primitives import Measurement, exponential_mechanism, gaussian_mechanism
-from mechanisms.schema import Schema, check_target
-from mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Streaming, Synthesizer
-from mechanisms.workload import (
+from dprelease.mechanisms.accounting import BudgetPlan
+from dprelease.mechanisms.graphical import Marginal, Model, estimate, marginal_of, model_size, sample
+from dprelease.mechanisms.marginals import histogram_sensitivity
+from dprelease.mechanisms.primitives import Measurement, exponential_mechanism, gaussian_mechanism
+from dprelease.mechanisms.schema import Schema, check_target
+from dprelease.mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Streaming, Synthesizer
+from dprelease.mechanisms.workload import (
     Workload,
     chunk_counts,
     decode_groups,

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mechanisms.schema import Continuous, Nominal, Schema
-from mechanisms.synthesizer import MixedRows
+from dprelease.mechanisms.schema import Continuous, Nominal, Schema
+from dprelease.mechanisms.synthesizer import MixedRows
 
 __all__ = ["Design", "design"]
 

@@ -45,10 +45,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mechanisms.accounting import BudgetPlan, StageBudget
-from mechanisms.errors import BudgetError
-from mechanisms.primitives import Measurement, laplace_mechanism
-from mechanisms.randomness import is_vetted, opendp
+from dprelease.mechanisms.accounting import BudgetPlan, StageBudget
+from dprelease.mechanisms.errors import BudgetError
+from dprelease.mechanisms.primitives import Measurement, laplace_mechanism
+from dprelease.mechanisms.randomness import is_vetted, opendp
 
 __all__ = [
     "ATOM_SHARE",

@@ -38,8 +38,8 @@ from typing import Literal
 
 import numpy as np
 
-from mechanisms.accounting import BudgetPlan, StageBudget
-from mechanisms.latent import (
+from dprelease.mechanisms.accounting import BudgetPlan, StageBudget
+from dprelease.mechanisms.latent import (
     LatentCode,
     from_latent,
     hermite_coefficients,
@@ -47,9 +47,9 @@ from mechanisms.latent import (
     latent_correlation,
     to_latent,
 )
-from mechanisms.marginals import histogram, histogram_sensitivity, private_distribution
-from mechanisms.primitives import Measurement, measure_stage, stage_noise
-from mechanisms.refine import (
+from dprelease.mechanisms.marginals import histogram, histogram_sensitivity, private_distribution
+from dprelease.mechanisms.primitives import Measurement, measure_stage, stage_noise
+from dprelease.mechanisms.refine import (
     OVERSAMPLE,
     Pairs,
     measure_pairs,
@@ -60,10 +60,17 @@ from mechanisms.refine import (
     table_pairs,
     table_shares,
 )
-from mechanisms.resolution import Cells, resolve
-from mechanisms.rowkeys import RowKeys, row_uniforms
-from mechanisms.schema import Schema, check_target
-from mechanisms.synthesizer import HistogramNoise, MixedRows, Sensitivity, Stage, Streaming, Synthesizer
+from dprelease.mechanisms.resolution import Cells, resolve
+from dprelease.mechanisms.rowkeys import RowKeys, row_uniforms
+from dprelease.mechanisms.schema import Schema, check_target
+from dprelease.mechanisms.synthesizer import (
+    HistogramNoise,
+    MixedRows,
+    Sensitivity,
+    Stage,
+    Streaming,
+    Synthesizer,
+)
 
 __all__ = [
     "REFINE_WEIGHTS",

@@ -38,9 +38,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from mechanisms.resolution import group_count
-from mechanisms.schema import Continuous, Schema
-from mechanisms.synthesizer import HistogramNoise
+from dprelease.mechanisms.resolution import group_count
+from dprelease.mechanisms.schema import Continuous, Schema
+from dprelease.mechanisms.synthesizer import HistogramNoise
 
 __all__ = [
     "COARSE",

@@ -41,9 +41,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mechanisms.accounting import StageBudget
-from mechanisms.primitives import Measurement, measure_stage
-from mechanisms.synthesizer import Sensitivity
+from dprelease.mechanisms.accounting import StageBudget
+from dprelease.mechanisms.primitives import Measurement, measure_stage
+from dprelease.mechanisms.synthesizer import Sensitivity
 
 __all__ = [
     "ADVISORY_METRICS",

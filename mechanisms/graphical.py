@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from mechanisms.primitives import Measurement
+from dprelease.mechanisms.primitives import Measurement
 
 __all__ = [
     "ESTIMATION_ITERS",

@@ -41,11 +41,11 @@ from typing import Literal
 import numpy as np
 from scipy.linalg import blas
 
-from mechanisms.accounting import BudgetPlan
-from mechanisms.design import Design, design
-from mechanisms.marginals import histogram, histogram_sensitivity, project_to_simplex
-from mechanisms.primitives import Measurement, laplace_mechanism, unprotected
-from mechanisms.publishing import (
+from dprelease.mechanisms.accounting import BudgetPlan
+from dprelease.mechanisms.design import Design, design
+from dprelease.mechanisms.marginals import histogram, histogram_sensitivity, project_to_simplex
+from dprelease.mechanisms.primitives import Measurement, laplace_mechanism, unprotected
+from dprelease.mechanisms.publishing import (
     Layout,
     class_moment_sensitivity,
     layout,
@@ -53,8 +53,8 @@ from mechanisms.publishing import (
     paper_class_moment_sensitivity,
     upper,
 )
-from mechanisms.schema import Continuous, Schema
-from mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Synthesizer
+from dprelease.mechanisms.schema import Continuous, Schema
+from dprelease.mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Synthesizer
 
 __all__ = [
     "CLASS_COUNT_SHARE",

@@ -13,7 +13,7 @@ from typing import Literal
 
 import numpy as np
 
-from mechanisms.primitives import Measurement
+from dprelease.mechanisms.primitives import Measurement
 
 __all__ = [
     "histogram",

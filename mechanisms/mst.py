@@ -36,13 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from mechanisms.accounting import BudgetPlan, StageBudget
-from mechanisms.graphical import Marginal, estimate, sample
-from mechanisms.marginals import histogram_sensitivity
-from mechanisms.primitives import Measurement, exponential_mechanism, measure_stage
-from mechanisms.schema import Schema
-from mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Streaming, Synthesizer
-from mechanisms.workload import (
+from dprelease.mechanisms.accounting import BudgetPlan, StageBudget
+from dprelease.mechanisms.graphical import Marginal, estimate, sample
+from dprelease.mechanisms.marginals import histogram_sensitivity
+from dprelease.mechanisms.primitives import Measurement, exponential_mechanism, measure_stage
+from dprelease.mechanisms.schema import Schema
+from dprelease.mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Streaming, Synthesizer
+from dprelease.mechanisms.workload import (
     Workload,
     chunk_counts,
     decode_groups,

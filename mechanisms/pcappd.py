@@ -35,10 +35,10 @@ from typing import Literal
 
 import numpy as np
 
-from mechanisms.accounting import BudgetPlan
-from mechanisms.design import design
-from mechanisms.primitives import Measurement, laplace_mechanism
-from mechanisms.publishing import (
+from dprelease.mechanisms.accounting import BudgetPlan
+from dprelease.mechanisms.design import design
+from dprelease.mechanisms.primitives import Measurement, laplace_mechanism
+from dprelease.mechanisms.publishing import (
     Layout,
     layout,
     mirror,
@@ -46,8 +46,8 @@ from mechanisms.publishing import (
     paper_moment_sensitivity,
     upper,
 )
-from mechanisms.schema import Schema
-from mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Synthesizer
+from dprelease.mechanisms.schema import Schema
+from dprelease.mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Synthesizer
 
 __all__ = [
     "SYNTHESIZER",

@@ -18,9 +18,9 @@ from typing import Literal
 
 import numpy as np
 
-from mechanisms.accounting import StageBudget
-from mechanisms.errors import BudgetError
-from mechanisms.randomness import (
+from dprelease.mechanisms.accounting import StageBudget
+from dprelease.mechanisms.errors import BudgetError
+from dprelease.mechanisms.randomness import (
     NUMPY_SAMPLER_NOTE,
     VETTED_SAMPLER_NOTE,
     Streams,
@@ -371,7 +371,7 @@ def stage_noise(
     pure DP (a ``VettedRNG`` may raise either by an ulp). For forecasts only: it draws
     nothing and spends nothing.
 
-    >>> from mechanisms.accounting import StageBudget
+    >>> from dprelease.mechanisms.accounting import StageBudget
     >>> stage_noise(StageBudget("s", 1.0, 0.5, None), l2_sensitivity=1.0, l1_sensitivity=1.0)
     ('gaussian', 1.0000000000000002)
     """

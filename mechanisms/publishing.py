@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mechanisms.design import Design
+from dprelease.mechanisms.design import Design
 
 __all__ = [
     "Layout",

@@ -22,7 +22,7 @@ from typing import Literal
 
 import numpy as np
 
-from mechanisms.errors import BudgetError
+from dprelease.mechanisms.errors import BudgetError
 
 __all__ = [
     "NUMPY_SAMPLER_NOTE",

@@ -41,12 +41,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mechanisms.accounting import StageBudget
-from mechanisms.accuracy import entry_noise
-from mechanisms.marginals import histogram_sensitivity, project_to_simplex
-from mechanisms.primitives import Measurement, measure_stage
-from mechanisms.resolution import Cells, column_groups
-from mechanisms.schema import Schema
+from dprelease.mechanisms.accounting import StageBudget
+from dprelease.mechanisms.accuracy import entry_noise
+from dprelease.mechanisms.marginals import histogram_sensitivity, project_to_simplex
+from dprelease.mechanisms.primitives import Measurement, measure_stage
+from dprelease.mechanisms.resolution import Cells, column_groups
+from dprelease.mechanisms.schema import Schema
 
 __all__ = [
     "FIT_ROWS",

@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
-from mechanisms import aim, dpfm, factor_gauss, lda_ppd, mst, pcappd, private_pca, ron_gauss, spectral
-from mechanisms.synthesizer import Synthesizer
+from dprelease.mechanisms import (
+    aim,
+    dpfm,
+    factor_gauss,
+    lda_ppd,
+    mst,
+    pcappd,
+    private_pca,
+    ron_gauss,
+    spectral,
+)
+from dprelease.mechanisms.synthesizer import Synthesizer
 
 __all__ = ["MECHANISMS"]
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mechanisms.schema import Column, Continuous, Schema
+from dprelease.mechanisms.schema import Column, Continuous, Schema
 
 __all__ = ["MIN_GROUPS", "NOISE_TVD", "Cells", "column_groups", "group_count", "resolve"]
 

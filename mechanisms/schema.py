@@ -24,8 +24,8 @@ from typing import Literal, cast, overload
 
 import numpy as np
 
-from mechanisms.calendar import Unit, to_iso
-from mechanisms.errors import SchemaError
+from dprelease.mechanisms.calendar import Unit, to_iso
+from dprelease.mechanisms.errors import SchemaError
 
 __all__ = [
     "DEFAULT_BINS",

@@ -25,10 +25,10 @@ from typing import Literal
 import numpy as np
 from scipy.spatial import KDTree
 
-from mechanisms.accounting import BudgetPlan
-from mechanisms.design import design
-from mechanisms.schema import Schema
-from mechanisms.synthesizer import MixedRows, Stage, Synthesizer
+from dprelease.mechanisms.accounting import BudgetPlan
+from dprelease.mechanisms.design import design
+from dprelease.mechanisms.schema import Schema
+from dprelease.mechanisms.synthesizer import MixedRows, Stage, Synthesizer
 
 __all__ = [
     "SYNTHESIZER",

@@ -31,9 +31,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from mechanisms.accounting import BudgetPlan
-from mechanisms.primitives import Measurement
-from mechanisms.schema import Schema
+from dprelease.mechanisms.accounting import BudgetPlan
+from dprelease.mechanisms.primitives import Measurement
+from dprelease.mechanisms.schema import Schema
 
 __all__ = ["Fit", "HistogramNoise", "MixedRows", "Sensitivity", "Stage", "Streaming", "Synthesizer"]
 

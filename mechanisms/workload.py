@@ -27,14 +27,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from mechanisms.accounting import BudgetPlan
-from mechanisms.factor_gauss import cells_for, marginal_noise, measure_marginals
-from mechanisms.graphical import Marginal, table_counts
-from mechanisms.marginals import histogram, private_distribution
-from mechanisms.primitives import Measurement
-from mechanisms.resolution import Cells
-from mechanisms.schema import Schema
-from mechanisms.synthesizer import HistogramNoise, MixedRows
+from dprelease.mechanisms.accounting import BudgetPlan
+from dprelease.mechanisms.factor_gauss import cells_for, marginal_noise, measure_marginals
+from dprelease.mechanisms.graphical import Marginal, table_counts
+from dprelease.mechanisms.marginals import histogram, private_distribution
+from dprelease.mechanisms.primitives import Measurement
+from dprelease.mechanisms.resolution import Cells
+from dprelease.mechanisms.schema import Schema
+from dprelease.mechanisms.synthesizer import HistogramNoise, MixedRows
 
 __all__ = [
     "MAX_PAIR_CELLS",

@@ -5,8 +5,8 @@ Nothing here reads data. It sits between the mathematics (``mechanisms``) and ev
 that runs a release, so every layer above can import it and it imports none of them.
 """
 
-from spec.forecast import Forecast, forecast
-from spec.release import RELEASE_ID, ContinuousSpec, EngineSpec, ReleaseSpec, SpecError, load_spec
+from dprelease.spec.forecast import Forecast, forecast
+from dprelease.spec.release import RELEASE_ID, ContinuousSpec, EngineSpec, ReleaseSpec, SpecError, load_spec
 
 __all__ = [
     "RELEASE_ID",

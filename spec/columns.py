@@ -20,9 +20,9 @@ from pydantic import (
     field_validator,
 )
 
-from mechanisms.calendar import DATE_UNITS, DATETIME_UNITS, Unit, to_units
-from mechanisms.formula import Formula
-from mechanisms.schema import MAX_INTERVALS
+from dprelease.mechanisms.calendar import DATE_UNITS, DATETIME_UNITS, Unit, to_units
+from dprelease.mechanisms.formula import Formula
+from dprelease.mechanisms.schema import MAX_INTERVALS
 
 MAX_VALUES = 256
 MAX_CATEGORIES = 10_000

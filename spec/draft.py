@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import Field
 
-from spec.columns import CONTROLS, Strict, visible
+from dprelease.spec.columns import CONTROLS, Strict, visible
 
 __all__ = ["FILL", "DraftSpec", "draft_text", "placeholders", "yaml_scalar"]
 

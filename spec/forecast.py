@@ -3,11 +3,11 @@ drawn: from the spec's budget, plan, mechanism and public schema, and n alone.""
 
 from __future__ import annotations
 
-from mechanisms.accounting import plan_budget
-from mechanisms.forecast import Forecast, histogram_forecast
-from mechanisms.registry import MECHANISMS
-from mechanisms.synthesizer import HistogramNoise
-from spec.release import ReleaseSpec
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.forecast import Forecast, histogram_forecast
+from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.mechanisms.synthesizer import HistogramNoise
+from dprelease.spec.release import ReleaseSpec
 
 __all__ = ["Forecast", "forecast"]
 

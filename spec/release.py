@@ -16,13 +16,13 @@ from pydantic import (
     model_validator,
 )
 
-from mechanisms.auto import AUTO, CANDIDATES, AutoChoice, candidate_params, choose
-from mechanisms.errors import DPReleaseError
-from mechanisms.gates import GATES_STAGE, GATES_WEIGHT, gate_sensitivities
-from mechanisms.registry import MECHANISMS
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
-from mechanisms.synthesizer import Sensitivity
-from spec.columns import (
+from dprelease.mechanisms.auto import AUTO, CANDIDATES, AutoChoice, candidate_params, choose
+from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.gates import GATES_STAGE, GATES_WEIGHT, gate_sensitivities
+from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.mechanisms.synthesizer import Sensitivity
+from dprelease.spec.columns import (
     ColumnSpec,
     ContinuousSpec,
     DateSpec,
@@ -36,8 +36,8 @@ from spec.columns import (
     Strict,
     visible,
 )
-from spec.draft import DraftSpec, placeholders
-from spec.sections import (
+from dprelease.spec.draft import DraftSpec, placeholders
+from dprelease.spec.sections import (
     RELEASE_ID_LENGTH,
     STAMP,
     ChecksSpec,

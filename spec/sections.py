@@ -10,10 +10,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from mechanisms.auto import AUTO, AUTO_PARAMS
-from mechanisms.gates import GATEABLE, NOT_GATEABLE
-from mechanisms.registry import MECHANISMS
-from spec.columns import Strict
+from dprelease.mechanisms.auto import AUTO, AUTO_PARAMS
+from dprelease.mechanisms.gates import GATEABLE, NOT_GATEABLE
+from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.spec.columns import Strict
 
 __all__ = [
     "MAX_NAME",

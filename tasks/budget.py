@@ -13,13 +13,13 @@ from pathlib import Path
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from bundle.files import write_json
-from ledger import Ledger
-from mechanisms.accounting import BudgetPlan, plan_budget
-from mechanisms.errors import BudgetError
-from mechanisms.registry import MECHANISMS
-from spec import ReleaseSpec
-from tasks.scrub import scrub_errors
+from dprelease.bundle.files import write_json
+from dprelease.ledger import Ledger
+from dprelease.mechanisms.accounting import BudgetPlan, plan_budget
+from dprelease.mechanisms.errors import BudgetError
+from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.spec import ReleaseSpec
+from dprelease.tasks.scrub import scrub_errors
 
 __all__ = ["allocate_budget"]
 

@@ -22,15 +22,15 @@ import pandas as pd
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from bundle.files import write_json, write_text
-from checks.gates import gate_metrics
-from checks.html import render_report
-from checks.reports import linkage_report, utility_report
-from mechanisms.accounting import StageBudget
-from mechanisms.gates import GateResult, decide, measure_gates
-from mechanisms.primitives import Measurement
-from mechanisms.schema import Schema
-from tasks.scrub import scrub_errors
+from dprelease.bundle.files import write_json, write_text
+from dprelease.checks.gates import gate_metrics
+from dprelease.checks.html import render_report
+from dprelease.checks.reports import linkage_report, utility_report
+from dprelease.mechanisms.accounting import StageBudget
+from dprelease.mechanisms.gates import GateResult, decide, measure_gates
+from dprelease.mechanisms.primitives import Measurement
+from dprelease.mechanisms.schema import Schema
+from dprelease.tasks.scrub import scrub_errors
 
 __all__ = ["Binned", "advisory", "check_gates", "check_linkage", "check_utility", "write_report"]
 

@@ -14,8 +14,8 @@ import pandas as pd
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from bundle.write import write_bundle_files
-from tasks.scrub import scrub_errors
+from dprelease.bundle.write import write_bundle_files
+from dprelease.tasks.scrub import scrub_errors
 
 __all__ = ["write_bundle"]
 

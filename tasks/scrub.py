@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.errors import DPReleaseError
 
 __all__ = ["UnexpectedError", "scrub", "scrub_errors"]
 

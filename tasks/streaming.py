@@ -22,20 +22,20 @@ import numpy as np
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from bundle.files import write_json
-from bundle.published import Layout
-from bundle.stream import Synthetic, write_synthetic_chunks
-from engines.chunks import ChunkJob, Scan
-from engines.inputs import InputRefused, failing_rules, refuse_input, refuse_output
-from engines.runners import DaskEngine, LocalEngine
-from engines.tables import DataError, bins_to_table
-from mechanisms.accounting import BudgetPlan
-from mechanisms.registry import MECHANISMS
-from mechanisms.rowkeys import RowKeys
-from mechanisms.schema import Schema
-from mechanisms.synthesizer import Stage, Streaming
-from spec import ReleaseSpec
-from tasks.scrub import scrub_errors
+from dprelease.bundle.files import write_json
+from dprelease.bundle.published import Layout
+from dprelease.bundle.stream import Synthetic, write_synthetic_chunks
+from dprelease.engines.chunks import ChunkJob, Scan
+from dprelease.engines.inputs import InputRefused, failing_rules, refuse_input, refuse_output
+from dprelease.engines.runners import DaskEngine, LocalEngine
+from dprelease.engines.tables import DataError, bins_to_table
+from dprelease.mechanisms.accounting import BudgetPlan
+from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.mechanisms.rowkeys import RowKeys
+from dprelease.mechanisms.schema import Schema
+from dprelease.mechanisms.synthesizer import Stage, Streaming
+from dprelease.spec import ReleaseSpec
+from dprelease.tasks.scrub import scrub_errors
 
 __all__ = [
     "Synthetic",
@@ -164,7 +164,7 @@ def stream_decode(
     """m fresh rows in chunks of ``chunk_rows`` (``Streaming.draw``), decoded to the
     schema's values, validated with the schema's GX suite chunk by chunk and appended to
     ``public/`` (``bundle.stream.write_synthetic_chunks``). Post-processing only."""
-    from expectations.suite import validate_table  # GX is heavy: import on first use
+    from dprelease.expectations.suite import validate_table  # GX is heavy: import on first use
 
     synthetic = write_synthetic_chunks(
         lambda k: bins_to_table(steps.draw(state, k, rng).bins, schema, rng=rng),

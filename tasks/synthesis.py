@@ -17,12 +17,12 @@ import pandas as pd
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from engines.tables import rows_to_table
-from mechanisms.accounting import BudgetPlan
-from mechanisms.registry import MECHANISMS
-from mechanisms.schema import Schema
-from mechanisms.synthesizer import MixedRows, Stage
-from tasks.scrub import scrub_errors
+from dprelease.engines.tables import rows_to_table
+from dprelease.mechanisms.accounting import BudgetPlan
+from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.mechanisms.schema import Schema
+from dprelease.mechanisms.synthesizer import MixedRows, Stage
+from dprelease.tasks.scrub import scrub_errors
 
 __all__ = ["decode", "encode", "estimate_private_moments", "project_and_sample"]
 

@@ -16,8 +16,8 @@ import pandas as pd
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from bundle.files import write_json
-from engines.inputs import (
+from dprelease.bundle.files import write_json
+from dprelease.engines.inputs import (
     InputRefused,
     InputValidationError,
     failing_rules,
@@ -25,17 +25,17 @@ from engines.inputs import (
     refuse_input,
     refuse_output,
 )
-from engines.tables import DataError
-from mechanisms.schema import Schema
-from spec import ReleaseSpec
-from tasks.scrub import scrub_errors
+from dprelease.engines.tables import DataError
+from dprelease.mechanisms.schema import Schema
+from dprelease.spec import ReleaseSpec
+from dprelease.tasks.scrub import scrub_errors
 
 __all__ = ["check_table", "validate_input", "validate_output"]
 
 
 def check_table(df: pd.DataFrame, schema: Schema, name: str, report: Path) -> list[dict]:
     """Run the suite, write the report (with counts) to ``report``, return failures."""
-    from expectations.suite import validate_table  # GX is heavy: import on first use
+    from dprelease.expectations.suite import validate_table  # GX is heavy: import on first use
 
     suite, records = validate_table(df, schema, name)
     write_json(report, {"suite": suite, "results": records, "rows": len(df)})

@@ -81,7 +81,7 @@ def adult_streaming(tmp_path_factory):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from engines.tables import read_table, table_to_bins
+    from dprelease.engines.tables import read_table, table_to_bins
     from tests.helpers import adult_rows, latent_code_of, streaming_spec
 
     tmp = tmp_path_factory.mktemp("adult")

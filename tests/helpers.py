@@ -15,12 +15,12 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from engines.chunks import Scan
-from mechanisms import factor_gauss as fg
-from mechanisms.accounting import plan_budget
-from mechanisms.latent import latent_code
-from mechanisms.rowkeys import RowKeys
-from spec import load_spec
+from dprelease.engines.chunks import Scan
+from dprelease.mechanisms import factor_gauss as fg
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.latent import latent_code
+from dprelease.mechanisms.rowkeys import RowKeys
+from dprelease.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_DIR = ROOT / "flows" / "demo"
@@ -83,8 +83,8 @@ def validate(spec, folder: Path) -> pd.DataFrame:
     ``InputValidationError`` (or ``DataError``) it was."""
     from prefect.logging import disable_run_logger
 
-    from engines.inputs import InputRefused, InputValidationError
-    from tasks.validate import validate_input
+    from dprelease.engines.inputs import InputRefused, InputValidationError
+    from dprelease.tasks.validate import validate_input
 
     try:
         with disable_run_logger():
@@ -111,8 +111,8 @@ def streaming_spec(folder: Path, rows: int | None = None, fraction: float = 0.0,
 
 def latent_code_of(schema, counts):
     """The factor_gauss code of these per-column histograms, over the declared cells."""
-    from mechanisms.factor_gauss import Code
-    from mechanisms.resolution import Cells
+    from dprelease.mechanisms.factor_gauss import Code
+    from dprelease.mechanisms.resolution import Cells
 
     cells = Cells(tuple(np.arange(c.n_bins) for c in schema.columns))
     dists = [c / c.sum() for c in counts]
@@ -179,7 +179,7 @@ def ledger_rows(out: Path, release_id: str) -> list[dict]:
     db = out / "ledger.db"
     if not db.exists():
         return []
-    from ledger import Ledger
+    from dprelease.ledger import Ledger
 
     ledger = Ledger(f"sqlite:///{db}")
     try:

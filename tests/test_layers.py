@@ -34,15 +34,21 @@ ALLOWED = {
 PROJECT = set(ALLOWED)
 
 
-def _imports(path: Path) -> set[str]:
-    """Top-level project packages the module imports, anywhere in it."""
+def _imported(path: Path) -> set[str]:
+    """Every module name the file imports, anywhere in it (relative imports left out)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            found |= {a.name.split(".")[0] for a in node.names}
+            found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module.split(".")[0])
-    return found & PROJECT
+            found.add(node.module)
+    return found
+
+
+def _imports(path: Path) -> set[str]:
+    """The project packages (``dprelease.<package>``) the module imports, anywhere in it."""
+    parts = (name.split(".") for name in _imported(path))
+    return {p[1] for p in parts if len(p) > 1 and p[0] == "dprelease"} & PROJECT
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))
@@ -60,3 +66,15 @@ def test_tasks_hold_prefect_tasks():
         if p.name in ("__init__.py", "scrub.py"):
             continue
         assert "@task(" in p.read_text(encoding="utf-8"), p.name
+
+
+def test_no_module_is_imported_by_its_bare_name():
+    """The folders are installed as ``dprelease.<package>`` only: ``import flows.cli`` would load a
+    second copy of the module (and in a user's notebook, their own ``flows/`` folder)."""
+    files = [
+        p for d in ("tests", "benchmarks", "deploy", "dprelease", *PROJECT) for p in (ROOT / d).rglob("*.py")
+    ]
+    bare = {
+        str(p.relative_to(ROOT)): sorted(n for n in _imported(p) if n.split(".")[0] in PROJECT) for p in files
+    }
+    assert {k: v for k, v in bare.items() if v} == {}

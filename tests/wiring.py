@@ -31,13 +31,13 @@ import numpy as np
 import pandas as pd
 from prefect.logging import disable_run_logger
 
-from engines.tables import table_to_bins, table_to_rows
-from mechanisms import primitives
-from mechanisms.accounting import BudgetPlan
-from mechanisms.primitives import Measurement, noise_rngs, release_streams
-from mechanisms.schema import Schema
-from mechanisms.synthesizer import MixedRows
-from tasks.synthesis import decode, encode, estimate_private_moments, project_and_sample
+from dprelease.engines.tables import table_to_bins, table_to_rows
+from dprelease.mechanisms import primitives
+from dprelease.mechanisms.accounting import BudgetPlan
+from dprelease.mechanisms.primitives import Measurement, noise_rngs, release_streams
+from dprelease.mechanisms.schema import Schema
+from dprelease.mechanisms.synthesizer import MixedRows
+from dprelease.tasks.synthesis import decode, encode, estimate_private_moments, project_and_sample
 
 __all__ = [
     "Change",

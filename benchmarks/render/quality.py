@@ -103,7 +103,7 @@ RULE_METRICS = ("tvd_1way", "tvd_2way", "assoc_diff", "tstr_auc", "pmse", "pmse_
 
 def _continuous(t: dict[str, Any]) -> int:
     """The table's continuous columns (its spec's schema)."""
-    from spec import load_spec
+    from dprelease.spec import load_spec
 
     spec = load_spec(Path(__file__).resolve().parents[2] / t["spec"])  # relative to the repository
     return sum(c.kind == "continuous" for c in spec.public_schema().columns)
@@ -112,7 +112,7 @@ def _continuous(t: dict[str, Any]) -> int:
 def rule_evidence(f: dict[str, Any], fast: str = "factor_gauss", slow: str = "aim_batch4") -> list[str]:
     """Per table and ε: the fitted rows, the figures on which ``slow`` (what ``auto`` runs as
     aim) beats ``fast``, and what ``mechanism: auto`` chooses there (``mechanisms.auto``)."""
-    from mechanisms.auto import choose, rule_text
+    from dprelease.mechanisms.auto import choose, rule_text
 
     lines = [
         f"**The rule of `mechanism: auto`** ({rule_text()}; `mechanisms/auto.py`): the fitted rows n, and "

@@ -42,8 +42,8 @@ The defects in full and the privacy argument: ``docs/proofs/dpfm.md``.
 
 from __future__ import annotations
 
-from mechanisms.dpfm.budget import DPFM1, stage_weights
-from mechanisms.dpfm.factors import (
+from dprelease.mechanisms.dpfm.budget import DPFM1, stage_weights
+from dprelease.mechanisms.dpfm.factors import (
     choose_factors,
     loadings_sensitivity,
     private_loadings,
@@ -52,9 +52,9 @@ from mechanisms.dpfm.factors import (
     scores_sensitivity,
     top_eigenvectors,
 )
-from mechanisms.dpfm.links import Code, decode_latent, encode_rows, make_code, probit_latent
-from mechanisms.dpfm.params import FACTOR_THRESHOLD, DPFMParams, defects, encoded_width
-from mechanisms.dpfm.stages import (
+from dprelease.mechanisms.dpfm.links import Code, decode_latent, encode_rows, make_code, probit_latent
+from dprelease.mechanisms.dpfm.params import FACTOR_THRESHOLD, DPFMParams, defects, encoded_width
+from dprelease.mechanisms.dpfm.stages import (
     SYNTHESIZER,
     Encoded,
     Internals,
@@ -62,7 +62,7 @@ from mechanisms.dpfm.stages import (
     internals,
     sensitivities,
 )
-from mechanisms.dpfm.thresholds import (
+from dprelease.mechanisms.dpfm.thresholds import (
     cumulative_frequencies,
     measure_thresholds,
     monotone_cdf,

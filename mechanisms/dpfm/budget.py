@@ -8,10 +8,10 @@ import dataclasses
 
 import numpy as np
 
-from mechanisms.accounting import BudgetPlan, StageBudget
-from mechanisms.dpfm.params import DPFMParams, _kinds
-from mechanisms.primitives import Measurement, measure_stage
-from mechanisms.schema import Ordinal, Schema
+from dprelease.mechanisms.accounting import BudgetPlan, StageBudget
+from dprelease.mechanisms.dpfm.params import DPFMParams, _kinds
+from dprelease.mechanisms.primitives import Measurement, measure_stage
+from dprelease.mechanisms.schema import Ordinal, Schema
 
 __all__ = ["DPFM1", "stage_weights"]
 
@@ -28,7 +28,7 @@ def stage_weights(
     (DPFM2–4) as (ε₁, ε₂, ε₃) ∝ (loadings, scores, thresholds); without ordinal columns
     the thresholds' share is dropped, so ε₁ and ε₂ keep their ratio.
 
-    >>> from mechanisms.schema import Continuous, Nominal
+    >>> from dprelease.mechanisms.schema import Continuous, Nominal
     >>> no_ordinal = Schema((Continuous("x", 0.0, 1.0), Nominal("b", ("n", "y"))))
     >>> stage_weights(no_ordinal, DPFMParams(), shares=(1 / 6, 4 / 6, 1 / 6))
     {'loadings': 0.16666666666666666, 'scores': 0.6666666666666666}

@@ -9,11 +9,11 @@ from typing import Literal
 
 import numpy as np
 
-from mechanisms.accounting import StageBudget
-from mechanisms.dpfm.budget import _release
-from mechanisms.dpfm.links import Code
-from mechanisms.dpfm.params import FACTOR_THRESHOLD, DPFMParams, Variant
-from mechanisms.primitives import Measurement, unprotected
+from dprelease.mechanisms.accounting import StageBudget
+from dprelease.mechanisms.dpfm.budget import _release
+from dprelease.mechanisms.dpfm.links import Code
+from dprelease.mechanisms.dpfm.params import FACTOR_THRESHOLD, DPFMParams, Variant
+from dprelease.mechanisms.primitives import Measurement, unprotected
 
 __all__ = [
     "choose_factors",

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from mechanisms.dpfm.params import DPFMParams, _kinds, _widths, encoded_width
-from mechanisms.dpfm.thresholds import _ordinal_bins, cumulative_frequencies
-from mechanisms.latent import LatentCode, from_latent, to_latent
-from mechanisms.primitives import Measurement, unprotected
-from mechanisms.schema import Continuous, Ordinal, Schema
-from mechanisms.synthesizer import MixedRows
+from dprelease.mechanisms.dpfm.params import DPFMParams, _kinds, _widths, encoded_width
+from dprelease.mechanisms.dpfm.thresholds import _ordinal_bins, cumulative_frequencies
+from dprelease.mechanisms.latent import LatentCode, from_latent, to_latent
+from dprelease.mechanisms.primitives import Measurement, unprotected
+from dprelease.mechanisms.schema import Continuous, Ordinal, Schema
+from dprelease.mechanisms.synthesizer import MixedRows
 
 __all__ = ["Code", "decode_latent", "encode_rows", "make_code", "probit_latent"]
 

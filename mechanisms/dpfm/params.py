@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from mechanisms.schema import Nominal, Schema
+from dprelease.mechanisms.schema import Nominal, Schema
 
 __all__ = ["FACTOR_THRESHOLD", "DPFMParams", "Variant", "defects", "encoded_width"]
 

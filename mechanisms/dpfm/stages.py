@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mechanisms.accounting import BudgetPlan
-from mechanisms.dpfm.budget import _budget, _paper_notion, stage_weights
-from mechanisms.dpfm.factors import (
+from dprelease.mechanisms.accounting import BudgetPlan
+from dprelease.mechanisms.dpfm.budget import _budget, _paper_notion, stage_weights
+from dprelease.mechanisms.dpfm.factors import (
     choose_factors,
     loadings_sensitivity,
     private_loadings,
@@ -19,12 +19,12 @@ from mechanisms.dpfm.factors import (
     scores_sensitivity,
     top_eigenvectors,
 )
-from mechanisms.dpfm.links import Code, decode_latent, encode_rows, make_code
-from mechanisms.dpfm.params import DPFMParams, _check, _kinds, defects, encoded_width
-from mechanisms.dpfm.thresholds import measure_thresholds, threshold_sensitivity
-from mechanisms.primitives import Measurement
-from mechanisms.schema import Ordinal, Schema
-from mechanisms.synthesizer import Fit, MixedRows, Sensitivity, Stage, Synthesizer
+from dprelease.mechanisms.dpfm.links import Code, decode_latent, encode_rows, make_code
+from dprelease.mechanisms.dpfm.params import DPFMParams, _check, _kinds, defects, encoded_width
+from dprelease.mechanisms.dpfm.thresholds import measure_thresholds, threshold_sensitivity
+from dprelease.mechanisms.primitives import Measurement
+from dprelease.mechanisms.schema import Ordinal, Schema
+from dprelease.mechanisms.synthesizer import Fit, MixedRows, Sensitivity, Stage, Synthesizer
 
 __all__ = ["SYNTHESIZER", "Encoded", "Internals", "fit_without_noise", "internals", "sensitivities"]
 

@@ -9,12 +9,12 @@ from typing import Literal
 import numpy as np
 from scipy.optimize import isotonic_regression
 
-from mechanisms.accounting import StageBudget
-from mechanisms.dpfm.budget import _release
-from mechanisms.dpfm.params import DPFMParams, _kinds
-from mechanisms.primitives import Measurement
-from mechanisms.schema import Ordinal, Schema
-from mechanisms.synthesizer import MixedRows
+from dprelease.mechanisms.accounting import StageBudget
+from dprelease.mechanisms.dpfm.budget import _release
+from dprelease.mechanisms.dpfm.params import DPFMParams, _kinds
+from dprelease.mechanisms.primitives import Measurement
+from dprelease.mechanisms.schema import Ordinal, Schema
+from dprelease.mechanisms.synthesizer import MixedRows
 
 __all__ = [
     "cumulative_frequencies",

@@ -41,13 +41,13 @@ unless the release uses ``--insecure-seed``; ``sampler_note``).
 
 from __future__ import annotations
 
-from mechanisms.private_pca.params import (
+from dprelease.mechanisms.private_pca.params import (
     MAX_DEPTH,
     PSMM_MAX_CELLS,
     STAGE_WEIGHTS,
     PrivatePCAParams,
 )
-from mechanisms.private_pca.pmm import (
+from dprelease.mechanisms.private_pca.pmm import (
     LevelPlan,
     NoisyTree,
     allocate,
@@ -62,7 +62,7 @@ from mechanisms.private_pca.pmm import (
     pmm,
     pmm_points,
 )
-from mechanisms.private_pca.psmm import (
+from dprelease.mechanisms.private_pca.psmm import (
     NoisyGrid,
     SubroutineChoice,
     choose_subroutine,
@@ -79,8 +79,8 @@ from mechanisms.private_pca.psmm import (
     psmm_scale,
     round_measure,
 )
-from mechanisms.private_pca.stages import SYNTHESIZER, sensitivities
-from mechanisms.private_pca.subspace import (
+from dprelease.mechanisms.private_pca.stages import SYNTHESIZER, sensitivities
+from dprelease.mechanisms.private_pca.subspace import (
     Projection,
     adaptive_dims,
     covariance,
@@ -93,7 +93,7 @@ from mechanisms.private_pca.subspace import (
     project,
     top_eigenvectors,
 )
-from mechanisms.private_pca.subspace import _triangle as _triangle
+from dprelease.mechanisms.private_pca.subspace import _triangle as _triangle
 
 __all__ = [
     "MAX_DEPTH",

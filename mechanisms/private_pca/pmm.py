@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mechanisms.accounting import split_budget
-from mechanisms.primitives import Measurement, discrete_laplace_mechanism, discrete_laplace_noise
-from mechanisms.private_pca.params import MAX_DEPTH, Variant
+from dprelease.mechanisms.accounting import split_budget
+from dprelease.mechanisms.primitives import Measurement, discrete_laplace_mechanism, discrete_laplace_noise
+from dprelease.mechanisms.private_pca.params import MAX_DEPTH, Variant
 
 __all__ = [
     "LevelPlan",

@@ -13,8 +13,8 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
-from mechanisms.primitives import Measurement, discrete_laplace_mechanism
-from mechanisms.private_pca.params import PSMM_MAX_CELLS, Subroutine, Variant
+from dprelease.mechanisms.primitives import Measurement, discrete_laplace_mechanism
+from dprelease.mechanisms.private_pca.params import PSMM_MAX_CELLS, Subroutine, Variant
 
 __all__ = [
     "NoisyGrid",

@@ -6,12 +6,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from mechanisms.accounting import BudgetPlan
-from mechanisms.design import design
-from mechanisms.primitives import Measurement
-from mechanisms.private_pca.params import PSMM_MAX_CELLS, STAGE_WEIGHTS, PrivatePCAParams, Subroutine, Variant
-from mechanisms.private_pca.pmm import NoisyTree, default_depth, level_plan, measure_tree, pmm_points
-from mechanisms.private_pca.psmm import (
+from dprelease.mechanisms.accounting import BudgetPlan
+from dprelease.mechanisms.design import design
+from dprelease.mechanisms.primitives import Measurement
+from dprelease.mechanisms.private_pca.params import (
+    PSMM_MAX_CELLS,
+    STAGE_WEIGHTS,
+    PrivatePCAParams,
+    Subroutine,
+    Variant,
+)
+from dprelease.mechanisms.private_pca.pmm import (
+    NoisyTree,
+    default_depth,
+    level_plan,
+    measure_tree,
+    pmm_points,
+)
+from dprelease.mechanisms.private_pca.psmm import (
     NoisyGrid,
     SubroutineChoice,
     choose_subroutine,
@@ -19,7 +31,7 @@ from mechanisms.private_pca.psmm import (
     psmm_sample,
     psmm_scale,
 )
-from mechanisms.private_pca.subspace import (
+from dprelease.mechanisms.private_pca.subspace import (
     Projection,
     covariance_sensitivity,
     lift,
@@ -28,8 +40,8 @@ from mechanisms.private_pca.subspace import (
     private_projection,
     project,
 )
-from mechanisms.schema import Continuous, Nominal, Schema
-from mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Synthesizer
+from dprelease.mechanisms.schema import Continuous, Nominal, Schema
+from dprelease.mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Synthesizer
 
 __all__ = ["SYNTHESIZER", "sensitivities"]
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mechanisms.primitives import Measurement, laplace_mechanism
+from dprelease.mechanisms.primitives import Measurement, laplace_mechanism
 
 __all__ = [
     "Projection",

@@ -41,10 +41,10 @@ The defects in full and the privacy argument: ``docs/proofs/ron_gauss.md``.
 
 from __future__ import annotations
 
-from mechanisms.ron_gauss.centring import Centred, centre, class_sums, mean_sensitivity
-from mechanisms.ron_gauss.centring import _bounded as _bounded
-from mechanisms.ron_gauss.centring import _recentred as _recentred
-from mechanisms.ron_gauss.model import (
+from dprelease.mechanisms.ron_gauss.centring import Centred, centre, class_sums, mean_sensitivity
+from dprelease.mechanisms.ron_gauss.centring import _bounded as _bounded
+from dprelease.mechanisms.ron_gauss.centring import _recentred as _recentred
+from dprelease.mechanisms.ron_gauss.model import (
     RonGaussModel,
     build_model,
     project,
@@ -52,7 +52,7 @@ from mechanisms.ron_gauss.model import (
     reconstruct,
     sample_projected,
 )
-from mechanisms.ron_gauss.moments import (
+from dprelease.mechanisms.ron_gauss.moments import (
     covariance_sensitivity,
     default_dims,
     haar_projection,
@@ -60,7 +60,7 @@ from mechanisms.ron_gauss.moments import (
     moment_statistic,
     uniform_qr_projection,
 )
-from mechanisms.ron_gauss.params import (
+from dprelease.mechanisms.ron_gauss.params import (
     CLASS_COUNT_SHARE,
     CLASS_SIZE_DEFECT,
     LEMMA4_DEFECT,
@@ -69,7 +69,7 @@ from mechanisms.ron_gauss.params import (
     defects,
     stage_weights,
 )
-from mechanisms.ron_gauss.stages import SYNTHESIZER, Sample, check, sensitivities
+from dprelease.mechanisms.ron_gauss.stages import SYNTHESIZER, Sample, check, sensitivities
 
 __all__ = [
     "CLASS_COUNT_SHARE",

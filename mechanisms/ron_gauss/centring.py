@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mechanisms.accounting import StageBudget
-from mechanisms.marginals import histogram, histogram_sensitivity, private_distribution
-from mechanisms.primitives import Measurement, unprotected
-from mechanisms.ron_gauss.params import _ZERO, CLASS_SIZE_DEFECT, _measure, _require_pure
+from dprelease.mechanisms.accounting import StageBudget
+from dprelease.mechanisms.marginals import histogram, histogram_sensitivity, private_distribution
+from dprelease.mechanisms.primitives import Measurement, unprotected
+from dprelease.mechanisms.ron_gauss.params import _ZERO, CLASS_SIZE_DEFECT, _measure, _require_pure
 
 __all__ = ["Centred", "centre", "class_sums", "mean_sensitivity"]
 

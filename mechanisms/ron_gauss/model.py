@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mechanisms.primitives import Measurement
-from mechanisms.ron_gauss.centring import Centred, _bounded, _recentred
+from dprelease.mechanisms.primitives import Measurement
+from dprelease.mechanisms.ron_gauss.centring import Centred, _bounded, _recentred
 
 __all__ = ["RonGaussModel", "build_model", "project", "psd_repair", "reconstruct", "sample_projected"]
 

@@ -9,10 +9,10 @@ import math
 
 import numpy as np
 
-from mechanisms.accounting import StageBudget
-from mechanisms.primitives import Measurement, laplace_mechanism
-from mechanisms.ron_gauss.centring import Centred
-from mechanisms.ron_gauss.params import LEMMA4_DEFECT, LEMMA5_DEFECT, _measure, _require_pure
+from dprelease.mechanisms.accounting import StageBudget
+from dprelease.mechanisms.primitives import Measurement, laplace_mechanism
+from dprelease.mechanisms.ron_gauss.centring import Centred
+from dprelease.mechanisms.ron_gauss.params import LEMMA4_DEFECT, LEMMA5_DEFECT, _measure, _require_pure
 
 __all__ = [
     "covariance_sensitivity",

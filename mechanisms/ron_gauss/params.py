@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mechanisms.accounting import StageBudget
-from mechanisms.primitives import Measurement, measure_stage
+from dprelease.mechanisms.accounting import StageBudget
+from dprelease.mechanisms.primitives import Measurement, measure_stage
 
 __all__ = [
     "CLASS_COUNT_SHARE",

@@ -9,16 +9,21 @@ from typing import Any
 
 import numpy as np
 
-from mechanisms.accounting import BudgetPlan
-from mechanisms.design import Design, design
-from mechanisms.marginals import histogram_sensitivity
-from mechanisms.primitives import stage_noise
-from mechanisms.ron_gauss.centring import Centred, centre, mean_sensitivity
-from mechanisms.ron_gauss.model import RonGaussModel, build_model, reconstruct, sample_projected
-from mechanisms.ron_gauss.moments import _projection, covariance_sensitivity, default_dims, measure_covariance
-from mechanisms.ron_gauss.params import _LABEL_BOUND, RonGaussParams, defects, stage_weights
-from mechanisms.schema import Continuous, Schema
-from mechanisms.synthesizer import HistogramNoise, MixedRows, Sensitivity, Stage, Synthesizer
+from dprelease.mechanisms.accounting import BudgetPlan
+from dprelease.mechanisms.design import Design, design
+from dprelease.mechanisms.marginals import histogram_sensitivity
+from dprelease.mechanisms.primitives import stage_noise
+from dprelease.mechanisms.ron_gauss.centring import Centred, centre, mean_sensitivity
+from dprelease.mechanisms.ron_gauss.model import RonGaussModel, build_model, reconstruct, sample_projected
+from dprelease.mechanisms.ron_gauss.moments import (
+    _projection,
+    covariance_sensitivity,
+    default_dims,
+    measure_covariance,
+)
+from dprelease.mechanisms.ron_gauss.params import _LABEL_BOUND, RonGaussParams, defects, stage_weights
+from dprelease.mechanisms.schema import Continuous, Schema
+from dprelease.mechanisms.synthesizer import HistogramNoise, MixedRows, Sensitivity, Stage, Synthesizer
 
 __all__ = ["SYNTHESIZER", "Sample", "check", "class_count_noise", "sensitivities"]
 

@@ -12,8 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from bundle.staging import ReleaseIdTaken, check_destination, check_out, prepare_staging, stale_stagings
-from mechanisms.errors import DPReleaseError
+from dprelease.bundle.staging import (
+    ReleaseIdTaken,
+    check_destination,
+    check_out,
+    prepare_staging,
+    stale_stagings,
+)
+from dprelease.mechanisms.errors import DPReleaseError
 
 
 def _die(staging) -> None:
@@ -41,7 +47,7 @@ def test_a_killed_process_releases_its_lock(tmp_path):
         f"""
         import sys, time
         from pathlib import Path
-        from bundle.staging import prepare_staging
+        from dprelease.bundle.staging import prepare_staging
         prepare_staging(Path({str(tmp_path)!r}), "r2")
         print("ready", flush=True)
         time.sleep(60)

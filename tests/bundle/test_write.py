@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from engines.tables import DataError
-from mechanisms.errors import DPReleaseError
+from dprelease.engines.tables import DataError
+from dprelease.mechanisms.errors import DPReleaseError
 
 
 def _staging(out: Path) -> Path:
@@ -27,7 +27,7 @@ def _staging(out: Path) -> Path:
 
 
 def test_write_csv_round_trips_awkward_text(tmp_path):
-    from bundle.write import write_csv
+    from dprelease.bundle.write import write_csv
 
     df = pd.DataFrame({"a,b": [1, 2], "c": pd.array(['x,"y"', "plain"], dtype="str")})
     write_csv(df, tmp_path / "t.csv")
@@ -49,7 +49,7 @@ def test_write_csv_round_trips_awkward_text(tmp_path):
 def test_write_errors_become_clear_messages(code, reason, hint, tmp_path, monkeypatch):
     """An OSError part way through write_bundle is a DPReleaseError naming the folder, the
     reason and what to do; the partial public/ is gone and nothing is at the destination."""
-    import bundle.write as bundle
+    import dprelease.bundle.write as bundle
 
     def fail_part_way(table, path):
         path.write_text("age,sex\n1,")  # a partial file, then the device gives up
@@ -71,7 +71,7 @@ def test_write_errors_become_clear_messages(code, reason, hint, tmp_path, monkey
 
 
 def test_write_csv_removes_its_partial_file(tmp_path, monkeypatch):
-    import bundle.write as bundle
+    import dprelease.bundle.write as bundle
 
     def full(table, sink, options):
         raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] No space left on device")
@@ -85,7 +85,7 @@ def test_write_csv_removes_its_partial_file(tmp_path, monkeypatch):
 def test_failure_record_on_a_full_disk(tmp_path, monkeypatch):
     """If even the failure record cannot be written, it is removed, the staging folder is
     removed, and the message says why and what the run had failed with."""
-    import bundle.write as bundle
+    import dprelease.bundle.write as bundle
 
     def full(path, obj):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -103,7 +103,7 @@ def test_failure_record_on_a_full_disk(tmp_path, monkeypatch):
 
 
 def test_failure_record_moves_the_internal_reports(tmp_path):
-    from bundle.write import write_failure_record
+    from dprelease.bundle.write import write_failure_record
 
     out = tmp_path / "out"
     staging = _staging(out)
@@ -116,8 +116,8 @@ def test_failure_record_moves_the_internal_reports(tmp_path):
 
 
 def _layout():
-    from bundle.published import Layout
-    from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+    from dprelease.bundle.published import Layout
+    from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 
     schema = Schema(
         (
@@ -158,8 +158,8 @@ def test_tokens_that_are_plain_numbers_are_written_bare_like_indicators(tmp_path
     """Nominal 0/1 and ordinal 1/2.5/10 come out as bare numbers, as one-hot indicators
     and numbers do; text that needs quotes (a comma) is quoted, and so is text that only
     looks like a number ("01", which a number would print as 1)."""
-    from bundle.published import publishable
-    from bundle.write import write_csv
+    from dprelease.bundle.published import publishable
+    from dprelease.bundle.write import write_csv
 
     write_csv(publishable(_synthetic(), _layout()), tmp_path / "s.csv")
     assert (tmp_path / "s.csv").read_text().splitlines() == EXPECTED
@@ -168,7 +168,7 @@ def test_tokens_that_are_plain_numbers_are_written_bare_like_indicators(tmp_path
 def test_the_streaming_writer_writes_the_same_text(tmp_path):
     import pyarrow.parquet as pq
 
-    from bundle.stream import write_synthetic_chunks
+    from dprelease.bundle.stream import write_synthetic_chunks
 
     (tmp_path / "public").mkdir()
     (tmp_path / "internal").mkdir()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checks.reports import linkage_report, utility_report
+from dprelease.checks.reports import linkage_report, utility_report
 from tests.checks.test_degenerate import HOLDOUT, NORMAL, REAL, SCHEMA, _binned
 
 

@@ -25,15 +25,15 @@ import pytest
 from prefect.logging import disable_run_logger
 from scipy.stats import spearmanr
 
-from checks.gates import gate_metrics
-from checks.html import render_report
-from checks.reports import flat_metrics, linkage_report, utility_report
-from engines.tables import bins_to_table, rows_to_table, table_to_bins
-from mechanisms import factor_gauss as fg
-from mechanisms.accounting import account, plan_budget
-from mechanisms.gates import GATEABLE, GATES_STAGE, decide, measure_gates
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
-from tasks.post_release import check_linkage, check_utility, write_report
+from dprelease.checks.gates import gate_metrics
+from dprelease.checks.html import render_report
+from dprelease.checks.reports import flat_metrics, linkage_report, utility_report
+from dprelease.engines.tables import bins_to_table, rows_to_table, table_to_bins
+from dprelease.mechanisms import factor_gauss as fg
+from dprelease.mechanisms.accounting import account, plan_budget
+from dprelease.mechanisms.gates import GATEABLE, GATES_STAGE, decide, measure_gates
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.tasks.post_release import check_linkage, check_utility, write_report
 from tests.mechanisms.small import SMALL, run, small_rows
 
 SCHEMA = Schema(

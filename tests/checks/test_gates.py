@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from checks.gates import failed_gates_message
-from mechanisms.accounting import StageBudget
-from mechanisms.gates import NOT_GATEABLE, decide, gate_sensitivity, measure_gates
+from dprelease.checks.gates import failed_gates_message
+from dprelease.mechanisms.accounting import StageBudget
+from dprelease.mechanisms.gates import NOT_GATEABLE, decide, gate_sensitivity, measure_gates
 
 
 def test_metrics_without_a_bound_cannot_gate():

@@ -12,14 +12,14 @@ import re
 import numpy as np
 import pytest
 
-import checks.html
-from checks.gates import gate_metrics
-from checks.html import render_report
-from checks.reports import linkage_report, utility_report
-from ledger import Ledger, ledger_facts
-from mechanisms.accounting import BudgetPlan, account, plan_budget
-from mechanisms.gates import GATES_STAGE, decide, measure_gates
-from mechanisms.primitives import Measurement, gaussian_mechanism, laplace_mechanism, unprotected
+import dprelease.checks.html
+from dprelease.checks.gates import gate_metrics
+from dprelease.checks.html import render_report
+from dprelease.checks.reports import linkage_report, utility_report
+from dprelease.ledger import Ledger, ledger_facts
+from dprelease.mechanisms.accounting import BudgetPlan, account, plan_budget
+from dprelease.mechanisms.gates import GATES_STAGE, decide, measure_gates
+from dprelease.mechanisms.primitives import Measurement, gaussian_mechanism, laplace_mechanism, unprotected
 from tests.checks.test_degenerate import BOUNDS, HOLDOUT, NORMAL, REAL, SCHEMA, _binned
 from tests.helpers import record_release
 
@@ -102,14 +102,14 @@ def test_every_plot_with_more_than_one_series_has_a_legend(checked, monkeypatch)
     """Each marginal panel (not only the first) and the DCR plot carry a matplotlib legend,
     and each multi-series picture has one HTML key naming its series."""
     drawn: list[tuple[int, int]] = []  # per figure: (axes with > 1 series, legends among them)
-    png = checks.html._png
+    png = dprelease.checks.html._png
 
     def spy(fig, key=(), **kwargs):
         multi = [ax for ax in fig.axes if len(set(ax.get_legend_handles_labels()[1])) > 1]
         drawn.append((len(multi), sum(ax.get_legend() is not None for ax in multi)))
         return png(fig, key, **kwargs)
 
-    monkeypatch.setattr(checks.html, "_png", spy)
+    monkeypatch.setattr(dprelease.checks.html, "_png", spy)
     page = _page(checked, _document(ZCDP, None))
     marginals, heatmaps, dcr = drawn
     assert marginals == (len(SCHEMA), len(SCHEMA)) and dcr == (1, 1)

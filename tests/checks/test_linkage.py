@@ -4,9 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from checks import linkage as lk
-from engines.tables import table_to_bins
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.checks import linkage as lk
+from dprelease.engines.tables import table_to_bins
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 
 SCHEMA = Schema((Continuous("x", 0.0, 2.0), Nominal("c", ("a", "b")), Ordinal("o", ("lo", "mid", "hi"))))
 

@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 from scipy.stats import wasserstein_distance
 
-from checks import utility as ut
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.checks import utility as ut
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 
 SCHEMA = Schema((Continuous("x", 0.0, 1.0), Ordinal("o", ("lo", "mid", "hi")), Nominal("c", ("a", "b"))))
 

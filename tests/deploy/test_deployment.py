@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ledger import Ledger
+from dprelease.ledger import Ledger
 from tests.deploy.conftest import BIN, DEPLOYMENT, ROOT, Webhook, api, cli
 from tests.helpers import adult_rows, write_spec
 

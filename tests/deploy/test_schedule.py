@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ledger import Ledger
+from dprelease.ledger import Ledger
 from tests.deploy.conftest import (
     DEPLOYMENT,
     POOL,

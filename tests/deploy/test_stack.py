@@ -38,7 +38,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ledger import Ledger
+from dprelease.ledger import Ledger
 from tests.helpers import adult_rows, record_release, write_spec
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,11 +8,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from engines.chunks import Scan
-from engines.runners import DaskEngine, LocalEngine
-from mechanisms.errors import DPReleaseError
-from spec import load_spec
-from tasks.streaming import chunk_job
+from dprelease.engines.chunks import Scan
+from dprelease.engines.runners import DaskEngine, LocalEngine
+from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.spec import load_spec
+from dprelease.tasks.streaming import chunk_job
 from tests.helpers import KEYS, PARAMS, adult_rows, latent_code_of, two_passes, write_spec
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
@@ -61,9 +61,9 @@ def test_dask_statistics_equal_the_local_engine(dask_cluster, data, fmt):
 
 
 def test_a_wrong_scheduler_address_is_a_clear_error(data, monkeypatch):
-    import engines.runners
+    import dprelease.engines.runners
 
-    monkeypatch.setattr(engines.runners, "CONNECT_TIMEOUT", "2s")
+    monkeypatch.setattr(dprelease.engines.runners, "CONNECT_TIMEOUT", "2s")
     spec, _ = data
     with pytest.raises(DPReleaseError, match="could not connect to the Dask scheduler"):
         DaskEngine(spec.data_path, 3_000, "tcp://127.0.0.1:9", None)
@@ -76,7 +76,7 @@ def _leaky(table, start):
 def test_worker_errors_and_task_arguments_carry_no_data(dask_cluster, data):
     """An unexpected error on a worker comes back as a WorkerError naming its type only;
     the tasks' arguments (which Dask logs when a task fails) are a path and two offsets."""
-    from engines.runners import WorkerError
+    from dprelease.engines.runners import WorkerError
 
     spec, _ = data
     engine = DaskEngine(spec.data_path, 3_000, dask_cluster, None)

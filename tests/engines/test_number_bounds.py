@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engines.inputs import InputValidationError
-from engines.tables import read_table
-from spec import load_spec
+from dprelease.engines.inputs import InputValidationError
+from dprelease.engines.tables import read_table
+from dprelease.spec import load_spec
 from tests.helpers import TOY_GOOD, TOY_HEADER, TOY_SCHEMA, toy_schema, toy_spec, validate, write_spec
 
 BIG = "9" * 10_000_000  # a 10 MB cell

@@ -8,11 +8,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from engines.chunks import to_frame
-from engines.runners import LocalEngine
-from mechanisms import factor_gauss as fg
-from mechanisms.rowkeys import row_uniforms
-from tasks.streaming import chunk_job
+from dprelease.engines.chunks import to_frame
+from dprelease.engines.runners import LocalEngine
+from dprelease.mechanisms import factor_gauss as fg
+from dprelease.mechanisms.rowkeys import row_uniforms
+from dprelease.tasks.streaming import chunk_job
 from tests.helpers import KEYS, PARAMS, adult_rows, streaming_spec, two_passes
 
 
@@ -72,7 +72,7 @@ def test_peak_memory_grows_with_the_chunk_not_with_n(adult_streaming, tmp_path, 
     it (the measurement can see growth). GX's validation of a chunk is replaced by the
     records of a passing validation: GX sees one chunk at a time by construction, and
     under tracemalloc it is about 20× slower."""
-    import expectations.suite as suite
+    import dprelease.expectations.suite as suite
 
     spec, _, _, code, _ = adult_streaming
     schema = spec.public_schema()

@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from engines.header import check_columns
-from engines.inputs import read_input
-from engines.tables import DataError, read_table
-from spec import load_spec
+from dprelease.engines.header import check_columns
+from dprelease.engines.inputs import read_input
+from dprelease.engines.tables import DataError, read_table
+from dprelease.spec import load_spec
 from tests.helpers import TOY_GOOD, TOY_HEADER, TOY_SCHEMA, toy_spec, write_spec
 
 

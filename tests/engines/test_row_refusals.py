@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engines.inputs import InputValidationError, check_rows
-from engines.tables import table_to_bins, table_to_rows
-from mechanisms.registry import MECHANISMS
-from spec import load_spec
+from dprelease.engines.inputs import InputValidationError, check_rows
+from dprelease.engines.tables import table_to_bins, table_to_rows
+from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.spec import load_spec
 from tests.helpers import adult_rows, write_spec
 
 PURE = {"epsilon": 1.0, "delta": 0.0, "accountant": "pure"}
@@ -49,8 +49,8 @@ def _adult_spec(tmp_path, name="factor_gauss", params=None, privacy=None, **over
 
 def _run_four_stages(spec, n: int, seed: int = 0) -> pd.DataFrame:
     """encode → estimate → sample → decode on n real rows, without Prefect."""
-    from engines.tables import rows_to_table
-    from mechanisms.accounting import plan_budget
+    from dprelease.engines.tables import rows_to_table
+    from dprelease.mechanisms.accounting import plan_budget
 
     schema, params, synth = spec.public_schema(), spec.mechanism_params(), MECHANISMS[spec.mechanism.name]
     p = spec.privacy

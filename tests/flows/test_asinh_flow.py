@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from flows.release import release
+from dprelease.flows.release import release
 from tests.helpers import write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]

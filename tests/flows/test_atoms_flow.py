@@ -11,13 +11,13 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from engines.inputs import InputRefused
-from flows.cli import app
-from flows.release import release
-from mechanisms import factor_gauss as fg
-from mechanisms.accounting import plan_budget
-from mechanisms.accuracy import describe, expected_error
-from spec import load_spec
+from dprelease.engines.inputs import InputRefused
+from dprelease.flows.cli import app
+from dprelease.flows.release import release
+from dprelease.mechanisms import factor_gauss as fg
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.accuracy import describe, expected_error
+from dprelease.spec import load_spec
 from tests.helpers import assert_nothing_published, cli_text, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]

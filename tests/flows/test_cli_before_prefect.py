@@ -13,22 +13,22 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bundle.staging import prepare_staging
-from flows.cli import app
-from ledger import Ledger
+from dprelease.bundle.staging import prepare_staging
+from dprelease.flows.cli import app
+from dprelease.ledger import Ledger
 from tests.helpers import PURE_PLAN, adult_rows, cli_text, record_release, write_spec
 
 
 @pytest.fixture(autouse=True)
 def _no_flow(monkeypatch):
-    import flows.cli
-    import flows.release
+    import dprelease.flows.cli
+    import dprelease.flows.release
 
     def tripwire(*args, **kwargs):
         raise AssertionError("the flow started")
 
-    monkeypatch.setattr(flows.release, "release", tripwire)
-    monkeypatch.setattr(flows.cli.console, "width", 1000)
+    monkeypatch.setattr(dprelease.flows.release, "release", tripwire)
+    monkeypatch.setattr(dprelease.flows.cli.console, "width", 1000)
 
 
 def _run(*args: str):

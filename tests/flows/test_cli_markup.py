@@ -16,22 +16,22 @@ import typer.main
 from rich.text import Text
 from typer.testing import CliRunner
 
-from flows.cli import app
-from flows.console import console, fail, shown
-from ledger import Ledger
-from spec.columns import CONTROLS
+from dprelease.flows.cli import app
+from dprelease.flows.console import console, fail, shown
+from dprelease.ledger import Ledger
+from dprelease.spec.columns import CONTROLS
 from tests.helpers import TOY_SCHEMA, adult_rows, cli_text, record_release, toy_schema, write_spec
 from tests.hostile_specs import CORPUS
 
 
 @pytest.fixture(autouse=True)
 def _no_flow(monkeypatch):
-    import flows.release
+    import dprelease.flows.release
 
     def tripwire(*args, **kwargs):
         raise AssertionError("the flow started")
 
-    monkeypatch.setattr(flows.release, "release", tripwire)
+    monkeypatch.setattr(dprelease.flows.release, "release", tripwire)
     monkeypatch.setattr(console, "width", 1000)
 
 

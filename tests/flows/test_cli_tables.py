@@ -9,11 +9,11 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from bundle.document import accuracy_of
-from flows.cli import app
-from mechanisms.factor_gauss import FactorGaussParams
-from mechanisms.registry import MECHANISMS
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.bundle.document import accuracy_of
+from dprelease.flows.cli import app
+from dprelease.mechanisms.factor_gauss import FactorGaussParams
+from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 
 STATISTICS = ("histogram[marital_status]", "histogram[hours-per-week]", "histogram[native-country]")
 

@@ -20,9 +20,16 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-import flows.concurrency as concurrency
-from flows.concurrency import LIMIT_PREFIX, MODE_ENV, DatasetSlot, dataset_slot, limit_name, slot_wanted
-from spec.sections import DatasetSpec
+import dprelease.flows.concurrency as concurrency
+from dprelease.flows.concurrency import (
+    LIMIT_PREFIX,
+    MODE_ENV,
+    DatasetSlot,
+    dataset_slot,
+    limit_name,
+    slot_wanted,
+)
+from dprelease.spec.sections import DatasetSpec
 from tests.helpers import ROOT, adult_rows, write_spec
 
 # --- without a server -----------------------------------------------------------------
@@ -120,7 +127,7 @@ HOLDER = """
 import json, sys, time
 from pathlib import Path
 from prefect import flow
-from flows.concurrency import dataset_slot
+from dprelease.flows.concurrency import dataset_slot
 
 dataset, folder, me, others = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4:]
 
@@ -229,9 +236,9 @@ def test_a_run_of_no_deployment_takes_no_slot_by_default(monkeypatch):
 
 
 def _release_holds_the_slot() -> bool:
-    import flows.release
+    import dprelease.flows.release
 
-    source = inspect.getsource(flows.release)
+    source = inspect.getsource(dprelease.flows.release)
     return "DatasetSlot(" in source or "dataset_slot(" in source
 
 
@@ -242,8 +249,8 @@ def _release_holds_the_slot() -> bool:
 RELEASE = """
 import sys, time
 from pathlib import Path
-import flows.pipeline as pipeline
-import flows.release as module
+import dprelease.flows.pipeline as pipeline
+import dprelease.flows.release as module
 
 spec, out, rid, folder, role = sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4]), sys.argv[5]
 allocate = pipeline.allocate_budget
@@ -301,7 +308,7 @@ def test_two_releases_of_one_dataset_queue_instead_of_overlapping(tmp_path):
     second = start("adult-run-b", "second")
     _finish([first, second])
 
-    from ledger import Ledger
+    from dprelease.ledger import Ledger
 
     with Ledger(f"sqlite:///{out / 'ledger.db'}") as led:
         rows = led.entries(dataset="adult")

@@ -11,10 +11,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from flows.audit import verify_bundle
-from flows.cli import app
-from ledger import Ledger, default_url
-from spec.release import ReleaseSpec
+from dprelease.flows.audit import verify_bundle
+from dprelease.flows.cli import app
+from dprelease.ledger import Ledger, default_url
+from dprelease.spec.release import ReleaseSpec
 from tests.helpers import cli_text
 
 KINDS = ["--kind", "age=integer", "--kind", "income=continuous", "--kind", "sex=nominal"]
@@ -289,9 +289,9 @@ def test_the_draft_declares_only_atoms_inside_the_bounds_and_writes_them_as_yaml
     """Post-processing of the published atoms: one beyond a bound and a fraction in an
     integer column are left out (the bounds are not widened) and the confirm line says so;
     a tiny atom is written so that YAML reads a float back (``1e-05`` would be text)."""
-    from flows.discovery import Discovery, draft_entries
-    from mechanisms.discovery import DiscoveredAtoms, DiscoveredBounds
-    from mechanisms.primitives import Measurement
+    from dprelease.flows.discovery import Discovery, draft_entries
+    from dprelease.mechanisms.discovery import DiscoveredAtoms, DiscoveredBounds
+    from dprelease.mechanisms.primitives import Measurement
 
     def found(
         atoms: tuple[float, ...], lower: float, upper: float

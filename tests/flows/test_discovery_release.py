@@ -12,11 +12,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from flows.audit import verify_bundle
-from flows.cli import app
-from flows.release import release
-from ledger import Ledger, default_url
-from mechanisms.accounting import zcdp_epsilon, zcdp_rho
+from dprelease.flows.audit import verify_bundle
+from dprelease.flows.cli import app
+from dprelease.flows.release import release
+from dprelease.ledger import Ledger, default_url
+from dprelease.mechanisms.accounting import zcdp_epsilon, zcdp_rho
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]
 

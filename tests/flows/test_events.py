@@ -7,12 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 
-import flows.events as events
-import flows.pipeline as pipeline
-import flows.release as release_module
-from flows.release import release
-from ledger import Ledger
-from mechanisms.accounting import plan_budget
+import dprelease.flows.events as events
+import dprelease.flows.pipeline as pipeline
+import dprelease.flows.release as release_module
+from dprelease.flows.release import release
+from dprelease.ledger import Ledger
+from dprelease.mechanisms.accounting import plan_budget
 from tests.helpers import adult_rows, real_run_only, write_spec
 
 
@@ -92,7 +92,7 @@ def test_a_deployment_run_is_named_after_its_slot(monkeypatch):
     monkeypatch.setattr(release_module, "flow_run", SimpleNamespace(scheduled_start_time=slot))
     assert release_module._slot_time(now) == slot  # a late or retried run keeps its slot's id
     spec = SimpleNamespace(release_id=None, dataset=SimpleNamespace(name="adult"))
-    from spec import ReleaseSpec
+    from dprelease.spec import ReleaseSpec
 
     assert ReleaseSpec.resolved_release_id(spec, release_module._slot_time(now)) == "adult-20261201t020000z"
 
@@ -114,8 +114,8 @@ def test_a_hostile_release_id_never_names_a_folder(tmp_path, emitted):
 def test_an_unexpected_message_never_reaches_a_log(where, tmp_path, monkeypatch, caplog, emitted):
     """A library error quoting a value (here 'age=4242') is logged by Prefect only by type;
     its text stays in the failure record's internal/traceback.txt."""
-    import mechanisms.factor_gauss as fg
-    from tasks.scrub import UnexpectedError
+    import dprelease.mechanisms.factor_gauss as fg
+    from dprelease.tasks.scrub import UnexpectedError
 
     def leak(*args, **kwargs):
         raise ValueError("cannot handle age=4242")

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
-from ledger import Ledger
-from mechanisms.accounting import plan_budget
-from mechanisms.discovery import discovery_plan
+from dprelease.flows.cli import app
+from dprelease.ledger import Ledger
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.discovery import discovery_plan
 from tests.helpers import (
     PURE_PLAN,
     ROOT,

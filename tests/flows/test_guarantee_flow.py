@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bundle.files import sha256
-from engines.inputs import holdout_split
-from flows.audit import verify_bundle
-from flows.cli import app
-from flows.release import release
-from ledger import PASSWORD_ENV
-from mechanisms.errors import DPReleaseError
-from mechanisms.primitives import release_streams
+from dprelease.bundle.files import sha256
+from dprelease.engines.inputs import holdout_split
+from dprelease.flows.audit import verify_bundle
+from dprelease.flows.cli import app
+from dprelease.flows.release import release
+from dprelease.ledger import PASSWORD_ENV
+from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.primitives import release_streams
 from tests.helpers import adult_rows, cli_text, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]

@@ -44,8 +44,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from flows.cli import app
-from mechanisms.errors import DPReleaseError
+from dprelease.flows.cli import app
+from dprelease.mechanisms.errors import DPReleaseError
 from tests.helpers import (
     DEMO_SPEC,
     adult_rows,
@@ -61,9 +61,9 @@ from tests.helpers import (
 @pytest.fixture(autouse=True)
 def _wide_console(monkeypatch):
     """A wide terminal, so that rich never folds a long path inside a message."""
-    import flows.cli
+    import dprelease.flows.cli
 
-    monkeypatch.setattr(flows.cli.console, "width", 1000)
+    monkeypatch.setattr(dprelease.flows.cli.console, "width", 1000)
 
 
 def test_cli_refuses_bad_epsilon(tmp_path):
@@ -134,7 +134,7 @@ def test_cli_refuses_bad_input(kind, tmp_path):
 def test_release_id_that_already_exists(tmp_path):
     """A second run with a published release_id is refused and charged nothing: the
     first release's charge is unchanged, its bundle untouched."""
-    from flows.release import release
+    from dprelease.flows.release import release
 
     spec = write_spec(tmp_path, adult_rows(300), checks={"enabled": False})
     out = tmp_path / "out"
@@ -186,8 +186,8 @@ def test_disk_fills_up_part_way(tmp_path, monkeypatch):
     """ENOSPC while writing synthetic.csv, after the noise was drawn: nothing is
     published, no staging folder is left, the failure record says what happened, and the
     spend is KEPT in the ledger (fail closed)."""
-    import bundle.write as bundle
-    from flows.release import release
+    import dprelease.bundle.write as bundle
+    from dprelease.flows.release import release
 
     def fill_up(table, path):
         path.write_text(",".join(table.columns) + "\n1,2")

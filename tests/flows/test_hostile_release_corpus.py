@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
+from dprelease.flows.cli import app
 from tests.helpers import (
     DEMO_SPEC,
     adult_rows,

@@ -7,14 +7,14 @@ import sqlite3
 import pytest
 from typer.testing import CliRunner
 
-import flows.pipeline as pipeline
-from engines.inputs import InputRefused
-from flows.audit import verify_bundle
-from flows.cli import app
-from flows.release import release
-from ledger import BudgetRefused, Ledger
-from mechanisms.accounting import Charge, compose_lifetime, zcdp_rho
-from tasks.scrub import UnexpectedError
+import dprelease.flows.pipeline as pipeline
+from dprelease.engines.inputs import InputRefused
+from dprelease.flows.audit import verify_bundle
+from dprelease.flows.cli import app
+from dprelease.flows.release import release
+from dprelease.ledger import BudgetRefused, Ledger
+from dprelease.mechanisms.accounting import Charge, compose_lifetime, zcdp_rho
+from dprelease.tasks.scrub import UnexpectedError
 from tests.helpers import adult_rows, in_rehearsal, real_run_only, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]
@@ -148,7 +148,7 @@ def test_audit_verify_catches_tampering(tmp_path):
     doc_path.write_text(json.dumps(doc))
     manifest = bundle / "public" / "manifest.json"
     m = json.loads(manifest.read_text())
-    from bundle.files import sha256
+    from dprelease.bundle.files import sha256
 
     m["files"]["release.json"] = sha256(doc_path)
     manifest.write_text(json.dumps(m))
@@ -170,7 +170,7 @@ def test_a_bundle_that_cannot_be_moved_after_its_seal_ends_failed(tmp_path, monk
     import errno
     import os
 
-    import bundle.write
+    import dprelease.bundle.write
 
     real_replace = os.replace
 
@@ -179,7 +179,7 @@ def test_a_bundle_that_cannot_be_moved_after_its_seal_ends_failed(tmp_path, monk
             raise OSError(errno.EACCES, "Permission denied")
         return real_replace(src, dst)
 
-    monkeypatch.setattr(bundle.write.os, "replace", refuse_the_final_rename)
+    monkeypatch.setattr(dprelease.bundle.write.os, "replace", refuse_the_final_rename)
     out = tmp_path / "out"
     with pytest.raises(Exception, match="nothing was published"):
         release(str(_spec(tmp_path)), str(out), release_id="moved")

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import flows.events as events
-from flows.cli import app
-from flows.release import release
-from ledger import PASSWORD_ENV, Ledger
-from mechanisms.errors import DPReleaseError
+import dprelease.flows.events as events
+from dprelease.flows.cli import app
+from dprelease.flows.release import release
+from dprelease.ledger import PASSWORD_ENV, Ledger
+from dprelease.mechanisms.errors import DPReleaseError
 from tests.helpers import adult_rows, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from flows.audit import verify_bundle
-from flows.release import release
+from dprelease.flows.audit import verify_bundle
+from dprelease.flows.release import release
 from tests.helpers import write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]

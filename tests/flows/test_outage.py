@@ -25,10 +25,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from flows.artifacts import bundle_location, check_public_url, release_artifacts
-from flows.events import UNDELIVERED, deliver, notice, release_event, send_undelivered
-from ledger import Ledger
-from mechanisms.errors import DPReleaseError
+from dprelease.flows.artifacts import bundle_location, check_public_url, release_artifacts
+from dprelease.flows.events import UNDELIVERED, deliver, notice, release_event, send_undelivered
+from dprelease.ledger import Ledger
+from dprelease.mechanisms.errors import DPReleaseError
 from tests.helpers import adult_rows, real_run_only, write_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,10 +39,10 @@ BIN = Path(sys.executable).parent
 HOOK = """
 import os, sys, time
 from pathlib import Path
-from flows.cli import _PREFECT_DEFAULTS
+from dprelease.flows.cli import _PREFECT_DEFAULTS
 for k, v in _PREFECT_DEFAULTS.items():
     os.environ.setdefault(k, v)
-import flows.release as rel
+import dprelease.flows.release as rel
 d, pause = Path(os.environ["HOOK_DIR"]), os.environ.get("HOOK_PAUSE")
 
 def wait(step):
@@ -50,11 +50,11 @@ def wait(step):
     while step == pause and not (d / "go").exists():
         time.sleep(0.05)
 
-import flows.pipeline as pipe
+import dprelease.flows.pipeline as pipe
 step_reached, artifacts = rel.step_reached, rel.release_artifacts
 rel.step_reached = pipe.step_reached = lambda record, step: (wait(step), step_reached(record, step))[1]
 rel.release_artifacts = lambda *a, **k: (wait("sealed"), artifacts(*a, **k))[1]
-from flows.cli import main
+from dprelease.flows.cli import main
 sys.argv = ["dprelease", *sys.argv[1:]]
 main()
 """
@@ -367,9 +367,9 @@ def test_a_failed_run_persists_only_its_scrubbed_error(tmp_path, monkeypatch):
     message, never a pickle that carries the original (which quoted a value)."""
     from prefect.settings import PREFECT_LOCAL_STORAGE_PATH
 
-    import mechanisms.factor_gauss as fg
-    from flows.release import release
-    from tasks.scrub import UnexpectedError
+    import dprelease.mechanisms.factor_gauss as fg
+    from dprelease.flows.release import release
+    from dprelease.tasks.scrub import UnexpectedError
 
     def leak(*args, **kwargs):
         raise ValueError("cannot handle age=4242")
@@ -383,4 +383,4 @@ def test_a_failed_run_persists_only_its_scrubbed_error(tmp_path, monkeypatch):
     stored = [json.loads(p.read_bytes()) for p in set(store.glob("*")) - before]
     assert stored, "Prefect stored no result for the failed run"
     for s in stored:
-        assert s["__exc_type__"] == "tasks.scrub.UnexpectedError" and "4242" not in json.dumps(s)
+        assert s["__exc_type__"] == "dprelease.tasks.scrub.UnexpectedError" and "4242" not in json.dumps(s)

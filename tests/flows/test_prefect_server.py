@@ -18,7 +18,7 @@ from prefect.settings import (
     temporary_settings,
 )
 
-from flows.prefect_server import _uvicorn_command, prefect_api
+from dprelease.flows.prefect_server import _uvicorn_command, prefect_api
 from tests.helpers import ROOT
 
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux-only")
@@ -28,7 +28,7 @@ linux_only = pytest.mark.skipif(sys.platform != "linux", reason="the parent-deat
 SCRIPT = """
 import threading, time
 from prefect.client.orchestration import get_client
-from flows.prefect_server import prefect_api
+from dprelease.flows.prefect_server import prefect_api
 
 with prefect_api() as server:
     seen = []
@@ -111,7 +111,16 @@ def test_the_server_dies_with_its_process(tmp_path):
 def test_kill_9_of_the_cli_leaves_no_server(tmp_path):
     """The real ``dprelease demo``, killed once its server process has started."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "flows.cli", "demo", "--out", str(tmp_path / "out"), "--insecure-seed", "1"],
+        [
+            sys.executable,
+            "-m",
+            "dprelease.flows.cli",
+            "demo",
+            "--out",
+            str(tmp_path / "out"),
+            "--insecure-seed",
+            "1",
+        ],
         cwd=ROOT,
         env=_env(tmp_path / "home"),
         stdout=subprocess.DEVNULL,

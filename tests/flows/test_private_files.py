@@ -13,11 +13,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from bundle.files import write_json
-from bundle.staging import prepare_staging
-from bundle.write import write_bundle_files, write_failure_record
-from flows.cli import app
-from mechanisms.errors import DPReleaseError
+from dprelease.bundle.files import write_json
+from dprelease.bundle.staging import prepare_staging
+from dprelease.bundle.write import write_bundle_files, write_failure_record
+from dprelease.flows.cli import app
+from dprelease.mechanisms.errors import DPReleaseError
 from tests.helpers import adult_rows, write_spec
 
 UMASKS = [0o000, 0o022]
@@ -69,9 +69,9 @@ def test_a_staging_folder_is_private_while_it_runs(tmp_path, umask):
 
 
 def test_the_published_bundle_serves_public_only(tmp_path, umask, monkeypatch):
-    import bundle.write
+    import dprelease.bundle.write
 
-    monkeypatch.setattr(bundle.write, "readme", lambda doc: "the README\n")  # a minimal document
+    monkeypatch.setattr(dprelease.bundle.write, "readme", lambda doc: "the README\n")  # a minimal document
     held = _running_release(tmp_path / "out")
     document = {"outputs": {"synthetic.csv": {"format": "csv"}}, "release_id": "r"}
     dest = write_bundle_files(held.path, held.dest, pd.DataFrame({"a": [1, 2]}), document)
@@ -125,11 +125,11 @@ def _release_cli(tmp_path: Path, monkeypatch, fail: bool = False) -> tuple[Path,
     staging folder mid-run (every report written, nothing yet moved into place), and to
     fail there when ``fail`` (in the real run; the rehearsal before the reserve writes its
     own staging folder in a temporary folder)."""
-    import tasks.publish
+    import dprelease.tasks.publish
 
     out = tmp_path / "out"
     seen: dict[str, Path] = {}
-    real = tasks.publish.write_bundle_files
+    real = dprelease.tasks.publish.write_bundle_files
 
     def looking(staging, dest, *args, **kwargs):
         if staging.parent == out:
@@ -142,7 +142,7 @@ def _release_cli(tmp_path: Path, monkeypatch, fail: bool = False) -> tuple[Path,
                 raise RuntimeError("a step failed after the reports were written")
         return real(staging, dest, *args, **kwargs)
 
-    monkeypatch.setattr(tasks.publish, "write_bundle_files", looking)
+    monkeypatch.setattr(dprelease.tasks.publish, "write_bundle_files", looking)
     spec = write_spec(tmp_path, adult_rows(300), synthetic_rows=200)
     result = CliRunner().invoke(app, ["release", str(spec), "--out", str(out), "--release-id", "r"])
     assert (result.exit_code != 0) == fail, result.output

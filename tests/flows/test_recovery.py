@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from bundle.staging import prepare_staging
-from bundle.write import write_bundle_files
-from flows.recovery import SettleRefused, recover, settle
-from ledger import Ledger
-from ledger.database import ENTRIES
+from dprelease.bundle.staging import prepare_staging
+from dprelease.bundle.write import write_bundle_files
+from dprelease.flows.recovery import SettleRefused, recover, settle
+from dprelease.ledger import Ledger
+from dprelease.ledger.database import ENTRIES
 from tests.helpers import PURE_PLAN
 
 
@@ -94,7 +94,7 @@ def _sealed(tmp_path: Path, rid: str):
 
 
 def test_a_sealed_bundle_is_moved_into_place(tmp_path, monkeypatch):
-    monkeypatch.setattr("bundle.write.readme", lambda document: "readme\n")
+    monkeypatch.setattr("dprelease.bundle.write.readme", lambda document: "readme\n")
     out, led, held = _sealed(tmp_path, "r3")
     [found] = recover(out, led)
     assert found.outcome == "published" and found.path == held.dest
@@ -103,7 +103,7 @@ def test_a_sealed_bundle_is_moved_into_place(tmp_path, monkeypatch):
 
 
 def test_a_sealed_attempt_whose_folder_changed_is_failed(tmp_path, monkeypatch):
-    monkeypatch.setattr("bundle.write.readme", lambda document: "readme\n")
+    monkeypatch.setattr("dprelease.bundle.write.readme", lambda document: "readme\n")
     out, led, held = _sealed(tmp_path, "r4")
     (held.path / "public" / "release.json").write_text("{}")  # not what was sealed
     (held.path / "public" / "manifest.json").write_text("{}")
@@ -170,7 +170,7 @@ def _set_owner(led: Ledger, rid: str, host: str, pid: int) -> None:
 def test_a_refusal_counts_only_charged_releases_and_says_running(tmp_path, monkeypatch):
     """The lifetime refusal's "earlier release(s)" leaves refused attempts out, and a rerun of
     an attempt whose process lives is "in progress", not "did not finish"."""
-    from ledger import BudgetRefused
+    from dprelease.ledger import BudgetRefused
 
     led = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
     life = (1.5, 0.0)
@@ -184,7 +184,7 @@ def test_a_refusal_counts_only_charged_releases_and_says_running(tmp_path, monke
     led.spend("b1", ["a"], PURE_PLAN)
     with pytest.raises(BudgetRefused, match=r"'b1' is in progress .* spent stage\(s\) \['a'\] so far"):
         led.reserve(dataset="e", release_id="b1", mechanism="m", plan=PURE_PLAN, lifetime=None)
-    monkeypatch.setattr("ledger.charges.pid_alive", lambda detail: False)  # its process has gone
+    monkeypatch.setattr("dprelease.ledger.charges.pid_alive", lambda detail: False)  # its process has gone
     with pytest.raises(BudgetRefused, match=r"did not finish.*ledger settle"):
         led.reserve(dataset="e", release_id="b1", mechanism="m", plan=PURE_PLAN, lifetime=None)
 

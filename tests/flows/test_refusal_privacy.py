@@ -11,8 +11,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from engines.inputs import InputRefused
-from flows.cli import app
+from dprelease.engines.inputs import InputRefused
+from dprelease.flows.cli import app
 from tests.helpers import adult_rows, assert_nothing_spent, cli_text, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]
@@ -42,7 +42,7 @@ def _prefect_texts(flow_run_id) -> list[str]:
 
 
 def test_prefect_hears_that_the_input_was_refused_and_where_not_why(tmp_path):
-    from flows.release import release
+    from dprelease.flows.release import release
 
     out = tmp_path / "out"
     state = release(str(_bad_spec(tmp_path)), str(out), release_id="bad", return_state=True)

@@ -22,14 +22,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from engines.inputs import read_input
-from engines.rehearsal import model_values, rehearsal_rows, write_rehearsal_file
-from engines.tables import table_to_bins
-from flows.cli import app
-from flows.rehearsal import RehearsalError, _rehearsal_spec, rehearse
-from mechanisms.registry import MECHANISMS
-from mechanisms.schema import Continuous
-from spec import load_spec
+from dprelease.engines.inputs import read_input
+from dprelease.engines.rehearsal import model_values, rehearsal_rows, write_rehearsal_file
+from dprelease.engines.tables import table_to_bins
+from dprelease.flows.cli import app
+from dprelease.flows.rehearsal import RehearsalError, _rehearsal_spec, rehearse
+from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.mechanisms.schema import Continuous
+from dprelease.spec import load_spec
 from tests.helpers import DEMO_DIR, adult_rows, assert_nothing_published, cli_text, write_spec
 
 KINDS = {  # every kind of column a spec can declare
@@ -186,7 +186,7 @@ def test_a_failure_after_the_noise_is_caught_before_the_reserve(tmp_path, monkey
     """Through the real flow: the rehearsal meets the injected failure first, names its step,
     and the release stops before the ledger is even opened (nothing reserved, read or
     published); the failure record names the rehearsal."""
-    from flows.release import release
+    from dprelease.flows.release import release
 
     spec = write_spec(
         tmp_path, adult_rows(300), checks={"target": "income", "gates": {"tvd_1way": {"max": 0.9}}}
@@ -205,10 +205,10 @@ def test_a_failure_after_the_noise_is_caught_before_the_reserve(tmp_path, monkey
 @pytest.mark.e2e
 @pytest.mark.usefixtures("prefect_harness")
 def test_a_streaming_writer_failure_is_caught_before_the_reserve(tmp_path, monkeypatch):
-    from flows.release import release
+    from dprelease.flows.release import release
 
     spec = write_spec(tmp_path, adult_rows(300), engine={"name": "local", "chunk_rows": 1_000})
-    monkeypatch.setattr("tasks.streaming.write_synthetic_chunks", _boom)
+    monkeypatch.setattr("dprelease.tasks.streaming.write_synthetic_chunks", _boom)
     with pytest.raises(RehearsalError, match=re.escape("at step 'decode' (RuntimeError: injected)")):
         release(str(spec), str(tmp_path / "out"), release_id="r", insecure_seed=1)
     assert not (tmp_path / "out" / "ledger.db").exists()
@@ -222,7 +222,7 @@ def test_validate_rehearses_the_release(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ["validate", str(spec)])
     assert result.exit_code == 0, result.output
     assert "rehearsal passed" in cli_text(result.output)
-    monkeypatch.setattr("tasks.post_release.render_report", _boom)
+    monkeypatch.setattr("dprelease.tasks.post_release.render_report", _boom)
     result = CliRunner().invoke(app, ["validate", str(spec)])
     assert result.exit_code == 2
     assert "fails its rehearsal at step 'write_report' (RuntimeError: injected)" in cli_text(result.output)

@@ -6,13 +6,13 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from bundle.files import sha256
-from checks.gates import GateError
-from engines.inputs import InputRefused
-from flows.audit import verify_bundle
-from flows.cli import app
-from flows.release import release
-from mechanisms.errors import DPReleaseError
+from dprelease.bundle.files import sha256
+from dprelease.checks.gates import GateError
+from dprelease.engines.inputs import InputRefused
+from dprelease.flows.audit import verify_bundle
+from dprelease.flows.cli import app
+from dprelease.flows.release import release
+from dprelease.mechanisms.errors import DPReleaseError
 from tests.helpers import DEMO_DIR, adult_rows, cli_text, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]

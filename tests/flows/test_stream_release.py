@@ -7,9 +7,9 @@ import json
 import pandas as pd
 import pytest
 
-from engines.inputs import InputRefused
-from flows.audit import verify_bundle
-from flows.release import release
+from dprelease.engines.inputs import InputRefused
+from dprelease.flows.audit import verify_bundle
+from dprelease.flows.release import release
 from tests.helpers import adult_rows, assert_nothing_published, assert_nothing_spent, ledger_rows, write_spec
 
 pytestmark = [

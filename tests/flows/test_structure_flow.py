@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from flows.cli import app
-from flows.release import release
+from dprelease.flows.cli import app
+from dprelease.flows.release import release
 from tests.helpers import cli_text, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]

@@ -8,7 +8,7 @@ import json
 import pytest
 from sqlalchemy import create_engine, text
 
-from ledger import (
+from dprelease.ledger import (
     PASSWORD_ENV,
     BudgetRefused,
     Ledger,
@@ -16,8 +16,8 @@ from ledger import (
     row_hash,
     split_password,
 )
-from mechanisms.accounting import Charge, compose_lifetime, plan_budget, zcdp_rho
-from mechanisms.discovery import discovery_plan
+from dprelease.mechanisms.accounting import Charge, compose_lifetime, plan_budget, zcdp_rho
+from dprelease.mechanisms.discovery import discovery_plan
 from tests.helpers import PURE_PLAN as PURE
 from tests.helpers import record_release
 

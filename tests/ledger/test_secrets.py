@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from ledger import (
+from dprelease.ledger import (
     LOCK_WAIT,
     PASSWORD_ENV,
     Ledger,
@@ -27,7 +27,7 @@ from ledger import (
     redact,
     split_password,
 )
-from ledger import database as ledger_database
+from dprelease.ledger import database as ledger_database
 from tests.helpers import PURE_PLAN as PURE
 
 MARK = "PW-MARKER-7f3a"

@@ -10,9 +10,9 @@ import time
 import pytest
 from sqlalchemy import create_engine, text
 
-from ledger import BudgetRefused, Ledger, LedgerError
-from mechanisms.accounting import plan_budget, zcdp_epsilon
-from mechanisms.primitives import laplace_mechanism
+from dprelease.ledger import BudgetRefused, Ledger, LedgerError
+from dprelease.mechanisms.accounting import plan_budget, zcdp_epsilon
+from dprelease.mechanisms.primitives import laplace_mechanism
 from tests.helpers import PURE_PLAN as PURE
 from tests.helpers import ROOT, record_release
 
@@ -143,8 +143,8 @@ def test_a_bad_url_is_a_clear_error(tmp_path):
 _RESERVE = textwrap.dedent(
     """
     import pathlib, sys, time
-    from mechanisms.accounting import plan_budget
-    from ledger import BudgetRefused, Ledger
+    from dprelease.mechanisms.accounting import plan_budget
+    from dprelease.ledger import BudgetRefused, Ledger
     url, rid, hold, eps = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
     marker = pathlib.Path(sys.argv[5]) if len(sys.argv) > 5 else None
     plan = plan_budget("pure", 1.0, 0.0, {"a": 1.0})

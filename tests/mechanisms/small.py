@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from mechanisms.accounting import BudgetPlan
-from mechanisms.primitives import Measurement
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
-from mechanisms.synthesizer import MixedRows, Synthesizer
+from dprelease.mechanisms.accounting import BudgetPlan
+from dprelease.mechanisms.primitives import Measurement
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.mechanisms.synthesizer import MixedRows, Synthesizer
 
 __all__ = ["SMALL", "run", "small_rows"]
 

@@ -7,10 +7,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from mechanisms.accounting import account as ledger
-from mechanisms.accounting import plan_budget
-from mechanisms.errors import BudgetError
-from mechanisms.primitives import laplace_mechanism, unprotected
+from dprelease.mechanisms.accounting import account as ledger
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.errors import BudgetError
+from dprelease.mechanisms.primitives import laplace_mechanism, unprotected
 
 PLAN = plan_budget("pure", 1.0, 0.0, {"a": 0.5, "b": 0.5})
 

@@ -5,9 +5,9 @@ import re
 import numpy as np
 import pytest
 
-from mechanisms.accounting import plan_budget, split_budget, zcdp_delta, zcdp_epsilon, zcdp_rho
-from mechanisms.errors import BudgetError
-from mechanisms.primitives import gaussian_sigma, laplace_scale
+from dprelease.mechanisms.accounting import plan_budget, split_budget, zcdp_delta, zcdp_epsilon, zcdp_rho
+from dprelease.mechanisms.errors import BudgetError
+from dprelease.mechanisms.primitives import gaussian_sigma, laplace_scale
 
 
 def test_zcdp_rho_matches_published_values():
@@ -83,7 +83,7 @@ def test_noise_scales():
 
 
 def test_lifetime_composition_takes_the_better_valid_rule():
-    from mechanisms.accounting import Charge, compose_lifetime
+    from dprelease.mechanisms.accounting import Charge, compose_lifetime
 
     z = Charge("zcdp", zcdp_rho(1.0, 1e-6), 1.0, 1e-6)
     three = compose_lifetime([z, z, z], 1e-6)
@@ -102,7 +102,7 @@ def test_headroom_is_the_largest_next_epsilon_that_composes_within_the_lifetime(
     """Issue 18: under zCDP "epsilon left" is not the lifetime epsilon minus the spent one.
     The headroom is checked against compose_lifetime itself: a next release at it fits,
     one 0.1 % larger does not; and it is larger than the naive difference."""
-    from mechanisms.accounting import Charge, compose_lifetime, headroom, zcdp_rho
+    from dprelease.mechanisms.accounting import Charge, compose_lifetime, headroom, zcdp_rho
 
     lifetime = (1.5, 1e-5)
     first = Charge("zcdp", zcdp_rho(1.0, 1e-6), 1.0, 1e-6)

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from scipy.special import log_ndtr
 
-from mechanisms.accounting import (
+from dprelease.mechanisms.accounting import (
     Charge,
     Notion,
     approximate_delta,

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mechanisms.accounting import StageBudget
-from mechanisms.accuracy import describe, entry_noise, expected_error
-from mechanisms.primitives import discrete_laplace_noise, measure_stage
+from dprelease.mechanisms.accounting import StageBudget
+from dprelease.mechanisms.accuracy import describe, entry_noise, expected_error
+from dprelease.mechanisms.primitives import discrete_laplace_noise, measure_stage
 
 
 @pytest.mark.parametrize("scale", [0.5, 3.0, 35.1])

@@ -10,12 +10,12 @@ import re
 import numpy as np
 import pytest
 
-from mechanisms import factor_gauss as fg
-from mechanisms.accounting import plan_budget
-from mechanisms.errors import SchemaError
-from mechanisms.resolution import MIN_GROUPS, NOISE_TVD, column_groups, group_count, resolve
-from mechanisms.schema import DEFAULT_BINS, Continuous, Nominal, Schema
-from mechanisms.synthesizer import MixedRows
+from dprelease.mechanisms import factor_gauss as fg
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.errors import SchemaError
+from dprelease.mechanisms.resolution import MIN_GROUPS, NOISE_TVD, column_groups, group_count, resolve
+from dprelease.mechanisms.schema import DEFAULT_BINS, Continuous, Nominal, Schema
+from dprelease.mechanisms.synthesizer import MixedRows
 
 INCOME = Continuous("income", 0, 5000, atoms=(0.0,), intervals=8, decimals=2)
 HOURS = Continuous("hours", 1, 99, integer=True, atoms=(40.0,))

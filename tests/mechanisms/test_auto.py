@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mechanisms.auto import AIM_BATCH, MAX_AIM_COLUMNS, MIN_AIM_ROWS, choose, rule_text
+from dprelease.mechanisms.auto import AIM_BATCH, MAX_AIM_COLUMNS, MIN_AIM_ROWS, choose, rule_text
 
 
 def test_aim_from_the_threshold_on_and_factor_gauss_below_it():

@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engines.tables import calendar_units
-from mechanisms.calendar import to_iso, to_units
-from mechanisms.schema import Continuous
-from spec.columns import DateSpec
+from dprelease.engines.tables import calendar_units
+from dprelease.mechanisms.calendar import to_iso, to_units
+from dprelease.mechanisms.schema import Continuous
+from dprelease.spec.columns import DateSpec
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from mechanisms.design import design
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
-from mechanisms.synthesizer import MixedRows
+from dprelease.mechanisms.design import design
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.mechanisms.synthesizer import MixedRows
 
 SCHEMA = Schema(
     (

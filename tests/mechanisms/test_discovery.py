@@ -10,10 +10,17 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mechanisms import discovery as disc
-from mechanisms.accounting import Charge, StageBudget, compose_lifetime, headroom, zcdp_epsilon, zcdp_rho
-from mechanisms.errors import BudgetError
-from mechanisms.randomness import VettedRNG
+from dprelease.mechanisms import discovery as disc
+from dprelease.mechanisms.accounting import (
+    Charge,
+    StageBudget,
+    compose_lifetime,
+    headroom,
+    zcdp_epsilon,
+    zcdp_rho,
+)
+from dprelease.mechanisms.errors import BudgetError
+from dprelease.mechanisms.randomness import VettedRNG
 from tests.wiring import Probe, probing
 
 

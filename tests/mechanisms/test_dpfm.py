@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from scipy.stats import rankdata
 
-from mechanisms import dpfm
-from mechanisms.accounting import plan_budget
-from mechanisms.primitives import laplace_mechanism
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
-from mechanisms.synthesizer import MixedRows
+from dprelease.mechanisms import dpfm
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.primitives import laplace_mechanism
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.mechanisms.synthesizer import MixedRows
 from tests.mechanisms.audit_tools import audit
 from tests.mechanisms.small import SMALL, run, small_rows
 

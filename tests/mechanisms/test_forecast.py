@@ -10,10 +10,10 @@ import re
 import numpy as np
 import pytest
 
-from mechanisms import factor_gauss as fg
-from mechanisms import ron_gauss as rg
-from mechanisms.accounting import plan_budget
-from mechanisms.forecast import (
+from dprelease.mechanisms import factor_gauss as fg
+from dprelease.mechanisms import ron_gauss as rg
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.forecast import (
     MAX_EPSILON,
     WARN_L1,
     Forecast,
@@ -21,11 +21,11 @@ from mechanisms.forecast import (
     histogram_forecast,
     swamped_bins,
 )
-from mechanisms.registry import MECHANISMS
-from mechanisms.resolution import group_count
-from mechanisms.ron_gauss.params import RonGaussParams
-from mechanisms.schema import Continuous, Schema
-from mechanisms.synthesizer import HistogramNoise
+from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.mechanisms.resolution import group_count
+from dprelease.mechanisms.ron_gauss.params import RonGaussParams
+from dprelease.mechanisms.schema import Continuous, Schema
+from dprelease.mechanisms.synthesizer import HistogramNoise
 from tests.mechanisms.small import SMALL, small_rows
 from tests.wiring import Probe, flow_stages, probing
 

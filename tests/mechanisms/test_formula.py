@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from mechanisms.formula import Formula, FormulaError
+from dprelease.mechanisms.formula import Formula, FormulaError
 
 
 def test_a_formula_evaluates_on_columns_and_lists_what_it_reads():
@@ -71,6 +71,6 @@ def test_the_parsers_own_limits_are_a_formula_error(error, monkeypatch):
     def parse(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr("mechanisms.formula.ast.parse", parse)
+    monkeypatch.setattr("dprelease.mechanisms.formula.ast.parse", parse)
     with pytest.raises(FormulaError, match="must be a plain expression"):
         Formula.parse("age")

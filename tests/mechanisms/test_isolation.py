@@ -24,9 +24,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mechanisms.accounting import plan_budget
-from mechanisms.registry import MECHANISMS
-from spec import load_spec
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.spec import load_spec
 from tests.helpers import adult_rows, write_spec
 from tests.wiring import flow_synthesis, recorded, replayed, rows_of
 

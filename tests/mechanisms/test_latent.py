@@ -2,8 +2,14 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 
-from mechanisms.factor_gauss import bound_rows
-from mechanisms.latent import from_latent, hermite_coefficients, latent_code, latent_correlation, to_latent
+from dprelease.mechanisms.factor_gauss import bound_rows
+from dprelease.mechanisms.latent import (
+    from_latent,
+    hermite_coefficients,
+    latent_code,
+    latent_correlation,
+    to_latent,
+)
 
 
 def _exact_code(bins, n_bins, nominal):

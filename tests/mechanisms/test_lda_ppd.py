@@ -9,12 +9,12 @@ import time
 import numpy as np
 import pytest
 
-from mechanisms import lda_ppd
-from mechanisms.accounting import plan_budget
-from mechanisms.primitives import laplace_mechanism
-from mechanisms.publishing import class_moment_sensitivity, layout, paper_class_moment_sensitivity
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
-from mechanisms.synthesizer import MixedRows
+from dprelease.mechanisms import lda_ppd
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.primitives import laplace_mechanism
+from dprelease.mechanisms.publishing import class_moment_sensitivity, layout, paper_class_moment_sensitivity
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.mechanisms.synthesizer import MixedRows
 from tests.mechanisms.audit_tools import audit
 
 

@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from mechanisms import aim, graphical, mst
-from mechanisms.accounting import plan_budget
-from mechanisms.primitives import exponential_mechanism, exponential_scale
-from mechanisms.randomness import opendp
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
-from mechanisms.workload import candidate_pairs, target_triples
+from dprelease.mechanisms import aim, graphical, mst
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.primitives import exponential_mechanism, exponential_scale
+from dprelease.mechanisms.randomness import opendp
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.mechanisms.workload import candidate_pairs, target_triples
 from tests.wiring import Probe, compare, rows_of, worst
 
 SCHEMA = Schema(
@@ -97,7 +97,7 @@ def test_the_seeded_selection_follows_the_exponential_law(seed):
 
 
 def test_the_vetted_selection_records_opendps_scale():
-    from mechanisms.primitives import release_streams
+    from dprelease.mechanisms.primitives import release_streams
 
     m = exponential_mechanism(
         np.array([0.0, 100.0]),
@@ -119,8 +119,8 @@ def _run(name: str, plan):
     estimates the model, post-processing)."""
     from prefect.logging import disable_run_logger
 
-    from mechanisms.randomness import noise_rngs
-    from tasks.synthesis import encode, estimate_private_moments
+    from dprelease.mechanisms.randomness import noise_rngs
+    from dprelease.tasks.synthesis import encode, estimate_private_moments
 
     def run(table: pd.DataFrame) -> list:
         rngs = noise_rngs(0, 2)
@@ -282,8 +282,8 @@ def test_candidates_respect_the_public_size_cap_and_put_the_target_first():
 def test_the_sampler_draws_from_the_model(seed):
     """A model fitted to exact (noise-free, tiny-σ) tables of a 2-column joint: 20,000 rows
     drawn from it have that joint within sampling error (TVD ≤ 4·√(K/m)/2, K = 6 cells)."""
-    from mechanisms.graphical import Marginal, estimate, sample
-    from mechanisms.primitives import Measurement
+    from dprelease.mechanisms.graphical import Marginal, estimate, sample
+    from dprelease.mechanisms.primitives import Measurement
 
     joint = np.array([[0.3, 0.1, 0.05], [0.05, 0.2, 0.3]])
     n = 10_000

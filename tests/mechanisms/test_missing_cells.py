@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from checks.linkage import gower_features, nearest
-from checks.utility import association_matrix, wasserstein_scaled
-from engines.tables import bins_to_table, table_to_bins
-from mechanisms import factor_gauss as fg
-from mechanisms.accounting import plan_budget
-from mechanisms.resolution import column_groups
-from mechanisms.schema import Continuous, Nominal, Schema
+from dprelease.checks.linkage import gower_features, nearest
+from dprelease.checks.utility import association_matrix, wasserstein_scaled
+from dprelease.engines.tables import bins_to_table, table_to_bins
+from dprelease.mechanisms import factor_gauss as fg
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.resolution import column_groups
+from dprelease.mechanisms.schema import Continuous, Nominal, Schema
 from tests.wiring import compare, flow_stages, rows_of
 
 INCOME = Continuous("income", 0, 1000, atoms=(0.0,), missing=True)

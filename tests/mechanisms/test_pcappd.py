@@ -9,17 +9,17 @@ import math
 import numpy as np
 import pytest
 
-from mechanisms import pcappd
-from mechanisms.accounting import plan_budget
-from mechanisms.design import design
-from mechanisms.primitives import laplace_mechanism
-from mechanisms.publishing import (
+from dprelease.mechanisms import pcappd
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.design import design
+from dprelease.mechanisms.primitives import laplace_mechanism
+from dprelease.mechanisms.publishing import (
     layout,
     moment_sensitivity,
     paper_moment_sensitivity,
 )
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
-from mechanisms.synthesizer import MixedRows
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.mechanisms.synthesizer import MixedRows
 from tests.mechanisms.audit_tools import audit
 from tests.mechanisms.small import SMALL, run, small_rows
 

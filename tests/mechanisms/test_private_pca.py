@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from scipy.stats import wasserstein_distance
 
-from mechanisms import private_pca as pp
-from mechanisms.accounting import plan_budget
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
-from mechanisms.synthesizer import MixedRows
+from dprelease.mechanisms import private_pca as pp
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.mechanisms.synthesizer import MixedRows
 from tests.mechanisms.audit_tools import audit
 
 

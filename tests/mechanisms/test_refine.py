@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import mechanisms.refine as refine
-from mechanisms import factor_gauss as fg
-from mechanisms.accounting import plan_budget
-from mechanisms.primitives import Measurement
-from mechanisms.refine import (
+import dprelease.mechanisms.refine as refine
+from dprelease.mechanisms import factor_gauss as fg
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.primitives import Measurement
+from dprelease.mechanisms.refine import (
     MAX_EXTRA_TABLES,
     MODEL_FLOOR,
     TARGET_SHARE,
@@ -25,8 +25,8 @@ from mechanisms.refine import (
     table_pairs,
     table_shares,
 )
-from mechanisms.resolution import Cells
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.mechanisms.resolution import Cells
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 from tests.wiring import compare, flow_stages, rows_of
 
 SCHEMA = Schema(

@@ -15,11 +15,11 @@ import re
 import numpy as np
 import pytest
 
-from mechanisms import ron_gauss as rg
-from mechanisms.accounting import StageBudget, plan_budget
-from mechanisms.primitives import laplace_mechanism
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
-from mechanisms.synthesizer import MixedRows
+from dprelease.mechanisms import ron_gauss as rg
+from dprelease.mechanisms.accounting import StageBudget, plan_budget
+from dprelease.mechanisms.primitives import laplace_mechanism
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.mechanisms.synthesizer import MixedRows
 from tests.mechanisms.audit_tools import audit
 
 SCHEMA = Schema(

@@ -6,7 +6,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from mechanisms.rowkeys import RowKeys, holdout_mask, row_uniforms
+from dprelease.mechanisms.rowkeys import RowKeys, holdout_mask, row_uniforms
 
 
 def test_draws_depend_on_the_row_not_the_chunk():

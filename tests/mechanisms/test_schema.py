@@ -4,8 +4,8 @@ import re
 import numpy as np
 import pytest
 
-from mechanisms.errors import SchemaError
-from mechanisms.schema import DEFAULT_BINS, Continuous, Nominal, Ordinal, Schema
+from dprelease.mechanisms.errors import SchemaError
+from dprelease.mechanisms.schema import DEFAULT_BINS, Continuous, Nominal, Ordinal, Schema
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from mechanisms.factor_gauss import bound_rows, second_moment_sensitivity
-from mechanisms.marginals import histogram, histogram_sensitivity
+from dprelease.mechanisms.factor_gauss import bound_rows, second_moment_sensitivity
+from dprelease.mechanisms.marginals import histogram, histogram_sensitivity
 
 
 def _neighbours(data: tuple[int, ...], k: int):

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mechanisms import spectral as sa
-from mechanisms.accounting import plan_budget
-from mechanisms.design import design
-from mechanisms.schema import Continuous, Schema
+from dprelease.mechanisms import spectral as sa
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.design import design
+from dprelease.mechanisms.schema import Continuous, Schema
 from tests.mechanisms.small import SMALL, small_rows
 
 ALL = [sa.SpectralParams("P"), sa.SpectralParams("J"), sa.SpectralParams("O"), sa.SpectralParams("O", True)]

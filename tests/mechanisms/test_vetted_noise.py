@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mechanisms import primitives as p
-from mechanisms import private_pca as pp
+from dprelease.mechanisms import primitives as p
+from dprelease.mechanisms import private_pca as pp
 
 ALPHA = 1e-4
 

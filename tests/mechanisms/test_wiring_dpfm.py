@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mechanisms import dpfm
-from mechanisms.accounting import plan_budget
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.mechanisms import dpfm
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 from tests.wiring import compare, flow_stages, rows_of, worst
 
 LEVELS = {"o": ("lo", "mid", "hi"), "q": ("1", "2", "3", "4")}

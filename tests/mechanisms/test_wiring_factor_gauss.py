@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mechanisms import factor_gauss as fg
-from mechanisms.accounting import plan_budget
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.mechanisms import factor_gauss as fg
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 from tests.wiring import compare, flow_stages, rows_of, worst
 
 SCHEMA = Schema(
@@ -104,12 +104,12 @@ def test_streaming_passes_measure_within_the_same_sensitivities(tmp_path):
     path's."""
     from prefect.logging import disable_run_logger
 
-    from engines.chunks import Scan
-    from engines.runners import LocalEngine
-    from mechanisms.primitives import noise_rngs
-    from mechanisms.rowkeys import RowKeys
-    from spec import load_spec
-    from tasks.streaming import chunk_job, stream_encode, stream_estimate
+    from dprelease.engines.chunks import Scan
+    from dprelease.engines.runners import LocalEngine
+    from dprelease.mechanisms.primitives import noise_rngs
+    from dprelease.mechanisms.rowkeys import RowKeys
+    from dprelease.spec import load_spec
+    from dprelease.tasks.streaming import chunk_job, stream_encode, stream_estimate
     from tests.helpers import adult_rows, write_spec
 
     data = adult_rows(3_000, seed=4)

@@ -15,12 +15,12 @@ import pandas as pd
 import pytest
 from prefect.logging import disable_run_logger
 
-from mechanisms import private_pca as pp
-from mechanisms.accounting import plan_budget
-from mechanisms.design import design
-from mechanisms.primitives import noise_rngs
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
-from tasks.synthesis import encode, estimate_private_moments, project_and_sample
+from dprelease.mechanisms import private_pca as pp
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.design import design
+from dprelease.mechanisms.primitives import noise_rngs
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.tasks.synthesis import encode, estimate_private_moments, project_and_sample
 from tests.wiring import compare, flow_stages, rows_of, worst
 
 SCHEMA = Schema(  # d = 4: every design coordinate can be 0 or 1 (a 2-category one-hot block)

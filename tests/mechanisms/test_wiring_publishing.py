@@ -13,16 +13,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mechanisms import lda_ppd, pcappd
-from mechanisms.accounting import plan_budget
-from mechanisms.design import design
-from mechanisms.publishing import (
+from dprelease.mechanisms import lda_ppd, pcappd
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.design import design
+from dprelease.mechanisms.publishing import (
     class_moment_sensitivity,
     moment_sensitivity,
     paper_class_moment_sensitivity,
     paper_moment_sensitivity,
 )
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 from tests.wiring import compare, flow_stages, rows_of, worst
 
 _NUMERIC = {

@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mechanisms import ron_gauss as rg
-from mechanisms.accounting import plan_budget
-from mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.mechanisms import ron_gauss as rg
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 from tests.wiring import compare, flow_stages, rows_of, worst
 
 SCHEMA = Schema(

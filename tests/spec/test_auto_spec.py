@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engines.inputs import resolve_mechanism
-from mechanisms.auto import MIN_AIM_ROWS
-from spec import SpecError, load_spec
+from dprelease.engines.inputs import resolve_mechanism
+from dprelease.mechanisms.auto import MIN_AIM_ROWS
+from dprelease.spec import SpecError, load_spec
 from tests.helpers import TOY_SCHEMA, write_spec
 
 MOSTLY_CATEGORICAL = {name: c for name, c in TOY_SCHEMA.items() if name != "k"}  # 1 of 3 continuous

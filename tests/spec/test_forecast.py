@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mechanisms.accounting import plan_budget
-from mechanisms.forecast import MAX_EPSILON
-from spec import ReleaseSpec, forecast
-from spec.sections import PrivacySpec
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.forecast import MAX_EPSILON
+from dprelease.spec import ReleaseSpec, forecast
+from dprelease.spec.sections import PrivacySpec
 from tests.helpers import DEMO_SPEC, adult_rows
 from tests.wiring import Probe, flow_stages, probing, rows_of
 

@@ -21,7 +21,7 @@ GROWTH = 500 * 2**20
 CHILD = f"""
 import json, resource, sys, time
 import psutil
-from spec import SpecError, load_spec
+from dprelease.spec import SpecError, load_spec
 
 base = psutil.Process().memory_info()
 resource.setrlimit(resource.RLIMIT_AS, (base.vms + {GROWTH}, resource.RLIM_INFINITY))

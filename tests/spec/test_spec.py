@@ -8,7 +8,7 @@ import re
 import pytest
 import yaml
 
-from spec import SpecError, load_spec
+from dprelease.spec import SpecError, load_spec
 from tests.helpers import DEMO_DIR, DEMO_SPEC
 
 

@@ -20,7 +20,7 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from spec import ReleaseSpec, SpecError, load_spec
+from dprelease.spec import ReleaseSpec, SpecError, load_spec
 from tests.helpers import DEMO_SPEC
 
 # Hypothesis warns when the global `random` state changes while a strategy draws. Ours never
@@ -261,7 +261,7 @@ def test_an_id_format_loads_only_if_its_identifiers_are_distinct_short_and_csv_s
     """Issue 30: a loaded id format gives distinct identifiers of bounded length, printable
     and without a comma or a quote, for any row number up to 2⁶³; any other is refused
     naming the field."""
-    from bundle.published import fresh_identifiers
+    from dprelease.bundle.published import fresh_identifiers
 
     doc = copy.deepcopy(VALID)
     doc["schema"]["row"] = {"type": "id", "format": fmt}

@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from spec import RELEASE_ID, SpecError, load_spec
-from spec.columns import CONTROLS
+from dprelease.spec import RELEASE_ID, SpecError, load_spec
+from dprelease.spec.columns import CONTROLS
 from tests.helpers import TOY_SCHEMA, toy_schema, write_spec
 
 
@@ -153,7 +153,7 @@ ACCEPTED_IDS = [
 def test_an_id_format_within_the_rule_gives_distinct_identifiers_up_to_the_width_cap(tmp_path):
     """Formats within the rule load and give distinct identifiers; the width cap is 20
     digits (any 64-bit row number), 21 is refused."""
-    from bundle.published import fresh_identifiers
+    from dprelease.bundle.published import fresh_identifiers
 
     for fmt, first, last in ACCEPTED_IDS:
         schema = toy_schema() | {"row": {"type": "id", "format": fmt}}
@@ -200,7 +200,7 @@ def test_the_widest_date_bounds_work_in_the_reader_and_one_second_more_is_refuse
     the column's bounds. A second beyond either edge is refused."""
     import pandas as pd
 
-    from engines.tables import calendar_units
+    from dprelease.engines.tables import calendar_units
 
     bounds = ["1678-01-01T00:00:00", "2261-12-31T23:59:59"]
     schema = toy_schema() | {"d": {"type": kind, "bounds": bounds, "resolution": resolution}}
@@ -230,7 +230,7 @@ def test_a_column_declares_at_most_10000_categories(kind, tmp_path):
 def test_a_dataset_name_leaves_room_for_the_release_ids_stamp(tmp_path):
     """Issue 30: a 300-character dataset.name was later blamed on an unwritable folder. The
     longest name leaves room for a release's stamp and a schema discovery's."""
-    from flows.discovery import discovery_release_id
+    from dprelease.flows.discovery import discovery_release_id
 
     spec = load_spec(write_spec(tmp_path, checks={}, dataset={"name": "a" * 56, "path": "data.csv"}))
     assert RELEASE_ID.fullmatch(spec.resolved_release_id())

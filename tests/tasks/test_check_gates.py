@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 from prefect.logging import disable_run_logger
 
-from engines.tables import table_to_bins
-from mechanisms.accounting import StageBudget
-from mechanisms.gates import GATEABLE
-from mechanisms.schema import Continuous, Nominal, Schema
-from tasks.post_release import check_gates
+from dprelease.engines.tables import table_to_bins
+from dprelease.mechanisms.accounting import StageBudget
+from dprelease.mechanisms.gates import GATEABLE
+from dprelease.mechanisms.schema import Continuous, Nominal, Schema
+from dprelease.tasks.post_release import check_gates
 from tests.wiring import Probe, compare, probing, worst
 
 SCHEMA = Schema(

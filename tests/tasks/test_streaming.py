@@ -10,9 +10,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from mechanisms import factor_gauss
-from mechanisms.errors import DPReleaseError
-from tasks.streaming import stream_decode
+from dprelease.mechanisms import factor_gauss
+from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.tasks.streaming import stream_decode
 
 
 def test_a_full_disk_while_writing_synthetic_chunks_is_a_clear_error(adult_streaming, tmp_path, monkeypatch):

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engines.inputs import InputValidationError
-from engines.tables import DataError
-from spec import load_spec
+from dprelease.engines.inputs import InputValidationError
+from dprelease.engines.tables import DataError
+from dprelease.spec import load_spec
 from tests.helpers import (
     TOY_GOOD,
     TOY_HEADER,

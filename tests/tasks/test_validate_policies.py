@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from engines.inputs import InputValidationError
+from dprelease.engines.inputs import InputValidationError
 from tests.helpers import TOY_GOOD, TOY_HEADER, TOY_SCHEMA, toy_schema, toy_spec, validate
 
 
