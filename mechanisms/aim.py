@@ -49,7 +49,7 @@ import numpy as np
 from dprelease.mechanisms.accounting import BudgetPlan
 from dprelease.mechanisms.graphical import Marginal, Model, estimate, marginal_of, model_size, sample
 from dprelease.mechanisms.marginals import histogram_sensitivity
-from dprelease.mechanisms.primitives import Measurement, exponential_mechanism, gaussian_mechanism
+from dprelease.mechanisms.primitives import Measurement, exponential_mechanism, measure_stage
 from dprelease.mechanisms.schema import Schema, check_target
 from dprelease.mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Streaming, Synthesizer
 from dprelease.mechanisms.workload import (
@@ -154,20 +154,20 @@ def measure_target(
     if not pairs:
         return []
     names = list(workload.names)
-    shares = plan.stage("target").split(len(pairs))
+    parts = plan.stage("target").split(len(pairs))
     return [
         Marginal(
             pair,
-            gaussian_mechanism(
+            measure_stage(
                 np.asarray(_exact(workload, counts, pair), dtype=float),
+                part,
                 l2_sensitivity=histogram_sensitivity("l2"),
-                rho=share.share,
+                l1_sensitivity=histogram_sensitivity("l1"),
                 rng=rng,
                 name=pair_name(names, *pair),
-                stage="target",
             ),
         )
-        for pair, share in zip(pairs, shares, strict=True)
+        for pair, part in zip(pairs, parts, strict=True)
     ]
 
 
@@ -287,13 +287,13 @@ def run_rounds(
         )
         k = int(choice.value[0])
         columns = allowed[k][0]
-        table = gaussian_mechanism(
+        table = measure_stage(
             np.asarray(_exact(workload, counts, columns), dtype=float),
+            measure.take(budget.rho_m),
             l2_sensitivity=histogram_sensitivity("l2"),
-            rho=budget.rho_m,
+            l1_sensitivity=histogram_sensitivity("l1"),
             rng=rng,
             name=_name(names, columns, t),
-            stage="measure",
         )
         records += [choice, table]
         measured.append(Marginal(columns, table))

@@ -1,5 +1,5 @@
 """``mechanism: auto``: ``factor_gauss`` or ``aim``, chosen by a public rule before the
-budget is reserved (README, "Which mechanism").
+budget is reserved (docs/mechanisms/auto.md).
 
 The rule reads public facts only: the fitted rows n (public under replace-one: neighbours
 have the same n), the accountant, the number of modelled columns p and how many of them are
@@ -14,7 +14,7 @@ it is ahead of ``aim`` on most figures at every ε. On Adult (6 of 15 continuous
 samples of 1,000 to 10,000 rows ``aim`` is ahead on at least half of them at every ε. AIM
 measures many small tables, each at a fraction of ρ, so it needs rows: nothing smaller than
 ``MIN_AIM_ROWS`` was measured. Its time grows with p (16·p rounds, a compiled estimate per set
-of cliques). The evidence is five tables (README, "Which mechanism"). ``aim`` runs with
+of cliques). The evidence is five tables (docs/mechanisms/auto.md). ``aim`` runs with
 ``batch`` = ``AIM_BATCH`` (the variant measured there); the spec's ``target`` goes to either
 mechanism.
 """

@@ -34,7 +34,7 @@ each bound. δ is split evenly over the partition selections (a nominal column's
 a numeric column's atoms); with none the stage is pure ε-DP (δ = 0). The stage is
 (ε, δ)-DP (basic composition of the columns' shares); under zCDP composition a pure ε-DP
 step is ε²/2-zCDP and the partition selections' δ is set aside (δ-approximate zCDP, Bun &
-Steinke 2016, Def. 8.1): ``accounting.compose_lifetime``.
+Steinke 2016, Def. 8.1): ``lifetime.compose_lifetime``.
 """
 
 from __future__ import annotations
@@ -176,9 +176,9 @@ def bound_utilities(sorted_values: np.ndarray, t: float) -> tuple[np.ndarray, np
 
 
 def private_bounds(
-    values: np.ndarray, budget: StageBudget, name: str, *, integer: bool, rng: np.random.Generator
+    values: np.ndarray, part: StageBudget, name: str, *, integer: bool, rng: np.random.Generator
 ) -> DiscoveredBounds:
-    """A column's [lower, upper] from two private quantiles on ``GRID`` (``budget``'s ε
+    """A column's [lower, upper] from two private quantiles on ``GRID`` (``part``'s ε
     split evenly between them). The level q and the rank t = q·n use the public row count
     n = len(values); missing values (NaN) are left out of the counts, and their number,
     which is not public, enters nothing but the scores (a record turning missing moves
@@ -187,7 +187,7 @@ def private_bounds(
     x = np.asarray(values, dtype=float)
     n = len(x)
     x = np.sort(x[~np.isnan(x)])
-    half = budget.pure_epsilon / 2
+    half = part.pure_epsilon / 2
     q = quantile_level(max(n, 1), half)
     picks = [noisy_max(u, half, rng) for u in bound_utilities(x, q * n)]
     lo, hi = sorted(GRID[picks])
@@ -231,21 +231,21 @@ def partition_selection(
 
 
 def discover_categories(
-    values: np.ndarray, budget: StageBudget, delta: float, name: str, *, rng: np.random.Generator
+    values: np.ndarray, part: StageBudget, delta: float, name: str, *, rng: np.random.Generator
 ) -> DiscoveredCategories:
     """The categories of a column whose noisy count (Laplace, b = 2/ε) exceeds
     τ = 1 + b·ln(1/δ), sorted (``partition_selection``); missing values are not a category."""
     kept = np.asarray([v for v in values if isinstance(v, str) and v != ""], dtype=object)
     labels, counts = np.unique(kept.astype(str), return_counts=True)
     found, threshold, m = partition_selection(
-        labels, counts, budget.pure_epsilon, delta, 0.0, f"categories[{name}]", rng
+        labels, counts, part.pure_epsilon, delta, 0.0, f"categories[{name}]", rng
     )
     return DiscoveredCategories(tuple(str(c) for c in found), threshold, m)
 
 
 def discover_atoms(
     values: np.ndarray,
-    budget: StageBudget,
+    part: StageBudget,
     delta: float,
     name: str,
     *,
@@ -263,14 +263,14 @@ def discover_atoms(
     finite = x[np.isfinite(x)] + 0.0  # −0.0 + 0.0 is 0.0
     labels, counts = np.unique(finite, return_counts=True)
     found, threshold, m = partition_selection(
-        labels, counts, budget.pure_epsilon, delta, share * len(x), f"atoms[{name}]", rng
+        labels, counts, part.pure_epsilon, delta, share * len(x), f"atoms[{name}]", rng
     )
     return DiscoveredAtoms(tuple(float(v) for v in found), threshold, share, m)
 
 
 def discover_numeric(
     values: np.ndarray,
-    budget: StageBudget,
+    part: StageBudget,
     delta: float,
     name: str,
     *,
@@ -278,12 +278,12 @@ def discover_numeric(
     share: float = ATOM_SHARE,
     rng: np.random.Generator,
 ) -> tuple[DiscoveredBounds, DiscoveredAtoms | None]:
-    """A numeric column's bounds (``private_bounds``, two thirds of ``budget``: a third on
+    """A numeric column's bounds (``private_bounds``, two thirds of ``part``: a third on
     each bound) and atoms (``discover_atoms``, the last third, and all of ``delta``). With
-    ``share`` 0 the atoms are off (None): the bounds get the whole ``budget``, half on each,
+    ``share`` 0 the atoms are off (None): the bounds get the whole ``part``, half on each,
     and ``delta`` is not spent."""
     if share == 0:
-        return private_bounds(values, budget, name, integer=integer, rng=rng), None
-    for_bounds, for_atoms = budget.split_by([2.0, 1.0])
+        return private_bounds(values, part, name, integer=integer, rng=rng), None
+    for_bounds, for_atoms = part.split_by([2.0, 1.0])
     bounds = private_bounds(values, for_bounds, name, integer=integer, rng=rng)
     return bounds, discover_atoms(values, for_atoms, delta, name, share=share, rng=rng)

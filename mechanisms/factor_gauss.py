@@ -27,6 +27,10 @@ Privacy: stages 1 and 3 compose (adaptively): ρ = ρ₁ + ρ₂ (+ ρ_refine) (
 Synthetic rows are fresh draws: no output row corresponds to an input row. Not from a
 paper: no paper variant, no defects.
 
+Modules: this one holds the stages and the synthesizer; stage 1 and the private code are in
+``factor_marginals``, the factor model's math (the rows' bound, the second moment's
+sensitivity, the factor correlation, fresh latent rows) in ``factor_model``.
+
 The privacy argument and the derivations: ``docs/proofs/factor_gauss.md``.
 """
 
@@ -34,20 +38,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Literal
 
 import numpy as np
 
 from dprelease.mechanisms.accounting import BudgetPlan, StageBudget
-from dprelease.mechanisms.latent import (
-    LatentCode,
-    from_latent,
-    hermite_coefficients,
-    latent_code,
-    latent_correlation,
-    to_latent,
+from dprelease.mechanisms.factor_marginals import (
+    Code,
+    cells_for,
+    code_from_marginals,
+    marginal_noise,
+    mean_abs_noise,
+    measure_marginals,
 )
-from dprelease.mechanisms.marginals import histogram, histogram_sensitivity, private_distribution
+from dprelease.mechanisms.factor_model import (
+    bound_rows,
+    factor_correlation,
+    sample_latent,
+    second_moment_sensitivity,
+)
+from dprelease.mechanisms.latent import from_latent, hermite_coefficients, to_latent
+from dprelease.mechanisms.marginals import histogram, histogram_sensitivity
 from dprelease.mechanisms.primitives import Measurement, measure_stage, stage_noise
 from dprelease.mechanisms.refine import (
     OVERSAMPLE,
@@ -58,13 +68,11 @@ from dprelease.mechanisms.refine import (
     pair_name,
     refined_rows,
     table_pairs,
-    table_shares,
+    table_parts,
 )
-from dprelease.mechanisms.resolution import Cells, resolve
 from dprelease.mechanisms.rowkeys import RowKeys, row_uniforms
 from dprelease.mechanisms.schema import Schema, check_target
 from dprelease.mechanisms.synthesizer import (
-    HistogramNoise,
     MixedRows,
     Sensitivity,
     Stage,
@@ -76,27 +84,18 @@ __all__ = [
     "REFINE_WEIGHTS",
     "STAGE_WEIGHTS",
     "SYNTHESIZER",
-    "Code",
     "Encoded",
     "FactorGaussParams",
-    "bound_rows",
-    "cells_for",
     "chunk_moment_sum",
-    "code_from_marginals",
     "encode",
     "encode_counts",
     "estimate_moment_sum",
-    "factor_correlation",
     "latent_model",
     "latent_rows",
-    "marginal_noise",
-    "measure_marginals",
     "measure_moment_sum",
     "measure_moments",
     "model_facts",
     "moment_sum",
-    "sample_latent",
-    "second_moment_sensitivity",
     "sensitivities",
 ]
 
@@ -143,21 +142,6 @@ def stage_weights(schema: Schema, params: FactorGaussParams) -> dict[str, float]
     return dict(STAGE_WEIGHTS if params.target is None else REFINE_WEIGHTS)
 
 
-def second_moment_sensitivity(n: int, bound: float, p: int, norm: Literal["l1", "l2"]) -> float:
-    """Sensitivity of the upper triangle (with diagonal) of S = ZᵀZ/n, rows ‖z‖₂ ≤ B.
-
-    Replace-one changes S by A/n with A = zzᵀ − z'z'ᵀ.
-    L2: ‖A‖_F² = ‖z‖⁴ + ‖z'‖⁴ − 2(z·z')² ≤ 2B⁴, and the upper triangle u(A) has
-    ‖u‖₂² = (‖A‖_F² + Σᵢ aᵢᵢ²)/2 ≤ ‖A‖_F². So Δ₂ = √2·B²/n, attained by z = B·e₁,
-    z' = B·e₂ (u = (B², −B²)). The triangle inequality gives the looser 2B²/n.
-    L1: ‖u‖₁ ≤ √(p(p+1)/2)·‖u‖₂ (Cauchy–Schwarz over p(p+1)/2 entries), so
-    Δ₁ = √(p(p+1))·B²/n, below the triangle-inequality bound (p+1)B²/n.
-    """
-    if norm == "l2":
-        return math.sqrt(2.0) * bound**2 / n
-    return math.sqrt(p * (p + 1)) * bound**2 / n
-
-
 def sensitivities(schema: Schema, params: FactorGaussParams, n: int, facts=None) -> dict[str, Sensitivity]:
     """Every statistic factor_gauss measures, from public facts: one histogram per column
     (Δ₁ = 2, Δ₂ = √2, ``marginals.histogram_sensitivity``; attained by any record moving
@@ -185,46 +169,6 @@ def sensitivities(schema: Schema, params: FactorGaussParams, n: int, facts=None)
     return out
 
 
-def bound_rows(z: np.ndarray, clip: float, bound: float) -> np.ndarray:
-    """Clip entries to [−c, c], then scale any row with ‖z‖₂ > B down to norm B."""
-    z = np.clip(z, -clip, clip)
-    norms = np.linalg.norm(z, axis=1)
-    scale = np.minimum(1.0, bound / np.maximum(norms, 1e-300))
-    return z * scale[:, None]
-
-
-@dataclass(frozen=True)
-class Code:
-    """The private code of every column: its ``cells`` (public groups, private placement
-    inside a group) and the ``latent`` CDFs over the groups."""
-
-    latent: LatentCode
-    cells: Cells
-    pairs: Pairs | None = None
-
-
-def _histogram_noise(budget: StageBudget, p: int) -> list[tuple[Literal["gaussian", "laplace"], float]]:
-    """(mechanism, scale) of each of the p histograms' counts, as ``measure_marginals``
-    draws them."""
-    return [
-        stage_noise(
-            share, l2_sensitivity=histogram_sensitivity("l2"), l1_sensitivity=histogram_sensitivity("l1")
-        )
-        for share in budget.split(p)
-    ]
-
-
-def _mean_abs(mechanism: str, scale: float) -> float:
-    """E|noise| per count: σ√(2/π) (Gaussian) or b (Laplace)."""
-    return scale * math.sqrt(2 / math.pi) if mechanism == "gaussian" else scale
-
-
-def cells_for(schema: Schema, budget: StageBudget, n: int) -> Cells:
-    """Stage 1's public cells (``resolution.resolve``) for n rows and the E|noise| its
-    ``budget`` puts on each count."""
-    return resolve(schema, n, [_mean_abs(*noise) for noise in _histogram_noise(budget, len(schema))])
-
-
 def _target(schema: Schema, params: FactorGaussParams) -> int | None:
     return None if params.target is None else schema.names.index(params.target)
 
@@ -238,11 +182,11 @@ def refine_cells(schema: Schema, plan: BudgetPlan, params: FactorGaussParams, n:
     tables = table_pairs(schema, t)
     declared = [schema.columns[i].n_bins * schema.columns[j].n_bins for i, j in tables]
     # the first table is a target table: its share does not depend on the sizes
-    (share, *_) = table_shares(plan.stage("refine"), tables, t, declared)
+    (part, *_) = table_parts(plan.stage("refine"), tables, t, declared)
     noise = stage_noise(
-        share, l2_sensitivity=histogram_sensitivity("l2"), l1_sensitivity=histogram_sensitivity("l1")
+        part, l2_sensitivity=histogram_sensitivity("l2"), l1_sensitivity=histogram_sensitivity("l1")
     )
-    return pair_cells(schema, t, n, _mean_abs(*noise))
+    return pair_cells(schema, t, n, mean_abs_noise(*noise))
 
 
 @dataclass(frozen=True)
@@ -254,16 +198,6 @@ class Encoded:
     marginals: tuple[Measurement, ...]
     bound: float
     pair_counts: tuple[np.ndarray, ...] = field(default=(), repr=False)
-
-
-def code_from_marginals(marginals: list[Measurement], n: int, schema: Schema, cells: Cells) -> Code:
-    """Post-processing of stage 1: private CDFs over the groups (nominal columns by private
-    frequency) and the private placement of a group's rows in its declared cells."""
-    distributions = [private_distribution(m, n) for m in marginals]
-    return Code(
-        latent_code(distributions, [c.kind == "nominal" for c in schema.columns]),
-        cells.with_private(schema, distributions),
-    )
 
 
 def latent_rows(bins: np.ndarray, code: Code, params: FactorGaussParams, dither: np.ndarray) -> np.ndarray:
@@ -280,50 +214,10 @@ def moment_sum(bins: np.ndarray, code: Code, params: FactorGaussParams, dither: 
     return z.T @ z
 
 
-def measure_marginals(
-    counts: list[np.ndarray], names: list[str], budget: StageBudget, *, rng: np.random.Generator
-) -> list[Measurement]:
-    """Stage 1's noise: one noisy histogram per column, from its exact counts.
-
-    Sensitivity: Δ₁ = 2, Δ₂ = √2 per histogram (replace-one moves one count between two
-    bins; ``marginals.histogram_sensitivity``).
-    Noise: the stage split evenly over the p columns (``StageBudget.split``): Gaussian
-    σ = √2/√(2ρ/p) under zCDP, Laplace b = 2p/ε under pure DP.
-    Privacy: Σⱼ ρⱼ ≤ ρ₁ (zCDP composition) or Σⱼ εⱼ ≤ ε₁ (basic composition).
-    Reference: ours (no paper); ``docs/proofs/factor_gauss.md``.
-    """
-    return [
-        measure_stage(
-            np.asarray(counts[j], dtype=float),
-            share,
-            l2_sensitivity=histogram_sensitivity("l2"),
-            l1_sensitivity=histogram_sensitivity("l1"),
-            rng=rng,
-            name=f"histogram[{names[j]}]",
-        )
-        for j, share in enumerate(budget.split(len(names)))
-    ]
-
-
-def marginal_noise(schema: Schema, params: object, plan: BudgetPlan, n: int | None) -> list[HistogramNoise]:
-    """Stage 1's noise per histogram, from public facts, as ``measure_marginals`` draws it:
-    the stage split evenly over the p columns (``StageBudget.split``), each count at
-    Δ₂ = √2 / Δ₁ = 2 (``histogram_sensitivity``) calibrated by ``primitives.stage_noise``:
-    σ = √2/√(2ρ₁/p) (zCDP) or b = 2p/ε₁ (pure), over the column's groups for n rows
-    (``cells_for``; the declared cells while n is not known). Independent of the data."""
-    budget = plan.stage("marginals")
-    groups = schema.n_bins if n is None else cells_for(schema, budget, n).n_groups
-    noise = _histogram_noise(budget, len(schema))
-    return [
-        HistogramNoise("marginals", c.name, k, *m, declared=c.n_bins)
-        for c, k, m in zip(schema.columns, groups, noise, strict=True)
-    ]
-
-
 def encode(
     bins: np.ndarray,
     schema: Schema,
-    budget: StageBudget,
+    stage_part: StageBudget,
     params: FactorGaussParams,
     *,
     rng: np.random.Generator,
@@ -336,17 +230,17 @@ def encode(
     Reference: ours (no paper); ``docs/proofs/factor_gauss.md``.
     """
     n, p = bins.shape
-    cells = cells_for(schema, budget, n)
+    cells = cells_for(schema, stage_part, n)
     coarse = cells.coarse(bins)
     counts = [histogram(coarse[:, j], k) for j, k in enumerate(cells.n_groups)]
-    marginals = measure_marginals(counts, schema.names, budget, rng=rng)
+    marginals = measure_marginals(counts, schema.names, stage_part, rng=rng)
     code = code_from_marginals(marginals, n, schema, cells)
     z = latent_rows(bins, code, params, row_uniforms(RowKeys.draw(rng).dither, 0, n, p))
     return Encoded(z, code, tuple(marginals), params.bound(len(schema)))
 
 
 def measure_moments(
-    z: np.ndarray, bound: float, budget: StageBudget, *, rng: np.random.Generator
+    z: np.ndarray, bound: float, part: StageBudget, *, rng: np.random.Generator
 ) -> Measurement:
     """Stage 3 on rows in memory: ``measure_moment_sum`` of ZᵀZ (rows must satisfy
     ‖z‖₂ ≤ B, enforced by ``bound_rows``; ValueError otherwise).
@@ -359,11 +253,11 @@ def measure_moments(
     n = z.shape[0]
     if np.any(np.linalg.norm(z, axis=1) > bound * (1 + 1e-12)):
         raise ValueError("latent rows must be bounded with bound_rows before measuring")
-    return measure_moment_sum(z.T @ z, n, bound, budget, rng=rng)
+    return measure_moment_sum(z.T @ z, n, bound, part, rng=rng)
 
 
 def measure_moment_sum(
-    total: np.ndarray, n: int, bound: float, budget: StageBudget, *, rng: np.random.Generator
+    total: np.ndarray, n: int, bound: float, part: StageBudget, *, rng: np.random.Generator
 ) -> Measurement:
     """Stage 3: the upper triangle of S = ZᵀZ/n plus noise (value = the vector), from the
     exact sum ZᵀZ of rows with ‖z‖₂ ≤ B (one chunk, or summed over chunks: the noise is
@@ -380,7 +274,7 @@ def measure_moment_sum(
     upper = (total / n)[np.triu_indices(p)]
     return measure_stage(
         upper,
-        budget,
+        part,
         l2_sensitivity=second_moment_sensitivity(n, bound, p, "l2"),
         l1_sensitivity=second_moment_sensitivity(n, bound, p, "l1"),
         rng=rng,
@@ -398,50 +292,6 @@ def model_facts(params: FactorGaussParams, factors: int) -> dict:
     """The release document's public facts about the factor model (post-processing)."""
     note = "given in the spec" if params.factors is not None else "chosen from the noisy eigenvalues"
     return {"factors_used": factors, "factors_note": note}
-
-
-def _symmetric(upper: np.ndarray, p: int) -> np.ndarray:
-    s = np.zeros((p, p))
-    s[np.triu_indices(p)] = upper
-    return s + np.triu(s, 1).T
-
-
-def factor_correlation(
-    moments: Measurement, p: int, factors: int | None, coefficients: np.ndarray | None = None
-) -> tuple[np.ndarray, int]:
-    """Post-processing: noisy S → a unit-diagonal correlation matrix of a factor model.
-
-    With Hermite ``coefficients`` (``latent.hermite_coefficients``), S̃ is first turned
-    into a correlation and each entry mapped to the latent normal correlation
-    (``latent.latent_correlation``), undoing the shrinkage that within-bin jitter causes
-    for coarse columns. Then S̃ = VΛVᵀ; keep
-    r factors (given, or the eigenvalues above the noise level 2σ√p, the spectral norm
-    of a symmetric p×p noise matrix with entry s.d. σ); loadings L = V_r Λ_r^{1/2};
-    Ψ = max(diag(S̃) − diag(LLᵀ), floor); Σ = LLᵀ + Ψ, rescaled to
-    unit diagonal.
-    """
-    s = _symmetric(moments.value, p)
-    if coefficients is not None:
-        d = np.sqrt(np.maximum(np.diag(s), 1e-3))
-        s = latent_correlation(s / np.outer(d, d), coefficients)
-    eigval, eigvec = np.linalg.eigh(s)
-    eigval, eigvec = eigval[::-1], eigvec[:, ::-1]
-    sd = moments.scale if moments.mechanism == "gaussian" else math.sqrt(2) * moments.scale
-    noise_level = 2.0 * sd * math.sqrt(p)
-    r = factors if factors is not None else int(np.sum(eigval > noise_level))
-    r = max(0, min(r, p, int(np.sum(eigval > 0))))
-    loadings = eigvec[:, :r] * np.sqrt(eigval[:r])
-    common = np.sum(loadings**2, axis=1)
-    psi = np.maximum(np.diag(s) - common, max(noise_level, 1e-6))
-    sigma = loadings @ loadings.T + np.diag(psi)
-    d = 1.0 / np.sqrt(np.diag(sigma))
-    return sigma * d[:, None] * d[None, :], r
-
-
-def sample_latent(corr: np.ndarray, m: int, *, rng: np.random.Generator) -> np.ndarray:
-    """m fresh rows z ~ N(0, corr)."""
-    chol = np.linalg.cholesky(corr)
-    return rng.standard_normal((m, corr.shape[0])) @ chol.T
 
 
 Refinement = tuple[tuple[Measurement, ...], int]  # the noisy tables, and n they count
@@ -512,9 +362,9 @@ def encode_counts(
     Sensitivity, Noise, Privacy: ``measure_marginals``, as ``encode``.
     Reference: ours (no paper); ``docs/proofs/factor_gauss.md``.
     """
-    budget = plan.stage("marginals")
-    cells = cells_for(schema, budget, n)
-    marginals = measure_marginals(cells.coarse_counts(counts), schema.names, budget, rng=rng)
+    stage_part = plan.stage("marginals")
+    cells = cells_for(schema, stage_part, n)
+    marginals = measure_marginals(cells.coarse_counts(counts), schema.names, stage_part, rng=rng)
     code = replace(
         code_from_marginals(marginals, n, schema, cells), pairs=refine_cells(schema, plan, params, n)
     )

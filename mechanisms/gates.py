@@ -102,7 +102,7 @@ def gate_sensitivities(metrics: list[str], k: int) -> dict[str, Sensitivity]:
 
 
 def measure_gates(
-    values: Mapping[str, float], k: int, budget: StageBudget, *, rng: np.random.Generator
+    values: Mapping[str, float], k: int, stage_part: StageBudget, *, rng: np.random.Generator
 ) -> list[Measurement]:
     """Each gated metric + noise, the ``gates`` stage split evenly over them (shares
     rounded down).
@@ -117,7 +117,7 @@ def measure_gates(
     Reference: ours (no paper); the noisy-gate argument in the module docstring.
     """
     out = []
-    for name, share in zip(values, budget.split(len(values)), strict=True):
+    for name, part in zip(values, stage_part.split(len(values)), strict=True):
         delta = gate_sensitivity(name, k)
         value = float(values[name])
         if not math.isfinite(value):
@@ -125,7 +125,7 @@ def measure_gates(
         out.append(
             measure_stage(
                 np.array([value]),
-                share,
+                part,
                 l2_sensitivity=delta,
                 l1_sensitivity=delta,
                 rng=rng,

@@ -1,5 +1,5 @@
 """``lda_ppd``: DP-LDA data publishing (the seed paper's Alg B, "LDA-based PPDP
-mechanism"; digest ``notes/seeds/003-dp-pca-lda-ppdp.md``) for a declared target column,
+mechanism"; proofs ``docs/proofs/pcappd_lda_ppd.md``) for a declared target column,
 generalised from 2 to L classes.
 
 Features x ∈ [0, 1]^p: the public-box design of the other columns (p₁ numeric

@@ -78,28 +78,28 @@ def stage_weights(schema: Schema, params: MSTParams) -> dict[str, float]:
     return dict(STAGE_WEIGHTS) if len(schema) > 1 else {"marginals": 1.0}
 
 
-def _parts(budget: StageBudget, p: int) -> list[StageBudget]:
-    return budget.split(max(p - 1, 1))
+def _parts(stage_part: StageBudget, p: int) -> list[StageBudget]:
+    return stage_part.split(max(p - 1, 1))
 
 
-def _selection(scores: np.ndarray, share: StageBudget, *, rng: np.random.Generator, name: str) -> Measurement:
-    """One private choice among ``scores`` (Δ∞ = ``SCORE_SENSITIVITY``), charged ``share``."""
-    if share.rho is not None:
+def _selection(scores: np.ndarray, part: StageBudget, *, rng: np.random.Generator, name: str) -> Measurement:
+    """One private choice among ``scores`` (Δ∞ = ``SCORE_SENSITIVITY``), charged ``part``."""
+    if part.rho is not None:
         return exponential_mechanism(
-            scores, linf_sensitivity=SCORE_SENSITIVITY, rho=share.rho, rng=rng, name=name, stage=share.stage
+            scores, linf_sensitivity=SCORE_SENSITIVITY, rho=part.rho, rng=rng, name=name, stage=part.stage
         )
     # pure DP: the exponential mechanism at ε = 2Δ∞/s is ε-DP; s from ε
-    rho = share.pure_epsilon**2 / 8
+    rho = part.pure_epsilon**2 / 8
     m = exponential_mechanism(
-        scores, linf_sensitivity=SCORE_SENSITIVITY, rho=rho, rng=rng, name=name, stage=share.stage
+        scores, linf_sensitivity=SCORE_SENSITIVITY, rho=rho, rng=rng, name=name, stage=part.stage
     )
     return Measurement(
-        m.name, m.stage, m.value, "noisy_max", m.sensitivity, "linf", m.scale, None, share.epsilon
+        m.name, m.stage, m.value, "noisy_max", m.sensitivity, "linf", m.scale, None, part.epsilon
     )
 
 
 def select_tree(
-    workload: Workload, counts: tuple[np.ndarray, ...], budget: StageBudget, *, rng: np.random.Generator
+    workload: Workload, counts: tuple[np.ndarray, ...], stage_part: StageBudget, *, rng: np.random.Generator
 ) -> tuple[list[tuple[int, int]], list[Measurement]]:
     """Stage 2: Kruskal's algorithm with the exponential mechanism at each step.
 
@@ -112,14 +112,14 @@ def select_tree(
     component = list(range(p))
     chosen: list[tuple[int, int]] = []
     made: list[Measurement] = []
-    for t, share in enumerate(_parts(budget, p)):
+    for t, part in enumerate(_parts(stage_part, p)):
         open_ = [k for k, (i, j) in enumerate(workload.pairs) if component[i] != component[j]]
         if not open_:
             break
         scores = np.array(
             [l1_error(counts[k], independent_table(workload, *workload.pairs[k])) for k in open_]
         )
-        m = _selection(scores, share, rng=rng, name=f"select[{t}]")
+        m = _selection(scores, part, rng=rng, name=f"select[{t}]")
         i, j = workload.pairs[open_[int(m.value[0])]]
         chosen.append((i, j))
         made.append(m)
@@ -132,7 +132,7 @@ def measure_tree(
     workload: Workload,
     counts: tuple[np.ndarray, ...],
     chosen: list[tuple[int, int]],
-    budget: StageBudget,
+    stage_part: StageBudget,
     names: list[str],
     *,
     rng: np.random.Generator,
@@ -148,13 +148,13 @@ def measure_tree(
     return [
         measure_stage(
             np.asarray(counts[index[(i, j)]], dtype=float),
-            share,
+            part,
             l2_sensitivity=histogram_sensitivity("l2"),
             l1_sensitivity=histogram_sensitivity("l1"),
             rng=rng,
             name=pair_name(names, i, j),
         )
-        for (i, j), share in zip(chosen, _parts(budget, len(workload.sizes)), strict=False)
+        for (i, j), part in zip(chosen, _parts(stage_part, len(workload.sizes)), strict=False)
     ]
 
 

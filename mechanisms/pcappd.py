@@ -1,5 +1,5 @@
 """``pcappd``: DP-PCA data publishing (the seed paper's Alg A, "PCA-based PPDP
-mechanism"; digest ``notes/seeds/003-dp-pca-lda-ppdp.md``). Output row i is computed
+mechanism"; proofs ``docs/proofs/pcappd_lda_ppd.md``). Output row i is computed
 from input row i (``keeps_row_order``).
 
 Rows x ∈ [0, 1]^p of the public-box design (p₁ numeric coordinates, p₂ one-hot blocks;

@@ -47,7 +47,6 @@ __all__ = [
     "gaussian_sigma",
     "laplace_mechanism",
     "laplace_scale",
-    "measure",
     "measure_stage",
     "noise_rngs",
     "release_streams",
@@ -278,7 +277,7 @@ def _perturb(
     kind: Literal["gaussian", "laplace", "discrete_laplace"],
     scale: float,
     sensitivity: float,
-    budget: float,
+    share: float,
     rng: np.random.Generator,
 ) -> tuple[np.ndarray, float]:
     """The one place where DP noise meets a statistic: ``value`` + noise of ``kind`` and
@@ -291,93 +290,60 @@ def _perturb(
     OpenDP's privacy map for a ``VettedRNG``).
     Noise: ``scale`` (σ or b): discrete Laplace on integers; float Laplace / Gaussian
     from OpenDP (``_vetted_float_noise``) or numpy's samplers (seeded generator).
-    Privacy: that of the calling mechanism, ``budget`` (ε or ρ) at ``sensitivity``.
-    Reference: see ``gaussian_mechanism``, ``laplace_mechanism``,
+    Privacy: that of the calling mechanism, ``share`` (ε or ρ) at ``sensitivity``.
+    Reference: see ``measure_stage``, ``gaussian_mechanism``, ``laplace_mechanism``,
     ``discrete_laplace_mechanism``.
     """
     if kind == "discrete_laplace":
         return value + discrete_laplace_noise(scale, value.shape, rng), scale
     if is_vetted(rng):
-        return vetted_float_noise(value, kind, scale, sensitivity, budget)
+        return vetted_float_noise(value, kind, scale, sensitivity, share)
     draw = rng.normal if kind == "gaussian" else rng.laplace
     return value + draw(0.0, scale, size=value.shape), scale
 
 
-def measure(
-    value: np.ndarray,
-    *,
-    share: float,
-    zcdp: bool,
-    l2_sensitivity: float,
-    l1_sensitivity: float,
-    rng: np.random.Generator,
-    name: str,
-    stage: str,
-) -> Measurement:
-    """The accountant's mechanism for a budget share: Gaussian with ρ = ``share`` under
-    zCDP, Laplace with ε = ``share`` under pure DP.
-
-    Sensitivity: the caller's Δ₂ (zCDP) or Δ₁ (pure); the other one is not used.
-    Noise: σ = Δ₂/√(2ρ) (``gaussian_mechanism``) or b = Δ₁/ε (``laplace_mechanism``).
-    Privacy: ρ-zCDP or ε-DP for the share.
-    Reference: Bun & Steinke 2016, Prop. 1.6; Dwork et al. 2006.
-    """
-    if zcdp:
-        return gaussian_mechanism(
-            value, l2_sensitivity=l2_sensitivity, rho=share, rng=rng, name=name, stage=stage
-        )
-    return laplace_mechanism(
-        value, l1_sensitivity=l1_sensitivity, epsilon=share, rng=rng, name=name, stage=stage
-    )
-
-
-def measure_stage(
-    value: np.ndarray,
-    budget: StageBudget,
-    *,
-    l2_sensitivity: float,
-    l1_sensitivity: float,
-    rng: np.random.Generator,
-    name: str,
-) -> Measurement:
-    """``measure`` with a stage's whole share: Gaussian with its ρ under zCDP, Laplace with
-    its ε under pure DP; the record carries the stage's name.
-
-    Sensitivity: the caller's Δ₂ (zCDP) or Δ₁ (pure).
-    Noise: σ = Δ₂/√(2ρ) or b = Δ₁/ε, ρ or ε the stage's (``StageBudget``).
-    Privacy: ρ-zCDP or ε-DP, the stage's share of the ``BudgetPlan``; a stage measuring
-    several statistics splits itself first (``StageBudget.split``) so they compose to
-    at most its share.
-    Reference: Bun & Steinke 2016, Prop. 1.6; Dwork et al. 2006.
-    """
-    zcdp = budget.rho is not None
-    return measure(
-        value,
-        share=budget.share,
-        zcdp=zcdp,
-        l2_sensitivity=l2_sensitivity,
-        l1_sensitivity=l1_sensitivity,
-        rng=rng,
-        name=name,
-        stage=budget.stage,
-    )
-
-
 def stage_noise(
-    budget: StageBudget, *, l2_sensitivity: float, l1_sensitivity: float
+    part: StageBudget, *, l2_sensitivity: float, l1_sensitivity: float
 ) -> tuple[Literal["gaussian", "laplace"], float]:
-    """The noise ``measure_stage`` draws for this share, before any data is read: Gaussian
-    σ = ``gaussian_sigma``(Δ₂, ρ) under zCDP, Laplace b = ``laplace_scale``(Δ₁, ε) under
-    pure DP (a ``VettedRNG`` may raise either by an ulp). For forecasts only: it draws
-    nothing and spends nothing.
+    """The noise ``measure_stage`` draws for this part: the accountant's one dispatch.
+    Gaussian σ = ``gaussian_sigma``(Δ₂, ρ) under zCDP (``part.rho`` set), Laplace
+    b = ``laplace_scale``(Δ₁, ε) under pure DP (a ``VettedRNG`` may raise either by an
+    ulp). Forecasts call it too, before any data is read: it draws and spends nothing.
 
     >>> from dprelease.mechanisms.accounting import StageBudget
     >>> stage_noise(StageBudget("s", 1.0, 0.5, None), l2_sensitivity=1.0, l1_sensitivity=1.0)
     ('gaussian', 1.0000000000000002)
     """
-    if budget.rho is not None:
-        return "gaussian", gaussian_sigma(l2_sensitivity, budget.rho)
-    return "laplace", laplace_scale(l1_sensitivity, budget.share)
+    if part.rho is not None:
+        return "gaussian", gaussian_sigma(l2_sensitivity, part.rho)
+    return "laplace", laplace_scale(l1_sensitivity, part.share)
+
+
+def measure_stage(
+    value: np.ndarray,
+    part: StageBudget,
+    *,
+    l2_sensitivity: float,
+    l1_sensitivity: float,
+    rng: np.random.Generator,
+    name: str,
+) -> Measurement:
+    """``value`` + the noise of its ``part`` of the plan: the mechanism every stage of
+    every synthesizer measures with (the last step of the road in ``BudgetPlan``).
+
+    Sensitivity: the caller's Δ₂ (zCDP) or Δ₁ (pure), recorded as given; the other is
+    not used.
+    Noise: ``stage_noise``: Gaussian σ = Δ₂/√(2ρ) under zCDP, Laplace b = Δ₁/ε under pure
+    DP, drawn by ``_perturb`` (OpenDP's samplers for a ``VettedRNG``).
+    Privacy: ρ-zCDP or ε-DP at the part's share; a stage measuring several statistics
+    splits its part first (``StageBudget.split``), so they compose to at most its share.
+    Reference: Bun & Steinke 2016, Prop. 1.6; Dwork et al. 2006.
+    """
+    kind, scale = stage_noise(part, l2_sensitivity=l2_sensitivity, l1_sensitivity=l1_sensitivity)
+    norm: Literal["l1", "l2"] = "l2" if kind == "gaussian" else "l1"
+    sensitivity = l2_sensitivity if kind == "gaussian" else l1_sensitivity
+    noisy, scale = _perturb(np.asarray(value, dtype=float), kind, scale, sensitivity, part.share, rng)
+    return Measurement(name, part.stage, noisy, kind, sensitivity, norm, scale, part.rho, part.epsilon)
 
 
 def unprotected(value: np.ndarray, *, name: str, stage: str, defect: str) -> Measurement:

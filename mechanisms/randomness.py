@@ -130,17 +130,17 @@ _MAX_ULPS = 64
 
 
 def vetted_float_noise(
-    value: np.ndarray, kind: Literal["laplace", "gaussian"], scale: float, sensitivity: float, budget: float
+    value: np.ndarray, kind: Literal["laplace", "gaussian"], scale: float, sensitivity: float, share: float
 ) -> tuple[np.ndarray, float]:
     """``value`` + OpenDP noise of ``scale``, and the scale used: the smallest double ≥
-    ``scale`` whose OpenDP privacy map at ``sensitivity`` is ≤ ``budget`` (ε for Laplace
+    ``scale`` whose OpenDP privacy map at ``sensitivity`` is ≤ ``share`` (ε for Laplace
     on L1, ρ for Gaussian on L2). OpenDP's map rounds up, so this is ``scale`` or an ulp
     or two above it, never below.
 
     Sensitivity: ``sensitivity``, the calling mechanism's Δ₁ or Δ₂.
     Noise: OpenDP's ``make_laplace`` / ``make_gaussian`` at the returned scale: exact
     discrete Laplace / Gaussian on the lattice 2^-1074, only the sum rounded.
-    Privacy: OpenDP's own map at that scale and sensitivity is ≤ ``budget``.
+    Privacy: OpenDP's own map at that scale and sensitivity is ≤ ``share``.
     Reference: Canonne–Kamath–Steinke 2020; Mironov 2012 (why not float samplers).
     """
     if not np.all(np.isfinite(value)):
@@ -154,10 +154,10 @@ def vetted_float_noise(
         metric, make = dp.l2_distance(T=float), dp.m.make_gaussian
     for _ in range(_MAX_ULPS):
         meas = make(domain, metric, scale)
-        if meas.map(float(sensitivity)) <= budget:
+        if meas.map(float(sensitivity)) <= share:
             break
         scale = math.nextafter(scale, math.inf)
     else:  # pragma: no cover - OpenDP's map is within an ulp or two of ours
-        raise BudgetError(f"OpenDP's {kind} map exceeds {budget} at every scale tried")
+        raise BudgetError(f"OpenDP's {kind} map exceeds {share} at every scale tried")
     noisy = meas(value.ravel().tolist()) if value.size else []
     return np.asarray(noisy, dtype=float).reshape(value.shape), scale

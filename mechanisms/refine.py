@@ -6,7 +6,7 @@ A Gaussian copula keeps each column's marginal and a correlation matrix: it cann
 an interaction, e.g. a target that depends on two columns jointly, or on one column in a
 non-monotone way, or the joint table of two categories (relationship and marital status).
 Measured at 30 % of ρ on Adult the tables lift TSTR above the copula's ceiling and halve
-the association error (``../shared/notes/refinement-prototype.md``, and BENCHMARKS.md).
+the association error (``docs/mechanisms/factor_gauss.md``, and BENCHMARKS.md).
 
 **Public choice of tables** (``table_pairs``). The target is a parameter of the spec
 (public), so the tables — (j, target) for every other column j, then every pair of the
@@ -19,7 +19,7 @@ columns keep their declared cells.
 
 **Sensitivity.** Each table is a count histogram over public cells: replacing one record
 moves one unit between two cells (or none), so Δ₁ = 2 and Δ₂ = √2 per table, attained.
-The stage's ρ (or ε) is split over the tables (``table_shares``: two thirds evenly over
+The stage's ρ (or ε) is split over the tables (``table_parts``: two thirds evenly over
 the target's tables, a third over the others in proportion to K_t^(1/3), K_t a table's
 cells): σ = √2/√(2ρ_t) per count.
 
@@ -61,7 +61,7 @@ __all__ = [
     "refined_rows",
     "shrunk_distribution",
     "table_pairs",
-    "table_shares",
+    "table_parts",
 ]
 
 OVERSAMPLE = 2
@@ -123,10 +123,10 @@ class Pairs:
         ]
 
 
-def table_shares(
-    budget: StageBudget, tables: list[tuple[int, int]], target: int, sizes: list[int]
+def table_parts(
+    stage_part: StageBudget, tables: list[tuple[int, int]], target: int, sizes: list[int]
 ) -> list[StageBudget]:
-    """Each table's share of the stage, in the order of ``tables`` (``sizes``: each
+    """Each table's part of the stage, in the order of ``tables`` (``sizes``: each
     table's number of cells, public). With tables among the other categorical columns,
     ``TARGET_SHARE`` of the stage goes to the target's tables, split evenly, and the rest
     to the others in proportion to K_t^(1/3) under zCDP, K_t^(1/4) under pure DP (K_t the
@@ -141,9 +141,9 @@ def table_shares(
     is_target = [target in pair for pair in tables]
     extra = [k for k, t in zip(sizes, is_target, strict=True) if not t]
     if not extra:
-        return budget.split(len(tables))
-    first, second = budget.split_by([TARGET_SHARE, 1 - TARGET_SHARE])
-    power = 1 / 3 if budget.rho is not None else 1 / 4
+        return stage_part.split(len(tables))
+    first, second = stage_part.split_by([TARGET_SHARE, 1 - TARGET_SHARE])
+    power = 1 / 3 if stage_part.rho is not None else 1 / 4
     targets = iter(first.split(sum(is_target)))
     others = iter(second.split_by([float(k) ** power for k in extra]))
     return [next(targets) if t else next(others) for t in is_target]
@@ -173,12 +173,12 @@ def pair_counts(bins: np.ndarray, pairs: Pairs) -> list[np.ndarray]:
 
 
 def measure_pairs(
-    counts: list[np.ndarray], pairs: Pairs, budget: StageBudget, *, rng: np.random.Generator
+    counts: list[np.ndarray], pairs: Pairs, stage_part: StageBudget, *, rng: np.random.Generator
 ) -> list[Measurement]:
     """Stage ``refine``: each table plus noise.
 
     Sensitivity: Δ₁ = 2, Δ₂ = √2 per table (``marginals.histogram_sensitivity``).
-    Noise: each table's share (``table_shares``: the stage split evenly over the T tables,
+    Noise: each table's part (``table_parts``: the stage split evenly over the T tables,
     or ``TARGET_SHARE`` evenly over the target's and the rest over the others in proportion
     to their cells^(1/3) (zCDP) or ^(1/4) (pure)): Gaussian σ = √2/√(2ρ_t) (zCDP) or
     Laplace b = 2/ε_t (pure).
@@ -186,17 +186,17 @@ def measure_pairs(
     Reference: ours; the tables of a target as in PrivSyn/AIM-style workloads.
     """
     names = pairs.table_names
-    shares = table_shares(budget, list(pairs.tables), pairs.target, pairs.sizes)
+    parts = table_parts(stage_part, list(pairs.tables), pairs.target, pairs.sizes)
     return [
         measure_stage(
             table,
-            share,
+            part,
             l2_sensitivity=histogram_sensitivity("l2"),
             l1_sensitivity=histogram_sensitivity("l1"),
             rng=rng,
             name=name,
         )
-        for table, name, share in zip(counts, names, shares, strict=True)
+        for table, name, part in zip(counts, names, parts, strict=True)
     ]
 
 

@@ -46,12 +46,13 @@ PUB = ("tests/mechanisms/test_wiring_publishing.py",)
 GATES = ("tests/checks/test_gates.py", "tests/tasks/test_check_gates.py")
 MARGINAL = ("tests/mechanisms/test_marginal_synthesizers.py",)
 ISOLATION = ("tests/mechanisms/test_isolation.py",)
+ROAD = ("tests/mechanisms/test_road.py", "tests/mechanisms/test_accounting.py")
 
 MUTANTS = [
     # --- the five of issue 14 ---
     Mutant(
         "factor_gauss: histograms measured with half their sensitivity",
-        "mechanisms/factor_gauss.py",
+        "mechanisms/factor_marginals.py",
         'l2_sensitivity=histogram_sensitivity("l2"),\n            l1_sensitivity=histogram_sensitivity("l1"),',
         'l2_sensitivity=histogram_sensitivity("l2") / 2,\n            l1_sensitivity=histogram_sensitivity("l1") / 2,',
         FG,
@@ -73,8 +74,9 @@ MUTANTS = [
     Mutant(
         "ron_gauss: class counts measured at half their sensitivity",
         "mechanisms/ron_gauss/centring.py",
-        'l1=histogram_sensitivity("l1"),\n            l2=histogram_sensitivity("l2"),\n            name="class_counts",',
-        'l1=histogram_sensitivity("l1") / 2,\n            l2=histogram_sensitivity("l2") / 2,\n'
+        'l1_sensitivity=histogram_sensitivity("l1"),\n            l2_sensitivity=histogram_sensitivity("l2"),\n'
+        '            name="class_counts",',
+        'l1_sensitivity=histogram_sensitivity("l1") / 2,\n            l2_sensitivity=histogram_sensitivity("l2") / 2,\n'
         '            name="class_counts",',
         RON,
     ),
@@ -102,7 +104,7 @@ MUTANTS = [
     ),
     Mutant(
         "factor_gauss: rows not scaled into the ball of radius B",
-        "mechanisms/factor_gauss.py",
+        "mechanisms/factor_model.py",
         "scale = np.minimum(1.0, bound / np.maximum(norms, 1e-300))",
         "scale = np.ones_like(norms)",
         FG,
@@ -226,6 +228,28 @@ MUTANTS = [
         'out[name] = ut.tvd_1way(real_bins, syn_bins, schema)["mean"] / 2',
         GATES,
     ),
+    # --- the road of ε: the accountant's one dispatch (issue 31) ---
+    Mutant(
+        "primitives: a stage's Gaussian sigma from half its sensitivity",
+        "mechanisms/primitives.py",
+        'return "gaussian", gaussian_sigma(l2_sensitivity, part.rho)',
+        'return "gaussian", gaussian_sigma(l2_sensitivity / 2, part.rho)',
+        ROAD,
+    ),
+    Mutant(
+        "primitives: a stage's Laplace scale at twice its epsilon",
+        "mechanisms/primitives.py",
+        'return "laplace", laplace_scale(l1_sensitivity, part.share)',
+        'return "laplace", laplace_scale(l1_sensitivity, 2 * part.share)',
+        ROAD,
+    ),
+    Mutant(
+        "accounting: a stage's parts not rounded down (their sum may exceed the stage's share)",
+        "mechanisms/accounting.py",
+        "    while math.fsum(shares) > total or sum(shares) > total:",
+        "    while False:",
+        ROAD,
+    ),
     # --- post-processing of something other than the releases (issue 30) ---
     Mutant(
         "gates: decided on the exact metrics (the ledger still shows the noisy ones)",
@@ -328,8 +352,8 @@ MUTANTS = [
     Mutant(
         "aim: tables measured with half their sensitivity",
         "mechanisms/aim.py",
-        'l2_sensitivity=histogram_sensitivity("l2"),\n            rho=budget.rho_m,',
-        'l2_sensitivity=histogram_sensitivity("l2") / 2,\n            rho=budget.rho_m,',
+        'measure.take(budget.rho_m),\n            l2_sensitivity=histogram_sensitivity("l2"),',
+        'measure.take(budget.rho_m),\n            l2_sensitivity=histogram_sensitivity("l2") / 2,',
         MARGINAL,
     ),
     Mutant(
@@ -352,13 +376,17 @@ MUTANTS = [
 
 
 def _copy_tree(dest: Path) -> None:
-    """Tracked and untracked (not ignored) files of the checkout."""
+    """Tracked and untracked (not ignored) files of the checkout; a link (``dprelease/<package>``)
+    stays a link, so the copy imports its own mutated modules, not the checkout's."""
     files = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.split()
     for rel in files:
         src = ROOT / rel
-        if src.is_file():
+        if src.is_symlink():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            (dest / rel).symlink_to(src.readlink())
+        elif src.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
 

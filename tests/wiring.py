@@ -74,7 +74,7 @@ class Probe:
         self.noise: list[tuple[str, float]] = []
         self.replay, self.jitter = replay, jitter
 
-    def __call__(self, value, kind, scale, sensitivity, budget, rng) -> tuple[np.ndarray, float]:
+    def __call__(self, value, kind, scale, sensitivity, share, rng) -> tuple[np.ndarray, float]:
         i = len(self.exact)
         self.exact.append(np.array(value, dtype=float, copy=True))
         self.noise.append((kind, scale))
@@ -228,8 +228,8 @@ class Replay:
         D's choice in its place."""
         return self._replayed(*_SELECT(scores, scale, sensitivity, rho, rng))
 
-    def __call__(self, value, kind, scale, sensitivity, budget, rng) -> tuple[np.ndarray, float]:
-        return self._replayed(*_PERTURB(value, kind, scale, sensitivity, budget, rng))
+    def __call__(self, value, kind, scale, sensitivity, share, rng) -> tuple[np.ndarray, float]:
+        return self._replayed(*_PERTURB(value, kind, scale, sensitivity, share, rng))
 
     def _replayed(self, out: np.ndarray, used: float) -> tuple[np.ndarray, float]:
         if self.replay is not None:

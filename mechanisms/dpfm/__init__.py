@@ -25,8 +25,8 @@ the ε = ∞ ablation (not private, not a release).
 Variant ``corrected`` (default) is DP; ``paper`` (NOT DP, pure only) runs the algorithm
 as printed and records every defect (an ``unprotected`` value or a ``defect``).
 
-Paper defects and the correction, one line each (digest
-``notes/seeds/000-latent-factor.md``, section 5):
+Paper defects and the correction, one line each (the paper's
+section 5; proofs ``docs/proofs/dpfm.md``):
 
 1. continuous columns normalised with the data's mean and SD → the public scale √12(u − ½);
 2. encoding thresholds from raw ordinal frequencies → Alg. 2 first, encode with τ̃;

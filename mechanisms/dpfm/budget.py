@@ -52,13 +52,13 @@ def _paper_notion(params: DPFMParams, notion: str) -> None:
         )
 
 
-def _budget(plan: BudgetPlan | None, name: str) -> StageBudget | None:
+def _part(plan: BudgetPlan | None, name: str) -> StageBudget | None:
     return None if plan is None else plan.stage(name)
 
 
 def _release(
     value: np.ndarray,
-    budget: StageBudget | None,
+    part: StageBudget | None,
     *,
     l1: float,
     l2: float,
@@ -66,8 +66,8 @@ def _release(
     rng: np.random.Generator,
     defect: str | None = None,
 ) -> tuple[np.ndarray, Measurement | None]:
-    """``measure`` with the stage's share (Gaussian under zCDP, Laplace under pure), or the
-    exact value and no record when ``budget`` is None (the ε = ∞ ablation).
+    """``measure_stage`` with the stage's part (Gaussian under zCDP, Laplace under pure), or the
+    exact value and no record when ``part`` is None (the ε = ∞ ablation).
 
     Sensitivity: the caller's ``l1`` / ``l2`` (``threshold_sensitivity``,
     ``loadings_sensitivity``, ``scores_sensitivity``).
@@ -76,9 +76,9 @@ def _release(
     as not DP.
     Reference: Zhang, Xu, Tang, Qu, Alg. 1–2 (Laplace); the Gaussian form is ours.
     """
-    if budget is None:
+    if part is None:
         return np.asarray(value, dtype=float), None
-    m = measure_stage(value, budget, l2_sensitivity=l2, l1_sensitivity=l1, rng=rng, name=name)
+    m = measure_stage(value, part, l2_sensitivity=l2, l1_sensitivity=l1, rng=rng, name=name)
     if defect is not None:
         m = dataclasses.replace(m, defect=defect)
     return m.value, m

@@ -66,7 +66,7 @@ def loadings_sensitivity(p_star: int, r: int, norm: Literal["l1", "l2"]) -> floa
 
 
 def private_loadings(
-    v: np.ndarray, budget: StageBudget | None, *, rng: np.random.Generator
+    v: np.ndarray, part: StageBudget | None, *, rng: np.random.Generator
 ) -> tuple[np.ndarray, Measurement | None]:
     """Ṽ = the r left singular vectors (thin SVD) of V + B (Alg. 1 step 2). Ṽ is
     post-processing of V + B.
@@ -82,7 +82,7 @@ def private_loadings(
     p_star, r = v.shape
     noisy, m = _release(
         v,
-        budget,
+        part,
         l1=loadings_sensitivity(p_star, r, "l1"),
         l2=loadings_sensitivity(p_star, r, "l2"),
         name="top_eigenvectors",
@@ -108,7 +108,7 @@ def scores_sensitivity(r: int, norm: Literal["l1", "l2"], variant: Variant = "co
 
 
 def private_scores(
-    x: np.ndarray, v_tilde: np.ndarray, budget: StageBudget | None, params: DPFMParams, *, rng
+    x: np.ndarray, v_tilde: np.ndarray, part: StageBudget | None, params: DPFMParams, *, rng
 ) -> tuple[np.ndarray, Measurement | None]:
     """W̃ = X*Ṽ + C (Alg. 1 step 3).
 
@@ -127,7 +127,7 @@ def private_scores(
         defect = "Lemma 6's Δ = 2r assumes ‖x*ᵢ‖₂ ≤ 1, which the paper never enforces (rows are unbounded)"
     return _release(
         x @ v_tilde,
-        budget,
+        part,
         l1=scores_sensitivity(r, "l1", params.variant),
         l2=scores_sensitivity(r, "l2", params.variant),
         name="factor_scores",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dprelease.mechanisms.accounting import BudgetPlan
-from dprelease.mechanisms.dpfm.budget import _budget, _paper_notion, stage_weights
+from dprelease.mechanisms.dpfm.budget import _paper_notion, _part, stage_weights
 from dprelease.mechanisms.dpfm.factors import (
     choose_factors,
     loadings_sensitivity,
@@ -67,8 +67,8 @@ def _encode(
 ) -> tuple[Encoded, tuple[Measurement, ...]]:
     """Thresholds first (corrected: the encoding uses them), then the link code and X*."""
     _check(schema, params)
-    budget = _budget(plan, "thresholds") if _kinds(schema, Ordinal) else None  # no ordinal: no stage
-    thresholds, measured = measure_thresholds(rows, schema, budget, params, rng=rng)
+    part = _part(plan, "thresholds") if _kinds(schema, Ordinal) else None  # no ordinal: no stage
+    thresholds, measured = measure_thresholds(rows, schema, part, params, rng=rng)
     code, records = make_code(rows, schema, thresholds, params)
     return Encoded(encode_rows(rows, schema, code, rng=rng), code), (*records, *measured)
 
@@ -80,14 +80,14 @@ def _estimate(
     x = encoded.x
     v_all, nu = top_eigenvectors(x, x.shape[1])
     r, note, records = choose_factors(nu, x.shape[0], params, "loadings")
-    v_tilde, m = private_loadings(v_all[:, :r], _budget(plan, "loadings"), rng=rng)
+    v_tilde, m = private_loadings(v_all[:, :r], _part(plan, "loadings"), rng=rng)
     return v_tilde, v_all[:, :r], note, (*records, *(() if m is None else (m,)))
 
 
 def _sample(
     encoded: Encoded, v_tilde: np.ndarray, plan: BudgetPlan | None, params: DPFMParams, rng
 ) -> tuple[np.ndarray, tuple[Measurement, ...]]:
-    w, m = private_scores(encoded.x, v_tilde, _budget(plan, "scores"), params, rng=rng)
+    w, m = private_scores(encoded.x, v_tilde, _part(plan, "scores"), params, rng=rng)
     return reconstruct(w, v_tilde, encoded.code), (() if m is None else (m,))
 
 

@@ -80,13 +80,13 @@ def _ordinal_bins(rows: MixedRows, schema: Schema) -> tuple[np.ndarray, list[int
 def measure_thresholds(
     rows: MixedRows,
     schema: Schema,
-    budget: StageBudget | None,
+    part: StageBudget | None,
     params: DPFMParams,
     *,
     rng: np.random.Generator,
 ) -> tuple[tuple[np.ndarray, ...], tuple[Measurement, ...]]:
     """Stage ``thresholds``: the private cumulative frequencies f̃ (each (Lⱼ+1,), f̃₀ = 0,
-    f̃_L = 1) of every ordinal column; τ̃ = Φ⁻¹(f̃). ``budget`` None: exact frequencies,
+    f̃_L = 1) of every ordinal column; τ̃ = Φ⁻¹(f̃). ``part`` None: exact frequencies,
     no record.
 
     Sensitivity: ``threshold_sensitivity``, all columns jointly: Δ₁ = Σⱼ(Lⱼ−1)/n,
@@ -107,10 +107,10 @@ def measure_thresholds(
     cuts = np.cumsum([L - 1 for L in levels])[:-1]
     f = cumulative_frequencies(bins, levels)
     if params.variant == "paper":
-        return _paper_thresholds(np.split(f, cuts), levels, n, budget, rng)
+        return _paper_thresholds(np.split(f, cuts), levels, n, part, rng)
     noisy, m = _release(
         f,
-        budget,
+        part,
         l1=threshold_sensitivity(levels, n, "l1"),
         l2=threshold_sensitivity(levels, n, "l2"),
         name="ordinal_cumulative_frequencies",
@@ -120,7 +120,7 @@ def measure_thresholds(
 
 
 def _paper_thresholds(
-    interiors: list[np.ndarray], levels: list[int], n: int, budget: StageBudget | None, rng
+    interiors: list[np.ndarray], levels: list[int], n: int, part: StageBudget | None, rng
 ) -> tuple[tuple[np.ndarray, ...], tuple[Measurement, ...]]:
     """The paper variant's thresholds (NOT DP): ``sorted_noise_cdf`` per column.
 
@@ -131,14 +131,14 @@ def _paper_thresholds(
     Reference: Zhang, Xu, Tang, Qu, Alg. 2.
     """
     fulls = [np.concatenate([[0.0], part, [1.0]]) for part in interiors]
-    if budget is None:
+    if part is None:
         return tuple(fulls), ()
-    eps = budget.pure_epsilon  # the paper variant is pure ε-DP only (``_paper_notion``)
+    eps = part.pure_epsilon  # the paper variant is pure ε-DP only (``_paper_notion``)
     out = tuple(sorted_noise_cdf(f, (L - 1) / (n * eps), rng) for f, L in zip(fulls, levels, strict=True))
     worst = max(levels) - 1
     m = Measurement(
         "ordinal_cumulative_frequencies",
-        budget.stage,
+        part.stage,
         np.concatenate(out),
         "laplace",
         worst / n,

@@ -12,8 +12,8 @@ import numpy as np
 
 from dprelease.mechanisms.accounting import StageBudget
 from dprelease.mechanisms.marginals import histogram, histogram_sensitivity, private_distribution
-from dprelease.mechanisms.primitives import Measurement, unprotected
-from dprelease.mechanisms.ron_gauss.params import _ZERO, CLASS_SIZE_DEFECT, _measure, _require_pure
+from dprelease.mechanisms.primitives import Measurement, measure_stage, unprotected
+from dprelease.mechanisms.ron_gauss.params import _ZERO, CLASS_SIZE_DEFECT, _require_pure
 
 __all__ = ["Centred", "centre", "class_sums", "mean_sensitivity"]
 
@@ -73,7 +73,7 @@ def centre(
     normalise: str,
     row_bound: float,
     n_classes: int | None,
-    budgets: Mapping[str, StageBudget],
+    parts: Mapping[str, StageBudget],
     rng: np.random.Generator,
 ) -> Centred:
     """Alg 1 (and its per-class use in Alg 5): bounded rows, private mean(s), centring.
@@ -90,36 +90,38 @@ def centre(
     recorded ``unprotected``. Rows bounded by the public B (``normalise="public"``)
     instead of the unit sphere (same ‖x̄‖ ≤ 1).
     """
-    _require_pure(variant, budgets["mean"])
+    _require_pure(variant, parts["mean"])
     xb = _bounded(x, normalise, row_bound)
     n, m = xb.shape
     if task != "classification":
         l1, l2 = mean_sensitivity(m, n, "l1"), mean_sensitivity(m, n, "l2")
-        mean = _measure(xb.mean(axis=0), budgets["mean"], l1=l1, l2=l2, name="mean", rng=rng)
+        mean = measure_stage(
+            xb.mean(axis=0), parts["mean"], l1_sensitivity=l1, l2_sensitivity=l2, name="mean", rng=rng
+        )
         return Centred(_recentred(xb, mean.value, normalise), target, mean.value, None, None, (mean,))
     if target is None or n_classes is None:
         raise ValueError("task 'classification' needs the class indices (target) and n_classes")
     if variant == "paper":
         true_sizes = np.bincount(target, minlength=n_classes).astype(float)
         counts = unprotected(
-            true_sizes, name="class_sizes", stage=budgets["mean"].stage, defect=CLASS_SIZE_DEFECT
+            true_sizes, name="class_sizes", stage=parts["mean"].stage, defect=CLASS_SIZE_DEFECT
         )
         sizes, proportions = np.maximum(true_sizes, 1.0), true_sizes / n
     else:
-        counts = _measure(
+        counts = measure_stage(
             histogram(target, n_classes),
-            budgets["class_counts"],
-            l1=histogram_sensitivity("l1"),
-            l2=histogram_sensitivity("l2"),
+            parts["class_counts"],
+            l1_sensitivity=histogram_sensitivity("l1"),
+            l2_sensitivity=histogram_sensitivity("l2"),
             name="class_counts",
             rng=rng,
         )
         sizes, proportions = np.maximum(counts.value, 1.0), private_distribution(counts, n)
-    noisy = _measure(
+    noisy = measure_stage(
         class_sums(xb, target, n_classes),
-        budgets["mean"],
-        l1=mean_sensitivity(m, 1, "l1"),
-        l2=mean_sensitivity(m, 1, "l2"),
+        parts["mean"],
+        l1_sensitivity=mean_sensitivity(m, 1, "l1"),
+        l2_sensitivity=mean_sensitivity(m, 1, "l2"),
         name="class_sums",
         rng=rng,
     )

@@ -10,9 +10,9 @@ import math
 import numpy as np
 
 from dprelease.mechanisms.accounting import StageBudget
-from dprelease.mechanisms.primitives import Measurement, laplace_mechanism
+from dprelease.mechanisms.primitives import Measurement, laplace_mechanism, measure_stage
 from dprelease.mechanisms.ron_gauss.centring import Centred
-from dprelease.mechanisms.ron_gauss.params import LEMMA4_DEFECT, LEMMA5_DEFECT, _measure, _require_pure
+from dprelease.mechanisms.ron_gauss.params import LEMMA4_DEFECT, LEMMA5_DEFECT, _require_pure
 
 __all__ = [
     "covariance_sensitivity",
@@ -105,7 +105,7 @@ def moment_statistic(
 def measure_covariance(
     centred: Centred,
     w: np.ndarray,
-    budget: StageBudget,
+    part: StageBudget,
     *,
     task: str,
     variant: str,
@@ -125,7 +125,7 @@ def measure_covariance(
     Reference: Chanyaswad, Liu, Mittal, Alg 2, Eq. 2–3, Alg 5 step 1(d), Lemmas 4–5.
     Corrected: Lemma 4 / 5's Δ₁ is too small; a proven Δ on the upper triangle.
     """
-    _require_pure(variant, budget)
+    _require_pure(variant, part)
     regression = task == "regression"
     xt = centred.rows @ w
     v = xt
@@ -141,17 +141,17 @@ def measure_covariance(
         raw = laplace_mechanism(
             stat,
             l1_sensitivity=covariance_sensitivity(p, n_eff, variant="paper", norm="l1", label_bound=a),
-            epsilon=budget.pure_epsilon,
+            epsilon=part.pure_epsilon,
             rng=rng,
             name="second_moment",
-            stage=budget.stage,
+            stage=part.stage,
         )
         return dataclasses.replace(raw, defect=LEMMA5_DEFECT if regression else LEMMA4_DEFECT)
-    return _measure(
+    return measure_stage(
         stat,
-        budget,
-        l1=covariance_sensitivity(p, n_eff, variant="corrected", norm="l1", label_bound=a),
-        l2=covariance_sensitivity(p, n_eff, variant="corrected", norm="l2", label_bound=a),
+        part,
+        l1_sensitivity=covariance_sensitivity(p, n_eff, variant="corrected", norm="l1", label_bound=a),
+        l2_sensitivity=covariance_sensitivity(p, n_eff, variant="corrected", norm="l2", label_bound=a),
         name="second_moment",
         rng=rng,
     )

@@ -1,5 +1,4 @@
-"""``ron_gauss`` public parameters, the budget split, the paper variant's defects and
-``_measure``, the one call through which every noisy ron_gauss statistic is measured."""
+"""``ron_gauss`` public parameters, the budget split and the paper variant's defects."""
 
 from __future__ import annotations
 
@@ -7,7 +6,6 @@ import math
 from dataclasses import dataclass
 
 from dprelease.mechanisms.accounting import StageBudget
-from dprelease.mechanisms.primitives import Measurement, measure_stage
 
 __all__ = [
     "CLASS_COUNT_SHARE",
@@ -93,21 +91,9 @@ def defects(params: RonGaussParams) -> list[str]:
     return [*found, CLASS_SIZE_DEFECT] if params.task == "classification" else found
 
 
-def _require_pure(variant: str, budget: StageBudget) -> None:
-    if variant == "paper" and budget.rho is not None:
+def _require_pure(variant: str, part: StageBudget) -> None:
+    if variant == "paper" and part.rho is not None:
         raise ValueError(
             "params.variant ('paper') is pure ε-DP only (its sensitivities are L1): "
             "set privacy.accountant: pure"
         )
-
-
-def _measure(value, budget: StageBudget, *, l1: float, l2: float, name: str, rng) -> Measurement:
-    """``measure_stage`` with the caller's Δ: every corrected ron_gauss measurement.
-
-    Sensitivity: the caller's ``l1`` / ``l2`` (``mean_sensitivity``,
-    ``histogram_sensitivity``, ``covariance_sensitivity``).
-    Noise: Laplace b = Δ₁/ε or Gaussian σ = Δ₂/√(2ρ) per entry.
-    Privacy: the stage's ε-DP or ρ-zCDP.
-    Reference: Chanyaswad, Liu, Mittal, Alg 1–5 (Laplace); the Gaussian form is ours.
-    """
-    return measure_stage(value, budget, l2_sensitivity=l2, l1_sensitivity=l1, rng=rng, name=name)

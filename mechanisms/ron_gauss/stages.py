@@ -122,7 +122,7 @@ def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: Ron
         normalise=params.normalise_mode,
         row_bound=features.max_norm,
         n_classes=None if j is None else schema.columns[j].n_bins,
-        budgets={s.stage: s for s in plan.stages},
+        parts={s.stage: s for s in plan.stages},
         rng=rng,
     )
     facts = {

@@ -16,17 +16,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from scipy.special import log_ndtr
 
-from dprelease.mechanisms.accounting import (
-    Charge,
-    Notion,
-    approximate_delta,
-    compose_lifetime,
-    headroom,
-    plan_budget,
-    zcdp_delta,
-    zcdp_epsilon,
-    zcdp_rho,
-)
+from dprelease.mechanisms.accounting import Notion, plan_budget, zcdp_delta, zcdp_epsilon, zcdp_rho
+from dprelease.mechanisms.lifetime import Charge, approximate_delta, compose_lifetime, headroom
 
 PROPERTY = settings(
     derandomize=True,

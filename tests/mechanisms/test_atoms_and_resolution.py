@@ -109,7 +109,7 @@ def test_the_rule_reads_only_public_facts():
     assert list(inspect.signature(group_count).parameters) == ["n", "mean_abs_noise", "declared"]
     assert list(inspect.signature(column_groups).parameters) == ["column", "n", "mean_abs_noise"]
     assert list(inspect.signature(resolve).parameters) == ["schema", "n", "mean_abs_noise"]
-    assert list(inspect.signature(fg.cells_for).parameters) == ["schema", "budget", "n"]
+    assert list(inspect.signature(fg.cells_for).parameters) == ["schema", "stage_part", "n"]
 
 
 @pytest.mark.parametrize(

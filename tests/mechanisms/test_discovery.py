@@ -11,15 +11,9 @@ import pytest
 from scipy import stats
 
 from dprelease.mechanisms import discovery as disc
-from dprelease.mechanisms.accounting import (
-    Charge,
-    StageBudget,
-    compose_lifetime,
-    headroom,
-    zcdp_epsilon,
-    zcdp_rho,
-)
+from dprelease.mechanisms.accounting import StageBudget, zcdp_epsilon, zcdp_rho
 from dprelease.mechanisms.errors import BudgetError
+from dprelease.mechanisms.lifetime import Charge, compose_lifetime, headroom
 from dprelease.mechanisms.randomness import VettedRNG
 from tests.wiring import Probe, probing
 

@@ -6,6 +6,7 @@ from scipy.stats import multivariate_normal
 
 from dprelease.mechanisms import factor_gauss as fg
 from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.factor_model import sample_latent
 from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 from dprelease.mechanisms.synthesizer import MixedRows
 
@@ -39,7 +40,7 @@ def _synthetic_latent_corr(bins, params, m, rng):
     enc = fg.encode(bins, SCHEMA, plan.stage("marginals"), params, rng=rng)
     moments = fg.measure_moments(enc.z, enc.bound, plan.stage("moments"), rng=rng)
     corr, _ = fg.latent_model(moments, enc.code, params)
-    return np.corrcoef(fg.sample_latent(corr, m, rng=rng).T)
+    return np.corrcoef(sample_latent(corr, m, rng=rng).T)
 
 
 def test_recovers_the_latent_correlation_with_a_loose_row_bound(rng):

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 
-from dprelease.mechanisms.factor_gauss import bound_rows
+from dprelease.mechanisms.factor_model import bound_rows
 from dprelease.mechanisms.latent import (
     from_latent,
     hermite_coefficients,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from dprelease.mechanisms.accounting import zcdp_epsilon, zcdp_rho
-from dprelease.mechanisms.factor_gauss import second_moment_sensitivity
+from dprelease.mechanisms.factor_model import second_moment_sensitivity
 from dprelease.mechanisms.marginals import histogram, histogram_sensitivity
 from dprelease.mechanisms.primitives import gaussian_mechanism, laplace_mechanism
 from tests.mechanisms.audit_tools import audit

@@ -23,7 +23,7 @@ from dprelease.mechanisms.refine import (
     rake,
     shrunk_distribution,
     table_pairs,
-    table_shares,
+    table_parts,
 )
 from dprelease.mechanisms.resolution import Cells
 from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
@@ -222,7 +222,7 @@ def test_the_target_tables_get_their_share_and_the_others_theirs_by_size(notion)
     stage = plan.stage("refine")
     tables = [(0, 4), (1, 4), (2, 4), (3, 4), (1, 2), (1, 3), (2, 3)]
     sizes = [20, 4, 6, 10, 6, 10, 15]
-    shares = [s.share for s in table_shares(stage, tables, 4, sizes)]
+    shares = [s.share for s in table_parts(stage, tables, 4, sizes)]
     assert sum(shares) <= stage.share
     assert sum(shares[:4]) == pytest.approx(TARGET_SHARE * stage.share)
     assert shares[:4] == pytest.approx([shares[0]] * 4)
@@ -236,7 +236,7 @@ def test_the_target_tables_get_their_share_and_the_others_theirs_by_size(notion)
         best = cost(np.array(shares[4:]))
         for w in np.random.default_rng(0).dirichlet(np.ones(3), 200):
             assert cost(w * sum(shares[4:])) >= best * (1 - 1e-12)
-    assert [s.stage for s in table_shares(stage, tables, 4, sizes)] == ["refine"] * 7
+    assert [s.stage for s in table_parts(stage, tables, 4, sizes)] == ["refine"] * 7
 
 
 CATEGORIES = Schema(
@@ -279,7 +279,7 @@ def test_a_categorical_pair_table_attains_its_recorded_sensitivity(notion):
 @pytest.mark.parametrize("notion", ["zcdp", "pure"])
 def test_the_noise_each_table_draws_follows_its_share(notion):
     """Through the flow's own stages: the scale each table's noise really has is
-    Δ₂/√(2ρ_t) (zCDP) or Δ₁/ε_t (pure) with the share from ``table_shares`` on the tables'
+    Δ₂/√(2ρ_t) (zCDP) or Δ₁/ε_t (pure) with the share from ``table_parts`` on the tables'
     public sizes (a 5×4 pair gets more than a 3×3 one: (15/9)^(1/3) or ^(1/4) times), and
     the tables' shares sum to at most the stage's."""
     schema = Schema(

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from dprelease.mechanisms.factor_gauss import bound_rows, second_moment_sensitivity
+from dprelease.mechanisms.factor_model import bound_rows, second_moment_sensitivity
 from dprelease.mechanisms.marginals import histogram, histogram_sensitivity
 
 

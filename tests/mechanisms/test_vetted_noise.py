@@ -19,6 +19,7 @@ from scipy import stats
 
 from dprelease.mechanisms import primitives as p
 from dprelease.mechanisms import private_pca as pp
+from dprelease.mechanisms.accounting import StageBudget
 
 ALPHA = 1e-4
 
@@ -91,10 +92,9 @@ def test_vetted_gaussian_rounds_the_scale_up_when_opendp_needs_it(vetted):
 
 
 def test_vetted_measure_stage_and_shapes(vetted):
-    """``measure`` picks Laplace under pure DP; scalars and empty vectors keep their shape."""
-    m = p.measure(
-        2.0, share=1.0, zcdp=False, l2_sensitivity=1.0, l1_sensitivity=1.0, rng=vetted, name="x", stage="s"
-    )
+    """``measure_stage`` picks Laplace for a pure part; scalars and empty vectors keep their shape."""
+    part = StageBudget("s", 1.0, None, 1.0)
+    m = p.measure_stage(2.0, part, l2_sensitivity=1.0, l1_sensitivity=1.0, rng=vetted, name="x")
     assert m.mechanism == "laplace" and np.shape(m.value) == ()
     e = p.gaussian_mechanism(np.zeros((0, 3)), l2_sensitivity=1.0, rho=1.0, rng=vetted, name="x", stage="s")
     assert e.value.shape == (0, 3)
