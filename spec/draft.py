@@ -94,6 +94,7 @@ def draft_text(
     (schema body, comment, what to confirm)) holds them from the DP release ``discovery``;
     ``lifetime`` (ε, δ), the dataset's lifetime budget, goes into the privacy section."""
     source = f"the {'schema' if kinds is not None else 'header line'} of {data_path}"
+    by = "dprelease discover" if discovery else "dprelease init"
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     read = (
         [
@@ -105,7 +106,7 @@ def draft_text(
         else ["# No value of the data was read."]
     )
     lines = [
-        f"# Draft release spec written by `dprelease init` on {stamp} from {source}.",
+        f"# Draft release spec written by `{by}` on {stamp} from {source}.",
         *read,
         "# Replace every FILL from public knowledge (a codebook, the law, the survey's",
         "# documentation), never from the data; confirm each line of draft.confirm, then delete the",
@@ -139,7 +140,7 @@ def draft_text(
         "mechanism: {name: factor_gauss, params: {}}",
         "checks: {}",
         "draft:",
-        "  written_by: dprelease init",
+        f"  written_by: {by}",
         f"  source: {yaml_scalar(source)}",
         "  confirm:",
         *(f"    - {yaml_scalar(c)}" for c in confirm),

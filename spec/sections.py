@@ -34,7 +34,7 @@ RELEASE_ID_LENGTH = 80
 STAMP = "%Y%m%dt%H%M%Sz"
 """The UTC time that ends a release id the spec does not declare: ``<dataset.name>-<STAMP>``."""
 DISCOVERY = "-schema-"
-"""What names a schema discovery's release: ``<dataset.name>-schema-<STAMP>`` (``init --private-epsilon``)."""
+"""What names a schema discovery's release: ``<dataset.name>-schema-<STAMP>`` (``dprelease discover``)."""
 MAX_NAME = RELEASE_ID_LENGTH - len(DISCOVERY + datetime(2000, 1, 1).strftime(STAMP))
 """The longest ``dataset.name`` whose release ids, a discovery's included, fit ``RELEASE_ID_LENGTH`` (56)."""
 

@@ -31,7 +31,7 @@ DEMO_SPEC = yaml.safe_load((DEMO_DIR / "adult.yaml").read_text())
 
 
 def adult_rows(n: int, seed: int = 0) -> pd.DataFrame:
-    df = pd.read_csv(DEMO_DIR / "adult.csv", dtype=str, keep_default_na=False)
+    df = pd.read_csv(DEMO_DIR / "adult.csv.gz", dtype=str, keep_default_na=False)
     return df.sample(n=n, random_state=seed).reset_index(drop=True)
 
 
@@ -144,11 +144,12 @@ def record_release(led, rid, plan=PURE_PLAN, lifetime=None, status="released", d
 
 
 def in_rehearsal() -> bool:
-    """Is the caller running inside ``flows.rehearsal.rehearse`` (the rehearsal before the
+    """Is the caller running inside ``dprelease.flows.rehearsal.rehearse`` (the rehearsal before the
     reserve, on a table drawn from the public schema)?"""
     frame = sys._getframe(1)
     while frame is not None:
-        if frame.f_code.co_name == "rehearse" and frame.f_globals.get("__name__") == "flows.rehearsal":
+        where = frame.f_code.co_name, frame.f_globals.get("__name__")
+        if where == ("rehearse", "dprelease.flows.rehearsal"):
             return True
         frame = frame.f_back
     return False

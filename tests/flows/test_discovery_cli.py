@@ -1,6 +1,7 @@
-"""Issue 19, ``dprelease init --private-epsilon``: bounds and categories discovered under
-DP, charged to the dataset's ledger as a release of its own with a bundle that ``audit
-verify`` checks; refusals read and spend nothing; a bad column fails without spending."""
+"""Issue 19, ``dprelease discover`` (``init --private-epsilon`` until issue 31): bounds and
+categories discovered under DP, charged to the dataset's ledger as a release of its own with
+a bundle that ``audit verify`` checks; refusals read and spend nothing; a bad column fails
+without spending. ``init`` stays read-free: it refuses the discovery's options."""
 
 import json
 import math
@@ -11,9 +12,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dprelease.flows.audit import verify_bundle
 from dprelease.flows.cli import app
 from dprelease.ledger import Ledger, default_url
+from dprelease.records.audit import verify_bundle
 from dprelease.spec.release import ReleaseSpec
 from tests.helpers import cli_text
 
@@ -41,13 +42,13 @@ def _people(tmp_path, n: int = 4_000):
     return path
 
 
-def _init(path, *extra):
-    return CliRunner().invoke(app, ["init", str(path), "--private-epsilon", "1", *extra])
+def _discover(path, *extra):
+    return CliRunner().invoke(app, ["discover", str(path), "--epsilon", "1", *extra])
 
 
 def test_discovered_values_are_charged_audited_and_make_a_valid_spec(tmp_path):
     out = tmp_path / "releases"
-    result = _init(_people(tmp_path), *KINDS, "--bundle-out", str(out), "--lifetime-epsilon", "5")
+    result = _discover(_people(tmp_path), *KINDS, "--bundle-out", str(out), "--lifetime-epsilon", "5")
     assert result.exit_code == 0, result.output
     text = (tmp_path / "people.yaml").read_text()
     raw = yaml.safe_load(text)
@@ -60,6 +61,7 @@ def test_discovered_values_are_charged_audited_and_make_a_valid_spec(tmp_path):
     assert raw["schema"]["note"] == {"type": "FILL"}  # kind unknown: never read
     assert text.count("discovered under DP in people-schema-") == 3 + 3  # each line and its confirm item
     assert raw["privacy"]["lifetime_epsilon"] == 5.0 and raw["privacy"]["lifetime_delta"] == 1e-6
+    assert raw["draft"]["written_by"] == "dprelease discover"
     with Ledger(default_url(out)) as led:
         (done,) = led.releases("people")
         assert (done["status"], done["epsilon"], done["delta"]) == ("released", 1.0, 1e-7)
@@ -77,9 +79,47 @@ def test_discovered_values_are_charged_audited_and_make_a_valid_spec(tmp_path):
     ReleaseSpec.model_validate(raw)  # the discovered values make a spec the release accepts
 
 
+@pytest.mark.parametrize(
+    "moved",
+    [
+        ["--private-epsilon", "1"],
+        ["--private-delta", "1e-7"],
+        ["--atom-share", "0.05"],
+        ["--bundle-out", "releases"],
+        ["--ledger", "l.db"],
+        ["--insecure-seed", "3"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_init_refuses_the_discovery_options_and_opens_no_ledger(tmp_path, monkeypatch, moved):
+    """Issue 31: ``init`` never reads a value or spends: given an option of the DP discovery
+    (it took them until the discovery became ``dprelease discover``) it exits 2 naming the
+    option and the new command, and writes no draft, no bundle and no ledger, even with a
+    ledger in DPRELEASE_LEDGER."""
+    monkeypatch.chdir(tmp_path)
+    ledger = tmp_path / "env-ledger.db"
+    monkeypatch.setenv("DPRELEASE_LEDGER", str(ledger))
+    data = _people(tmp_path)
+    result = CliRunner().invoke(app, ["init", str(data), *KINDS, *moved])
+    text = cli_text(result.output)
+    assert result.exit_code == 2, result.output
+    assert f"{moved[0]} is not an option of init" in text and "dprelease discover DATA --epsilon E" in text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["people.csv"]  # no draft, ledger or bundle
+    result = CliRunner().invoke(app, ["init", str(data), *KINDS])  # DPRELEASE_LEDGER alone is no request
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["people.csv", "people.yaml"]
+    assert "No value of the data was read" in (tmp_path / "people.yaml").read_text()
+
+
+def test_init_help_offers_no_discovery_and_discover_is_a_command():
+    top = cli_text(CliRunner().invoke(app, ["--help"], terminal_width=200).output)
+    init_help = cli_text(CliRunner().invoke(app, ["init", "--help"], terminal_width=200).output)
+    assert "discover" in top and "--private-epsilon" not in init_help and "--ledger" not in init_help
+
+
 def test_a_tampered_discovery_bundle_fails_its_audit(tmp_path):
     out = tmp_path / "releases"
-    assert _init(_people(tmp_path), *KINDS, "--bundle-out", str(out)).exit_code == 0
+    assert _discover(_people(tmp_path), *KINDS, "--bundle-out", str(out)).exit_code == 0
     (bundle,) = [p for p in out.iterdir() if p.is_dir()]
     doc_path = bundle / "public" / "release.json"
     doc = json.loads(doc_path.read_text())
@@ -91,14 +131,14 @@ def test_a_tampered_discovery_bundle_fails_its_audit(tmp_path):
 
 def test_without_a_known_kind_nothing_is_read_or_charged(tmp_path):
     out = tmp_path / "releases"
-    result = _init(_people(tmp_path), "--bundle-out", str(out))
+    result = _discover(_people(tmp_path), "--bundle-out", str(out))
     assert result.exit_code == 2 and "--kind NAME=KIND" in cli_text(result.output)
     assert not out.exists() and not (tmp_path / "people.yaml").exists()
 
 
 def test_a_lifetime_budget_it_would_exceed_refuses_before_reading(tmp_path):
     out = tmp_path / "releases"
-    result = _init(_people(tmp_path), *KINDS, "--bundle-out", str(out), "--lifetime-epsilon", "0.5")
+    result = _discover(_people(tmp_path), *KINDS, "--bundle-out", str(out), "--lifetime-epsilon", "0.5")
     assert result.exit_code == 4 and "lifetime budget" in cli_text(result.output), result.output
     assert not (tmp_path / "people.yaml").exists()
     with Ledger(default_url(out)) as led:
@@ -112,7 +152,7 @@ def test_text_in_a_numeric_column_fails_naming_it_and_spends_nothing(tmp_path):
     table.loc[7, "age"] = "SECRET-VALUE"
     table.to_csv(path, index=False)
     out = tmp_path / "releases"
-    result = _init(path, *KINDS, "--bundle-out", str(out))
+    result = _discover(path, *KINDS, "--bundle-out", str(out))
     text = cli_text(result.output)
     assert result.exit_code == 2 and "column 'age'" in text and "SECRET" not in text, text
     with Ledger(default_url(out)) as led:
@@ -126,7 +166,7 @@ def test_a_ledger_on_the_bundle_folder_is_refused_before_anything_is_spent(tmp_p
     """Issue 30: ``--bundle-out X --ledger X`` (X missing) made X the ledger's file, then
     failed writing the bundle into it after the noise was drawn; now refused first."""
     same = tmp_path / "X"
-    result = _init(_people(tmp_path), *KINDS, "--bundle-out", str(same), "--ledger", str(same))
+    result = _discover(_people(tmp_path), *KINDS, "--bundle-out", str(same), "--ledger", str(same))
     text = cli_text(result.output)
     assert result.exit_code == 2, result.output
     assert f"--ledger ({same}) must be a file apart from --bundle-out" in text and "ledger.db" in text, text
@@ -138,7 +178,9 @@ def test_a_bundle_folder_that_cannot_be_made_is_refused_before_the_reserve(tmp_p
     blocker.write_text("x")
     ledger = tmp_path / "ledger.db"
     Ledger(default_url(tmp_path)).close()  # the dataset's ledger, as a steward keeps it
-    result = _init(_people(tmp_path), *KINDS, "--bundle-out", str(blocker / "out"), "--ledger", str(ledger))
+    result = _discover(
+        _people(tmp_path), *KINDS, "--bundle-out", str(blocker / "out"), "--ledger", str(ledger)
+    )
     assert result.exit_code == 2 and "is not writable" in cli_text(result.output), result.output
     with Ledger(default_url(tmp_path)) as led:
         assert led.releases("people") == [] and led.entries(dataset="people") == []  # nothing reserved
@@ -147,7 +189,7 @@ def test_a_bundle_folder_that_cannot_be_made_is_refused_before_the_reserve(tmp_p
 def test_a_ledger_below_a_file_is_refused_before_the_reserve(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
-    result = _init(
+    result = _discover(
         _people(tmp_path), *KINDS, "--bundle-out", str(tmp_path / "out"), "--ledger", str(blocker / "l.db")
     )
     text = cli_text(result.output)
@@ -158,7 +200,7 @@ def test_audit_verify_says_which_ledger_it_checked_and_why(tmp_path):
     """Issue 30: without --ledger the audit uses the SQLite ledger the bundle names, and says
     so; a copy whose named ledger is not here says that, and what to pass."""
     out = tmp_path / "releases"
-    assert _init(_people(tmp_path), *KINDS, "--bundle-out", str(out)).exit_code == 0
+    assert _discover(_people(tmp_path), *KINDS, "--bundle-out", str(out)).exit_code == 0
     (bundle,) = [p for p in out.iterdir() if p.is_dir()]
     named = default_url(out)
     result = CliRunner().invoke(app, ["audit", "verify", str(bundle)])
@@ -185,7 +227,7 @@ def test_a_dataset_name_no_release_id_can_hold_is_refused_before_the_reserve(tmp
     """The discovery is named ``<name>-schema-<time>``, a folder: a name a spec would refuse
     (too long for the id, or not lowercase letters, digits and '-') is refused first."""
     Ledger(default_url(tmp_path)).close()
-    result = _init(_people(tmp_path), *KINDS, "--name", name, "--bundle-out", str(tmp_path))
+    result = _discover(_people(tmp_path), *KINDS, "--name", name, "--bundle-out", str(tmp_path))
     text = cli_text(result.output)
     assert result.exit_code == 2 and f"the dataset name ({name!r}" in text and "at most 56" in text, text
     with Ledger(default_url(tmp_path)) as led:
@@ -199,7 +241,7 @@ def test_the_atoms_selections_are_charged_listed_in_the_bundle_and_audited(tmp_p
     bundle; the rows sum to the plan's (ε, δ), ``audit verify`` re-derives the atoms'
     threshold, and a threshold the noise does not justify fails it."""
     out = tmp_path / "releases"
-    assert _init(_people(tmp_path), *KINDS, *ATOMS_ON, "--bundle-out", str(out)).exit_code == 0
+    assert _discover(_people(tmp_path), *KINDS, *ATOMS_ON, "--bundle-out", str(out)).exit_code == 0
     with Ledger(default_url(out)) as led:
         (done,) = led.releases("people")
         rows = {r["statistic"]: r for r in led.entries(dataset="people") if r["kind"] == "measurement"}
@@ -230,7 +272,7 @@ def test_the_atoms_selections_are_charged_listed_in_the_bundle_and_audited(tmp_p
 
 
 def test_a_column_zero_in_30_percent_of_rows_is_drafted_with_atom_0_and_the_draft_validates(tmp_path):
-    """``init --private-epsilon`` on a CSV whose score is exactly 0 in 30 % of the rows: the
+    """``discover`` on a CSV whose score is exactly 0 in 30 % of the rows: the
     draft declares ``atoms: [0.0]`` in the syntax the spec loader reads, and once its
     ``draft:`` section is deleted, ``dprelease validate`` passes it."""
     rng = np.random.default_rng(3)
@@ -244,7 +286,7 @@ def test_a_column_zero_in_30_percent_of_rows_is_drafted_with_atom_0_and_the_draf
     )
     table.to_csv(tmp_path / "scores.csv", index=False)
     kinds = ["--kind", "score=continuous", "--kind", "visits=integer", "--kind", "sex=nominal"]
-    result = _init(tmp_path / "scores.csv", *kinds, *ATOMS_ON, "--bundle-out", str(tmp_path / "out"))
+    result = _discover(tmp_path / "scores.csv", *kinds, *ATOMS_ON, "--bundle-out", str(tmp_path / "out"))
     assert result.exit_code == 0, result.output
     draft = tmp_path / "scores.yaml"
     text = draft.read_text()
@@ -266,7 +308,7 @@ def test_a_column_zero_in_30_percent_of_rows_is_drafted_with_atom_0_and_the_draf
 )
 def test_a_bad_atom_share_or_no_delta_is_refused_before_the_reserve(tmp_path, option, said):
     out = tmp_path / "releases"
-    result = _init(_people(tmp_path), *KINDS, "--bundle-out", str(out), *option)
+    result = _discover(_people(tmp_path), *KINDS, "--bundle-out", str(out), *option)
     text = cli_text(result.output)
     assert result.exit_code == 2 and said in text, text
     assert not (tmp_path / "people.yaml").exists()
@@ -277,7 +319,9 @@ def test_a_bad_atom_share_or_no_delta_is_refused_before_the_reserve(tmp_path, op
 def test_the_atom_share_sets_the_least_share_of_an_atom(tmp_path):
     """``--atom-share 0.35``: income's zeros (30 % of the rows) are no longer an atom."""
     out = tmp_path / "releases"
-    assert _init(_people(tmp_path), *KINDS, "--bundle-out", str(out), "--atom-share", "0.35").exit_code == 0
+    assert (
+        _discover(_people(tmp_path), *KINDS, "--bundle-out", str(out), "--atom-share", "0.35").exit_code == 0
+    )
     raw = yaml.safe_load((tmp_path / "people.yaml").read_text())
     assert "atoms" not in raw["schema"]["income"]
     (bundle,) = [p for p in out.iterdir() if p.is_dir()]
@@ -289,7 +333,7 @@ def test_the_draft_declares_only_atoms_inside_the_bounds_and_writes_them_as_yaml
     """Post-processing of the published atoms: one beyond a bound and a fraction in an
     integer column are left out (the bounds are not widened) and the confirm line says so;
     a tiny atom is written so that YAML reads a float back (``1e-05`` would be text)."""
-    from dprelease.flows.discovery import Discovery, draft_entries
+    from dprelease.discovery.schema import Discovery, draft_entries
     from dprelease.mechanisms.discovery import DiscoveredAtoms, DiscoveredBounds
     from dprelease.mechanisms.primitives import Measurement
 
@@ -317,7 +361,7 @@ def test_with_atom_share_0_the_bounds_get_half_a_columns_share_each_and_no_atoms
     no ``atoms`` in the bundle or the draft, δ all on the one nominal column's categories;
     ``audit verify`` passes."""
     out = tmp_path / "releases"
-    result = _init(_people(tmp_path), *KINDS, "--bundle-out", str(out), "--atom-share", "0")
+    result = _discover(_people(tmp_path), *KINDS, "--bundle-out", str(out), "--atom-share", "0")
     assert result.exit_code == 0, result.output
     with Ledger(default_url(out)) as led:
         (done,) = led.releases("people")
@@ -344,7 +388,7 @@ def test_with_atoms_off_and_numeric_columns_only_delta_0_is_accepted_and_the_pla
     """No partition selection runs: ``--private-delta 0`` is accepted, and so the charge is
     (ε, 0) whatever δ is given; ``audit verify`` passes on the bundle."""
     for delta, out in (("0", tmp_path / "a"), ("1e-7", tmp_path / "b")):
-        result = _init(
+        result = _discover(
             _people(tmp_path),
             *NUMERIC,
             "--bundle-out",
@@ -367,7 +411,7 @@ def test_with_atoms_off_and_numeric_columns_only_delta_0_is_accepted_and_the_pla
 @pytest.mark.parametrize("kinds", [KINDS, [*NUMERIC, *ATOMS_ON]], ids=["a nominal column", "atoms on"])
 def test_delta_0_is_refused_when_a_partition_selection_runs(tmp_path, kinds):
     out = tmp_path / "releases"
-    result = _init(_people(tmp_path), *kinds, "--bundle-out", str(out), "--private-delta", "0")
+    result = _discover(_people(tmp_path), *kinds, "--bundle-out", str(out), "--private-delta", "0")
     text = cli_text(result.output)
     assert result.exit_code == 2 and "--private-delta (0.0) must be > 0 when categories or atoms" in text, (
         text
@@ -381,7 +425,7 @@ def test_audit_verify_fails_a_bundle_that_leaves_out_a_partition_selection_the_l
     """The δ sum runs over every partition selection the ledger recorded: a bundle whose
     ``atoms`` entry is gone (its δ no longer counted) fails that check, not only its seal."""
     out = tmp_path / "releases"
-    assert _init(_people(tmp_path), *KINDS, *ATOMS_ON, "--bundle-out", str(out)).exit_code == 0
+    assert _discover(_people(tmp_path), *KINDS, *ATOMS_ON, "--bundle-out", str(out)).exit_code == 0
     (bundle,) = [p for p in out.iterdir() if p.is_dir()]
     doc_path = bundle / "public" / "release.json"
     doc = json.loads(doc_path.read_text())

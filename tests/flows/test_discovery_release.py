@@ -1,4 +1,4 @@
-"""Issue 19, the steward's whole path: ``dprelease init --private-epsilon`` on a CSV, the
+"""Issue 19, the steward's whole path: ``dprelease discover`` on a CSV, the
 draft confirmed (its ``draft:`` section deleted), then ``dprelease release`` of that spec
 through the real flow, charged to the same ledger and lifetime budget. The discovered
 bounds clip, the rarer categories map to ``(other)``, and the two charges compose with the
@@ -12,11 +12,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dprelease.flows.audit import verify_bundle
 from dprelease.flows.cli import app
 from dprelease.flows.release import release
 from dprelease.ledger import Ledger, default_url
 from dprelease.mechanisms.accounting import zcdp_epsilon, zcdp_rho
+from dprelease.records.audit import verify_bundle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]
 
@@ -40,7 +40,7 @@ def test_a_discovered_draft_releases_and_both_charges_compose(tmp_path):
     out = tmp_path / "releases"
     kinds = ["--kind", "age=integer", "--kind", "hours=integer", "--kind", "sex=nominal"]
     kinds += ["--kind", "region=nominal", "--bundle-out", str(out), "--lifetime-epsilon", "10"]
-    result = CliRunner().invoke(app, ["init", str(tmp_path / "people.csv"), "--private-epsilon", "1", *kinds])
+    result = CliRunner().invoke(app, ["discover", str(tmp_path / "people.csv"), "--epsilon", "1", *kinds])
     assert result.exit_code == 0, result.output
     draft = tmp_path / "people.yaml"
     raw = yaml.safe_load(draft.read_text())

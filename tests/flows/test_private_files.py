@@ -109,7 +109,7 @@ def test_a_failure_record_without_a_staging_folder_is_private(tmp_path, umask):
 def test_a_discovery_bundle_is_world_readable_whatever_the_umask(tmp_path, umask):
     pd.DataFrame({"age": range(18, 90)}).to_csv(tmp_path / "people.csv", index=False)
     out = tmp_path / "releases"
-    args = ["init", str(tmp_path / "people.csv"), "--private-epsilon", "1", "--kind", "age=integer"]
+    args = ["discover", str(tmp_path / "people.csv"), "--epsilon", "1", "--kind", "age=integer"]
     result = CliRunner().invoke(app, [*args, "--bundle-out", str(out)])
     assert result.exit_code == 0, result.output
     (bundle,) = [p for p in out.iterdir() if p.is_dir()]

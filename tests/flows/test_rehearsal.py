@@ -153,7 +153,7 @@ def _mechanism_step(step: str):
 
 def _attribute(module: str, name: str):
     def patch(monkeypatch):
-        monkeypatch.setattr(f"{module}.{name}", _boom)
+        monkeypatch.setattr(f"dprelease.{module}.{name}", _boom)
 
     return patch
 

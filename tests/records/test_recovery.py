@@ -15,9 +15,9 @@ from sqlalchemy import update
 
 from dprelease.bundle.staging import prepare_staging
 from dprelease.bundle.write import write_bundle_files
-from dprelease.flows.recovery import SettleRefused, recover, settle
 from dprelease.ledger import Ledger
 from dprelease.ledger.database import ENTRIES
+from dprelease.records.recovery import SettleRefused, recover, settle
 from tests.helpers import PURE_PLAN
 
 

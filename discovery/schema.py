@@ -1,4 +1,4 @@
-"""``dprelease init DATA --private-epsilon E``: a draft's bounds, atoms and category sets
+"""``dprelease discover DATA --epsilon E``: a draft's bounds, atoms and category sets
 discovered under DP (``mechanisms.discovery``), charged to the dataset's ledger as a
 release of its own (stage ``schema``), with a bundle ``<release_id>/public`` that
 ``dprelease audit verify`` checks like any release's.
@@ -252,7 +252,7 @@ def discover(
 
 def _selection(threshold: float, measurement: Measurement, delta: float) -> dict:
     """A partition selection's facts in the bundle: what an auditor needs to re-derive its
-    threshold (``flows.audit``) and its cost."""
+    threshold (``records.audit``) and its cost."""
     return {
         "threshold": threshold,
         "epsilon": measurement.epsilon,

@@ -3,8 +3,8 @@ the gates' table. All hold public facts only: the ledger's rows without values, 
 totals, the gates' noisy (differentially private) values and decisions, where the bundle is.
 
 They are built here as plain JSON (``type``, ``key``, ``description``, ``data``, as the
-Prefect API stores them), and sent by ``flows.events.deliver``: a run that cannot reach the
-API queues them with its event instead of failing (``flows/events.py``).
+Prefect API stores them), and sent by ``flows.delivery.deliver``: a run that cannot reach the
+API queues them with its event instead of failing (``flows/delivery.py``).
 
 Where the bundle is: its absolute path and the host that wrote it, since a ``file://`` link
 means something only on that machine; with ``public_url`` (the flow parameter naming the
