@@ -1,8 +1,54 @@
 """dprelease: differentially private synthetic microdata releases.
 
+The Python API (``dprelease.api``): :class:`Spec`, :func:`release`, :func:`synthesize`,
+the :class:`Release` a release returns; ``dprelease.audit.verify`` and
+``dprelease.ledger.show`` return what ``dprelease audit verify`` and ``dprelease ledger
+show`` print; ``dprelease.errors`` holds every error, under ``DPReleaseError``.
+
 The project's folders (``mechanisms/``, ``spec/``, ``engines/``, ``ledger/``, ``checks/``,
-``bundle/``, ``expectations/``, ``tasks/``, ``flows/``) are installed as the subpackages
-``dprelease.mechanisms`` ... ``dprelease.flows``; nothing else is installed at the top level.
+``bundle/``, ``expectations/``, ``records/``, ``discovery/``, ``tasks/``, ``flows/``) are
+installed as the subpackages ``dprelease.mechanisms`` ... ``dprelease.flows``; nothing else
+is installed at the top level. The API's names are imported on first use, so that the
+command line starts without them.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dprelease import audit, errors, ledger
+    from dprelease.api import NotForPublication, Release, Spec, release, synthesize
+    from dprelease.errors import DPReleaseError
+
 __version__ = "0.1.0"
+__all__ = [
+    "DPReleaseError",
+    "NotForPublication",
+    "Release",
+    "Spec",
+    "audit",
+    "errors",
+    "ledger",
+    "release",
+    "synthesize",
+]
+
+_FROM = {
+    "NotForPublication": "dprelease.api",
+    "Release": "dprelease.api",
+    "Spec": "dprelease.api",
+    "release": "dprelease.api",
+    "synthesize": "dprelease.api",
+    "DPReleaseError": "dprelease.errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The API's names and modules, imported on first use."""
+    if name in _FROM:
+        return getattr(importlib.import_module(_FROM[name]), name)
+    if name in ("audit", "errors", "ledger"):
+        return importlib.import_module(f"dprelease.{name}")
+    raise AttributeError(f"module 'dprelease' has no attribute {name!r}")

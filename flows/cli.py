@@ -7,33 +7,24 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dprelease.flows.cli_draft import discover, init
 from dprelease.flows.cli_records import audit_app, ledger_app
 from dprelease.flows.cli_recovery import notify, recover, settle
-from dprelease.flows.console import console, fail, shown
+from dprelease.flows.console import console, exit_code, fail, shown
+from dprelease.flows.run import PREFECT_DEFAULTS as _PREFECT_DEFAULTS
 from dprelease.mechanisms.errors import DPReleaseError
 
 if TYPE_CHECKING:
     from dprelease.spec import ReleaseSpec
 
 DEMO_SPEC = Path(__file__).parent / "demo" / "adult.yaml"
-_PREFECT_DEFAULTS = {
-    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
-    "GX_ANALYTICS_ENABLED": "false",
-    # Each failed call to Prefect's API is retried with exponential back-off: 5 retries (Prefect's
-    # default) wait about a minute per call when the server is down; 2 wait about 6 s. Once the
-    # flow has published, Prefect's API no longer changes a release's outcome (flows/events.py).
-    "PREFECT_CLIENT_MAX_RETRIES": "2",
-}
-_API_LOST: list[str] = []  # set when Prefect's API went away during the run (see main)
-
 app = typer.Typer(
     help="Publish differentially private synthetic microdata with an audit trail.",
     no_args_is_help=True,
@@ -108,27 +99,34 @@ def _quiet_run_errors() -> None:
             handler.addFilter(_QuietRunErrors())
 
 
+def _say(text: str) -> None:
+    console.print(shown(text), soft_wrap=True)
+
+
+def _warn(text: str) -> None:
+    console.print(f"[yellow]warning:[/yellow] {shown(text)}")
+
+
 def _run_release(
     spec: Path, out: Path, release_id: str | None, seed: int | None, ledger: str | None, verbose: bool
 ) -> None:
-    for k, v in _PREFECT_DEFAULTS.items():
-        os.environ.setdefault(k, v)
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from dprelease.bundle.staging import ReleaseIdTaken
-    from dprelease.ledger import PASSWORD_ENV, BudgetRefused, ledger_url, split_password
+    from dprelease.flows import run
 
+    run.prefect_defaults(verbose)
     try:  # what can be checked without reading a value should not wait for Prefect to start
-        if ledger is not None:  # Prefect stores flow parameters: the password travels in the environment
-            ledger, password = split_password(ledger_url(ledger, out))
-            if password is not None:
-                os.environ[PASSWORD_ENV] = password
-        _before_prefect(spec, out, release_id, ledger)
-    except (ReleaseIdTaken, BudgetRefused) as e:
-        fail(str(e), "see `dprelease ledger show` for what was spent; nothing was read or spent.", 4)
+        url = run.flow_ledger(ledger, out)
+        run.before_prefect(spec, out, release_id, url, say=_say)
     except DPReleaseError as e:
-        fail(str(e), "fix what the message names; nothing was read or spent.", 2)
+        code = exit_code(e)
+        fail(
+            str(e),
+            "see `dprelease ledger show` for what was spent; nothing was read or spent."
+            if code == 4
+            else "fix what the message names; nothing was read or spent.",
+            code,
+        )
 
     from dprelease.flows.prefect_server import prefect_api
     from dprelease.flows.progress import STAGES, set_progress
@@ -159,100 +157,65 @@ def _run_release(
             progress.update(bar, description=where if detail is None else f"{where}: {detail}")
 
         set_progress(on_stage)
-        try:
-            with prefect_api(meanwhile=import_the_flow):  # a temporary server that dies with the CLI
-                from dprelease.flows.release import forget_outcome, release
-
-                forget_outcome()  # what an earlier flow run in this process did is not this one's
-                try:
-                    path = release(
-                        str(spec), str(out), release_id=release_id, insecure_seed=seed, ledger_url=ledger
-                    )
-                except Exception as e:
-                    path = _what_the_flow_did(e)
-        except BudgetRefused as e:
-            progress.stop()
-            fail(str(e), "see `dprelease ledger show` for what this dataset has spent; nothing was read.", 4)
-        except ReleaseIdTaken as e:
-            progress.stop()
-            fail(str(e), "nothing was read or spent.", 4)
-        except DPReleaseError as e:
-            from dprelease.checks.gates import GateError  # imported by now (the flow imports it)
-            from dprelease.engines.inputs import InputRefused
-
-            progress.stop()
-            if isinstance(e, InputRefused):  # Prefect was told only that and where; the steward sees why
-                fail(
-                    e.detail + (f"\n(failure record: {e.record})" if e.record else ""),
-                    "fix the data or the spec's schema, or declare out_of_bounds: clip / unknown: other "
-                    "for the columns named; nothing was published or spent.",
-                    2,
-                )
-            if isinstance(e, GateError):
-                fail(
-                    str(e),
-                    "read internal/report.html in the folder named above before deciding what to change.",
-                    3,
-                )
-            fail(
-                str(e),
-                "fix what the message names and run again; nothing was published "
-                f"(a failure record is in {out / 'failures'} if the run had started).",
-                2,
+        try:  # a temporary server that dies with the CLI
+            path = run.run_flow(
+                spec, out, release_id, seed, url, api=prefect_api, warn=_warn, meanwhile=import_the_flow
             )
+        except DPReleaseError as e:
+            progress.stop()
+            _failed(e, out)
         finally:
             set_progress(None)
         progress.update(bar, completed=len(STAGES), description="release published")
-    _summary(Path(path))
-    _undelivered(out, Path(path).name)
+    _summary(path)
+    _undelivered(out, path.name)
 
 
-def _what_the_flow_did(error: Exception) -> str:
-    """``release`` raised ``error``. When Prefect raised it after the flow's body had ended
-    (its API went away, so the run's end could not be reported), what the body did stands:
-    its bundle is returned, or its own error raised. Otherwise ``error`` is raised again."""
-    from dprelease.flows.release import run_outcome
+def _failed(e: DPReleaseError, out: Path) -> None:
+    """The error panel of a release that started: the message, what to do next, and the exit
+    code of ``e``'s class (``console.exit_codes``)."""
+    from dprelease.engines.inputs import InputRefused
+    from dprelease.flows.run import PrefectUnreachable, UnexpectedFailure
+    from dprelease.ledger import BudgetRefused
 
-    outcome = run_outcome()
-    if outcome is None or outcome[1] is error:
-        if outcome is None and _api_unreachable():
-            _API_LOST.append(type(error).__name__)
-            fail(
-                f"Prefect's API could not be reached ({type(error).__name__}); the release did not start.",
-                "start the Prefect server of PREFECT_API_URL (or unset it for a temporary one) and run "
-                "again; nothing was read or spent.",
-                1,
-            )
-        raise error
-    if _api_unreachable():
-        _API_LOST.append(type(error).__name__)
-    console.print(
-        f"[yellow]warning:[/yellow] Prefect could not record the end of this run "
-        f"({shown(type(error).__name__)}: its API is unreachable); what the release did stands, and the "
-        "ledger records it (`dprelease ledger show`)."
-    )
-    path, own = outcome
-    if own is not None:
-        raise own
-    assert path is not None
-    return path
-
-
-def _api_unreachable() -> bool:
-    """Prefect's API does not answer its health check within 3 s."""
-    import httpx
-    from prefect.settings import PREFECT_API_URL
-
-    url = PREFECT_API_URL.value()
-    try:
-        return not url or httpx.get(f"{url}/health", timeout=3).status_code != 200
-    except httpx.HTTPError:
-        return True
+    code = exit_code(e)
+    if isinstance(e, InputRefused):  # Prefect was told only that and where; the steward sees why
+        message = e.detail + (f"\n(failure record: {e.record})" if e.record else "")
+        hint = (
+            "fix the data or the spec's schema, or declare out_of_bounds: clip / unknown: other "
+            "for the columns named; nothing was published or spent."
+        )
+    elif isinstance(e, PrefectUnreachable):
+        message = str(e)
+        hint = (
+            "start the Prefect server of PREFECT_API_URL (or unset it for a temporary one) and run "
+            "again; nothing was read or spent."
+        )
+    elif code == 4:
+        message = str(e)
+        hint = (
+            "see `dprelease ledger show` for what this dataset has spent; nothing was read."
+            if isinstance(e, BudgetRefused)
+            else "nothing was read or spent."
+        )
+    elif code == 3:
+        message = str(e)
+        hint = "read internal/report.html in the folder named above before deciding what to change."
+    elif isinstance(e, UnexpectedFailure):
+        message = str(e)
+        hint = f"nothing was published; the failure record in {out / 'failures'} holds the traceback."
+    else:
+        message = str(e)
+        hint = (
+            "fix what the message names and run again; nothing was published "
+            f"(a failure record is in {out / 'failures'} if the run had started)."
+        )
+    fail(message, hint, code)
 
 
 def _undelivered(out: Path, release_id: str) -> None:
     """Say so when this release's artifacts and event are queued, not delivered."""
-    from dprelease.flows.events import UNDELIVERED
+    from dprelease.flows.delivery import UNDELIVERED
 
     if any((out / UNDELIVERED).glob(f"{release_id}-*.json")):
         console.print(
@@ -262,86 +225,11 @@ def _undelivered(out: Path, release_id: str) -> None:
         )
 
 
-def _before_prefect(spec: Path, out: Path, release_id: str | None, ledger_url: str | None) -> None:
-    """The checks that read no data value, before Prefect starts (issue 18: in about 3 s,
-    not after Prefect's start): the spec; the release id; the output folder (and
-    the release's final folder, when its id is known now); the recovery of what dead runs
-    left in ``out`` (``flows/recovery.py``); the ledger (reachable) and whether it would
-    refuse the release (rerun rule, lifetime budget); last, the data file. A refusal is
-    recorded as the flow records it: a ``refused`` ledger row (by ``Ledger.reserve``) and a
-    failure record. The data file: it exists, is readable, has a supported format, and its
-    header line (structure, not a record) holds the schema's columns."""
-    from dprelease.bundle.staging import check_destination, check_out
-    from dprelease.engines.header import check_columns, read_header
-    from dprelease.engines.inputs import resolve_mechanism
-    from dprelease.spec import RELEASE_ID, load_spec
-
-    s = load_spec(spec)
-    s.refuse_draft()
-    s = _chosen(resolve_mechanism(s))
-    rid = release_id or s.release_id
-    if release_id is not None and not RELEASE_ID.fullmatch(release_id):
-        raise DPReleaseError(
-            f"--release-id ({release_id!r}) must be lowercase letters, digits and '-', starting with a "
-            "letter or digit, at most 80 characters"
-        )
-    if rid is None:
-        check_out(out)
-    else:
-        check_destination(out, rid)
-    _refused_by_the_ledger(s, out, rid, ledger_url)
-    check_columns(  # last: a refused release never opens it
-        read_header(s.data_path),
-        s.public_schema(),
-        quote=True,
-        ignored=s.ignored_columns(),
-        one_hot=s.one_hot(),
-    )
-
-
 def _chosen(s: ReleaseSpec) -> ReleaseSpec:
     """Say what ``mechanism: auto`` chose (on stderr) and why; the spec as it is."""
     if s.auto_choice is not None:
         console.print(f"mechanism auto chose [bold]{s.mechanism.name}[/bold]: {s.auto_choice.reason}")
     return s
-
-
-def _refused_by_the_ledger(s: ReleaseSpec, out: Path, rid: str | None, ledger_url: str | None) -> None:
-    """Recover what dead runs left in ``out``, then raise ``BudgetRefused`` if the ledger
-    would refuse this release, recorded as the flow records it. A first release finds no
-    ledger (it is opened, not created) and nothing to refuse."""
-    from dprelease.ledger import Ledger, NoLedger, default_url
-    from dprelease.mechanisms.accounting import plan_budget
-    from dprelease.mechanisms.registry import MECHANISMS
-
-    try:
-        book = Ledger(ledger_url or default_url(out), create=False)
-    except NoLedger:
-        return
-    with book:
-        if any(out.glob(".staging-*")):
-            from dprelease.flows.recovery import recover
-
-            for r in recover(out, book):
-                console.print(f"[yellow]recovered:[/yellow] {shown(r.describe())}")
-        p = s.privacy
-        plan = plan_budget(p.accountant, p.epsilon, p.delta, s.stage_weights())
-        facts: dict[str, Any] = {
-            "dataset": s.dataset.name,
-            "plan": plan,
-            "lifetime": p.lifetime,
-            "not_dp": MECHANISMS[s.mechanism.name].defects(s.mechanism_params()),
-        }
-        if book.refusal(release_id=rid, **facts) is not None:
-            from dprelease.bundle.write import write_failure_record
-            from dprelease.ledger import BudgetRefused
-
-            named = rid or s.resolved_release_id()
-            try:  # records the refused row and raises, as the flow's allocate_budget does
-                book.reserve(release_id=named, mechanism=s.mechanism.name, **facts)
-            except BudgetRefused as e:
-                write_failure_record(out, named, "allocate_budget", e, None)
-                raise
 
 
 def _summary(bundle: Path) -> None:
@@ -545,207 +433,8 @@ def validate(
     report_out.print("[green]spec and data conform to the public schema; no budget was spent.")
 
 
-DRAFT_KINDS = ("continuous", "integer", "date", "datetime", "nominal")
-
-
-def _parse_kinds(given: list[str], columns: list[str]) -> dict[str, tuple[str, str]]:
-    out = {}
-    for item in given:
-        name, _, kind = item.partition("=")
-        if name not in columns or kind not in DRAFT_KINDS:
-            fail(
-                f"--kind {item!r}: expected NAME=KIND with NAME a column of the file and KIND one of "
-                f"{', '.join(DRAFT_KINDS)}.",
-                "declare each column's kind from public knowledge (the codebook), e.g. --kind age=integer.",
-                2,
-            )
-        out[name] = (kind, "--kind")
-    return out
-
-
-@app.command()
-def init(
-    data: Annotated[
-        Path, typer.Argument(help="The data file (CSV, .csv.gz or Parquet) to write a draft spec for.")
-    ],
-    out: Annotated[
-        Path | None,
-        typer.Option("--out", help="Where to write the draft (default: <data name>.yaml beside the data)."),
-    ] = None,
-    name: Annotated[
-        str | None, typer.Option("--name", help="dataset.name in the draft (default: the file's stem).")
-    ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file at --out.")] = False,
-    kind: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--kind",
-            help="NAME=KIND, repeatable: a column's kind from public knowledge (continuous, integer, date, "
-            "datetime, nominal); overrides a Parquet type. A CSV's kinds are never guessed from its values.",
-        ),
-    ] = None,
-    private_epsilon: Annotated[
-        float | None,
-        typer.Option(
-            "--private-epsilon",
-            help="Discover the bounds (private quantiles) of continuous/integer columns, their atoms with "
-            "--atom-share, and the categories of nominal ones (partition selection) under DP, spending "
-            "this epsilon of the dataset's budget: a release of its own in the ledger (stage 'schema') "
-            "with a bundle `dprelease audit verify` checks. Without it nothing is read and every bound "
-            "and category is FILL.",
-        ),
-    ] = None,
-    private_delta: Annotated[
-        float,
-        typer.Option(
-            "--private-delta",
-            help="The delta of the partition selections of categories and atoms (a category or value held "
-            "by one record is published with probability delta/2); split over the columns that run one "
-            "(nominal ones; numeric ones with --atom-share), and 0 only when none does. Keep it a small "
-            "part of the dataset's lifetime delta: later zCDP releases convert at what is left of it.",
-        ),
-    ] = 1e-7,
-    atom_share: Annotated[
-        float,
-        typer.Option(
-            "--atom-share",
-            help="With --private-epsilon, also discover atoms: the exact values of a continuous/integer "
-            "column that hold at least this share of the rows (between 0 and 1, e.g. 0.05), each a cell of "
-            "its own (0 for a zero-inflated amount). They take a third of each numeric column's share, so "
-            "its bounds need about 1.5x the epsilon for the same accuracy. Default 0: no atoms, the bounds "
-            "take the whole share.",
-        ),
-    ] = 0.0,
-    bundle_out: Annotated[
-        Path,
-        typer.Option(
-            "--bundle-out",
-            help="With --private-epsilon: the folder that receives <release_id>/public of the discovery "
-            "(and, by default, the ledger OUT/ledger.db, as `dprelease release --out`).",
-        ),
-    ] = Path("releases"),
-    ledger: LedgerOpt = None,
-    lifetime_epsilon: Annotated[
-        float | None,
-        typer.Option(
-            "--lifetime-epsilon",
-            help="The dataset's lifetime epsilon, written into the draft as privacy.lifetime_epsilon; with "
-            "--private-epsilon also declared to the ledger (fixed there when first declared).",
-        ),
-    ] = None,
-    lifetime_delta: Annotated[
-        float | None,
-        typer.Option("--lifetime-delta", help="The dataset's lifetime delta (default: 1e-6)."),
-    ] = None,
-    insecure_seed: SeedOpt = None,
-) -> None:
-    """Write a draft release spec from the data file's header (and a Parquet file's declared
-    column types, or --kind), without reading a value: every bound, category and level is
-    FILL, to be supplied from public knowledge; every guess is listed under draft.confirm.
-    With --private-epsilon, the bounds, atoms and categories of the columns whose kind is
-    known are discovered under DP instead, charged to the dataset's ledger."""
-    from dprelease.engines.header import declared_kinds, read_header
-    from dprelease.spec.draft import draft_text
-
-    try:
-        columns = read_header(data)
-        kinds = declared_kinds(data)
-    except DPReleaseError as e:
-        fail(str(e), "pass the path of a readable CSV or Parquet file.", 2)
-    if kind:
-        kinds = {**(kinds or {}), **_parse_kinds(kind, columns)}
-    target = out or data.with_name(f"{data.name.split('.')[0]}.yaml")
-    if target.exists() and not force:
-        fail(f"'{target}' already exists.", "choose another --out or pass --force to overwrite it.", 2)
-    try:
-        rel = os.path.relpath(data.resolve(), target.resolve().parent)
-    except ValueError:  # another drive (Windows): an absolute path
-        rel = str(data.resolve())
-    stem = name or data.name.split(".")[0]
-    found, entries = None, None
-    if private_epsilon is not None:
-        found, entries = _discover(
-            data,
-            stem,
-            kinds,
-            private_epsilon,
-            private_delta,
-            bundle_out,
-            ledger,
-            lifetime_epsilon,
-            lifetime_delta,
-            insecure_seed,
-            atom_share,
-        )
-    lifetime = None if lifetime_epsilon is None else (lifetime_epsilon, lifetime_delta or 1e-6)
-    text = draft_text(stem, rel, columns, kinds, entries, found.release_id if found else None, lifetime)
-    target.write_text(text, encoding="utf-8")
-    unknown = len(columns) - len(kinds or {})
-    filled = (
-        f"{len(entries)} column(s) discovered under DP ({found.release_id}), " if found and entries else ""
-    )
-    console.print(
-        f"wrote {shown(str(target))}: {len(columns)} column(s), "
-        + (f"{unknown} of unknown kind, " if unknown else "")
-        + (filled or "every bound and category FILL. ")
-        + "Next: fill what is FILL from public knowledge, confirm draft.confirm, then "
-        f"`dprelease validate {shown(str(target))}`.",
-        soft_wrap=True,
-    )
-
-
-def _discover(
-    data: Path,
-    dataset: str,
-    kinds: dict[str, tuple[str, str]] | None,
-    epsilon: float,
-    delta: float,
-    out: Path,
-    ledger: str | None,
-    lifetime_epsilon: float | None,
-    lifetime_delta: float | None,
-    seed: int | None,
-    atom_share: float,
-):
-    """``init --private-epsilon``: the DP discovery (``flows.discovery``) and its draft lines."""
-    from dprelease.flows.discovery import DISCOVERABLE, discover, draft_entries
-    from dprelease.ledger import BudgetRefused, ledger_url
-
-    chosen = {c: k for c, (k, _) in (kinds or {}).items() if k in DISCOVERABLE}
-    if not chosen:
-        fail(
-            "--private-epsilon: no column has a known continuous, integer or nominal kind, so there is "
-            "nothing to discover (a CSV's kinds are never guessed from its values).",
-            "declare kinds with --kind NAME=KIND (e.g. --kind age=integer --kind sex=nominal).",
-            2,
-        )
-    lifetime = None if lifetime_epsilon is None else (lifetime_epsilon, lifetime_delta or 1e-6)
-    try:
-        found = discover(
-            data,
-            chosen,
-            dataset=dataset,
-            epsilon=epsilon,
-            delta=delta,
-            ledger_url=ledger_url(ledger, out),
-            out=out,
-            lifetime=lifetime,
-            seed=seed,
-            atom_share=atom_share,
-        )
-    except BudgetRefused as e:
-        fail(str(e), "see `dprelease ledger show` for what this dataset has spent; no draft was written.", 4)
-    except (DPReleaseError, ValueError) as e:
-        fail(str(e), "fix the option or the data file named above; no draft was written.", 2)
-    console.print(
-        f"discovered under DP: {len(found.bounds)} column(s)' bounds{' and atoms' if found.atoms else ''} "
-        f"and {len(found.categories)} column(s)' categories for epsilon={epsilon:g}, delta={found.delta:g}, "
-        f"charged to dataset '{shown(dataset)}' as release {found.release_id}; its bundle is "
-        f"{shown(str(found.bundle))} "
-        f"(`dprelease audit verify {shown(str(found.bundle))}`).",
-        soft_wrap=True,
-    )
-    return found, draft_entries(found, chosen)
+app.command("init")(init)
+app.command("discover")(discover)
 
 
 @app.command()
@@ -828,6 +517,8 @@ app.add_typer(ledger_app, name="ledger")
 
 
 def main() -> None:
+    from dprelease.flows.run import API_LOST
+
     try:
         app()
     except KeyboardInterrupt:
@@ -835,7 +526,7 @@ def main() -> None:
         sys.exit(130)
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        if not _API_LOST:
+        if not API_LOST:
             server = sys.modules.get("dprelease.flows.prefect_server")  # imported only by release and demo
             if server is not None and server.prefect_drained():
                 # The run's logs and events are sent (any temporary server stopped): Prefect's

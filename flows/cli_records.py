@@ -40,8 +40,8 @@ LedgerReadOpt = Annotated[
 def audit_verify(bundle: BundleArg, ledger: LedgerReadOpt = None) -> None:
     """Recompute every sha256, the budget arithmetic and the hash chain; cross-check the
     ledger. Exit 0 only if every check holds; 1 names what does not."""
-    from dprelease.flows.audit import choose_ledger, load_document, verify_bundle
     from dprelease.ledger import ledger_url, redact
+    from dprelease.records.audit import choose_ledger, load_document, verify_bundle
 
     try:
         given = None if ledger is None else ledger_url(ledger, bundle)
@@ -82,7 +82,7 @@ def audit_show(
 ) -> None:
     """What the release spent, by stage and statistic (sensitivity, noise scale), and its
     totals against the dataset's lifetime budget."""
-    from dprelease.flows.audit import load_document
+    from dprelease.records.audit import load_document
 
     try:
         doc, _ = load_document(bundle)
@@ -162,7 +162,7 @@ def audit_show(
 
 
 def _discovered(out: Console, discovered: dict) -> None:
-    """A ``schema`` discovery's published values (``flows.discovery``)."""
+    """A ``schema`` discovery's published values (``discovery.schema``)."""
     table = Table(title="published: discovered under DP")
     for col in ("column", "values", "rule"):
         table.add_column(col, overflow="fold")
@@ -235,29 +235,13 @@ def ledger_show(
 ) -> None:
     """The releases in the ledger, what each is charged, and each dataset's lifetime account.
     Exits 1 when the hash chain is broken."""
-    import math
-
-    from dprelease.ledger import Ledger, ledger_url
+    from dprelease.ledger import show
 
     try:
-        with Ledger(ledger_url(ledger, out), create=False) as led:
-            releases = led.releases(dataset)
-            problems = led.verify_chain()
-            head = led.head()
-            accounts = {}
-            for name in dict.fromkeys(r["dataset"] for r in releases):
-                life = led.lifetime(name)
-                # no lifetime: compose at the releases' summed δ, where basic composition holds
-                deltas = [r["delta"] for r in releases if r["dataset"] == name and r["delta"] is not None]
-                delta = life[1] if life else math.fsum(deltas)
-                accounts[name] = (
-                    life,
-                    led.spend_so_far(name, delta),
-                    led.void_since(name),
-                    led.headroom(name),
-                )
+        summary = show(ledger, out=out, dataset=dataset)
     except DPReleaseError as e:
         fail(str(e), "pass --out with the folder the releases went to, or --ledger with their database.", 2)
+    releases, problems, head = summary.releases, summary.chain_problems, summary.head
     if as_json:
         print(json.dumps(releases, indent=2))
         if problems:
@@ -280,7 +264,8 @@ def ledger_show(
         )
     screen = Console()
     screen.print(table)
-    for name, (life, spend, void, room) in accounts.items():
+    for name, account in summary.accounts.items():
+        life, spend, void, room = account.lifetime, account.spent, account.void_since, account.headroom
         if void is not None:
             screen.print(
                 f"[bold red]{shown(name)}: guarantee VOID since release '{shown(void['release_id'])}' "

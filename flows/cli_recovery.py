@@ -1,5 +1,5 @@
 """``dprelease recover``, ``dprelease notify`` and ``dprelease ledger settle``: clearing what
-dead releases left (``flows/recovery.py`` has the rules) and sending what releases could not
+dead releases left (``records/recovery.py`` has the rules) and sending what releases could not
 tell Prefect (``flows/events.py``)."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def recover(out: OutDir = Path("releases"), ledger: LedgerUrl = None) -> None:
     this first. A staging folder whose release the ledger shows sealed is moved into place; any
     other becomes a failure record under failures/, the only place its confidential reports are
     kept. A release still running (its staging folder locked) is left alone."""
-    from dprelease.flows.recovery import recover as recover_out
+    from dprelease.records.recovery import recover as recover_out
 
     if not out.is_dir():
         fail(f"'{out}' is not a folder", "pass --out with the folder your releases go to.", 2)
@@ -65,7 +65,7 @@ def notify(out: OutDir = Path("releases")) -> None:
     import os
 
     from dprelease.flows.cli import _PREFECT_DEFAULTS
-    from dprelease.flows.events import UNDELIVERED, send_undelivered
+    from dprelease.flows.delivery import UNDELIVERED, send_undelivered
 
     queued = sorted((out / UNDELIVERED).glob("*.json"))
     if not queued:
@@ -119,7 +119,7 @@ def settle(
 
     Refused while the attempt may be alive: its staging folder in --out is locked, or its pid
     lives on this host. Exit codes: 0 settled; 2 refused (nothing written)."""
-    from dprelease.flows.recovery import settle as settle_attempt
+    from dprelease.records.recovery import settle as settle_attempt
 
     try:
         with _open(out, ledger) as book:

@@ -7,7 +7,7 @@ A ``Run`` says where the steps run. In the release, each step is a Prefect task 
 ledger is the dataset's. In the rehearsal, the same steps run as plain functions (each
 task's ``.fn``) on a table drawn from the public schema alone, with a throwaway ledger and
 output folder: what can fail without confidential values fails there, before the real
-reserve (README, "Nothing spent without a publish").
+reserve (docs/auditor/flow.md, "Nothing spent without a publish").
 
 A step that may draw noise runs inside the ledger's spend bracket (``Ledger.spending``):
 its plan stages are recorded as spent before it runs and its measurements after.

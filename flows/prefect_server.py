@@ -36,10 +36,11 @@ from prefect.settings import (
     temporary_settings,
 )
 
-__all__ = ["prefect_api", "prefect_drained"]
+__all__ = ["prefect_api", "prefect_drained", "process_api"]
 
 _ENDED: list[bool] = []  # a prefect_api block ended
 _DRAINED: list[bool] = []  # ... and its logs and events were sent (a temporary server's end does it)
+_SHARED: list[TemporaryServer] = []  # the process's server (process_api), started on first use
 
 
 def prefect_drained() -> bool:
@@ -228,3 +229,47 @@ def prefect_api(meanwhile: Callable[[], object] | None = None) -> Iterator[Tempo
     finally:
         server.stop()
         _ENDED.append(True)
+
+
+def _shared_server() -> TemporaryServer:
+    """The process's temporary server: started on first use (or again if it died), stopped
+    at interpreter exit (``atexit``)."""
+    if _SHARED and _SHARED[0].server_process.poll() is None:
+        return _SHARED[0]
+    _SHARED.clear()
+    server = TemporaryServer(_free_port())
+    atexit.register(server.stop)
+    server.ready()
+    _SHARED.append(server)
+    return server
+
+
+@contextmanager
+def process_api(meanwhile: Callable[[], object] | None = None) -> Iterator[TemporaryServer | None]:
+    """Run the block against one temporary Prefect server kept for the life of this process
+    (the Python API: a notebook's releases share it, ~15 s of start paid once).
+
+    As :func:`prefect_api`, the block runs against ``PREFECT_API_URL`` when it is set (or
+    Prefect refuses as usual when temporary servers are disabled), and sends its queued logs
+    and events when it ends; unlike it, the server outlives the block and stops at exit.
+    ``meanwhile`` runs before the block (while the server starts, the first time)."""
+    if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+        if meanwhile is not None:
+            meanwhile()
+        yield None
+        return
+    from prefect.context import _temporary_global_settings_context, get_settings_context
+    from prefect.logging.configuration import ensure_logging_setup
+
+    ensure_logging_setup()
+    if meanwhile is not None:
+        meanwhile()
+    server = _shared_server()
+    with (
+        temporary_settings(updates={PREFECT_API_URL: server.api_url}),
+        _temporary_global_settings_context(get_settings_context()),
+    ):
+        try:
+            yield server
+        finally:
+            _drain()

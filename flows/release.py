@@ -11,7 +11,7 @@ advisory utility and linkage checks, and the release bundle: the steps of
 A failure at any step publishes nothing: the staging folder is removed and a failure
 record (stage, error, internal reports) is left in ``<out>/failures/``. A run that dies
 (``kill -9``) leaves its staging folder unlocked; the next run into the same ``<out>``
-(or ``dprelease recover``) turns it into a failure record (``flows/recovery.py``).
+(or ``dprelease recover``) turns it into a failure record (``records/recovery.py``).
 
 Once the ledger has sealed the bundle and it is in place, the release is published and
 nothing after changes that: Prefect's artifacts and event are sent best effort, within a
@@ -33,28 +33,27 @@ from prefect.runtime import deployment, flow_run
 from dprelease.bundle.staging import prepare_staging
 from dprelease.checks.gates import GateError, failed_gates_message
 from dprelease.engines.inputs import InputRefused, resolve_mechanism
-from dprelease.flows.artifacts import bundle_location, check_public_url, release_artifacts
 from dprelease.flows.concurrency import DatasetSlot
+from dprelease.flows.delivery import deliver, send_undelivered
 from dprelease.flows.events import (
     RELEASE_ID,
     RunRecord,
-    deliver,
     notice,
     on_crashed,
     on_failure,
     record_failure,
     release_event,
-    send_undelivered,
     track,
     untrack,
 )
 from dprelease.flows.pipeline import Run, release_steps
 from dprelease.flows.progress import STAGES, set_progress, step_reached
-from dprelease.flows.recovery import log_recovered, published_by_run, recover
 from dprelease.flows.rehearsal import rehearse
 from dprelease.ledger import PASSWORD_ENV, Ledger, default_url, split_password
 from dprelease.mechanisms.errors import DPReleaseError
 from dprelease.mechanisms.primitives import release_streams
+from dprelease.records.artifacts import bundle_location, check_public_url, release_artifacts
+from dprelease.records.recovery import log_recovered, published_by_run, recover
 from dprelease.spec import load_spec
 from dprelease.tasks.scrub import scrub
 
@@ -100,7 +99,7 @@ def _in_place(sealed: bool, dest: Path, staging: Path) -> bool:
 def _retried(record: RunRecord, out: Path, rid: str) -> Path | None:
     """This flow run already published ``rid`` (a retry of a run whose end Prefect could not
     record, or a run retried by hand): its bundle, after checking it against the ledger's
-    seal (``flows.recovery.published_by_run``). None: a fresh attempt (which the checks that
+    seal (``records.recovery.published_by_run``). None: a fresh attempt (which the checks that
     follow may refuse, e.g. because the release_id exists)."""
     if flow_run.id is None:
         return None
@@ -150,7 +149,7 @@ def release(
     ``internal/`` folders, ``failures/`` and ``ledger.db`` are confidential.
 
     Once the ledger has sealed the bundle and it is in place, the release is published:
-    the artifacts and the event are sent best effort (``flows.events.deliver``: queued in
+    the artifacts and the event are sent best effort (``flows.delivery.deliver``: queued in
     ``<out_dir>/.undelivered/`` if Prefect's API is unreachable), and a retry of this same
     flow run reports the existing bundle instead of running again.
     """

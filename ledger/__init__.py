@@ -4,7 +4,8 @@ spend, in a real database (SQLite by default, PostgreSQL by URL).
 ``ledger.store.Ledger`` reads and writes it; ``ledger.charges`` says what a release costs
 (pure functions of its rows); ``ledger.chain`` checks the hash chain; ``ledger.database``
 holds the tables, the connection and the write lock; ``ledger.facts`` the figures a
-release publishes. It sits below the Prefect tasks and imports only ``mechanisms``.
+release publishes; ``ledger.summary`` (``show``) what ``dprelease ledger show`` reports,
+as data. It sits below the Prefect tasks and imports only ``mechanisms``.
 """
 
 from dprelease.ledger.charges import UNPROTECTED, spent_charge, void_since
@@ -26,6 +27,7 @@ from dprelease.ledger.database import (
 )
 from dprelease.ledger.facts import budget_facts, ledger_facts
 from dprelease.ledger.store import Ledger
+from dprelease.ledger.summary import DatasetAccount, LedgerSummary, show
 
 __all__ = [
     "FIELDS",
@@ -33,9 +35,11 @@ __all__ = [
     "PASSWORD_ENV",
     "UNPROTECTED",
     "BudgetRefused",
+    "DatasetAccount",
     "Ledger",
     "LedgerError",
     "LedgerLocked",
+    "LedgerSummary",
     "LedgerURL",
     "NoLedger",
     "budget_facts",
@@ -45,6 +49,7 @@ __all__ = [
     "parse_url",
     "redact",
     "row_hash",
+    "show",
     "spent_charge",
     "split_password",
     "void_since",

@@ -15,8 +15,9 @@ import math
 import os
 import socket
 
-from dprelease.mechanisms.accounting import BudgetPlan, Charge, compose_lifetime, headroom, zcdp_epsilon
+from dprelease.mechanisms.accounting import BudgetPlan, zcdp_epsilon
 from dprelease.mechanisms.errors import BudgetError
+from dprelease.mechanisms.lifetime import Charge, compose_lifetime, headroom
 
 __all__ = [
     "STATES",

@@ -60,14 +60,8 @@ from dprelease.ledger.database import (
     transaction,
     url_password,
 )
-from dprelease.mechanisms.accounting import (
-    BudgetPlan,
-    Charge,
-    Headroom,
-    LifetimeSpend,
-    compose_lifetime,
-    headroom,
-)
+from dprelease.mechanisms.accounting import BudgetPlan
+from dprelease.mechanisms.lifetime import Charge, Headroom, LifetimeSpend, compose_lifetime, headroom
 from dprelease.mechanisms.primitives import Measurement
 
 __all__ = ["Ledger"]
@@ -160,7 +154,7 @@ class Ledger:
     def headroom(self, dataset: str) -> Headroom | None:
         """What the dataset's lifetime budget still admits (None: no lifetime budget): the
         largest ε of a next zCDP release stated at the lifetime δ (pure when δ is 0), and
-        the ρ left (``mechanisms.accounting.headroom``)."""
+        the ρ left (``mechanisms.lifetime.headroom``)."""
         lifetime = self.lifetime(dataset)
         if lifetime is None:
             return None

@@ -6,7 +6,15 @@ that runs a release, so every layer above can import it and it imports none of t
 """
 
 from dprelease.spec.forecast import Forecast, forecast
-from dprelease.spec.release import RELEASE_ID, ContinuousSpec, EngineSpec, ReleaseSpec, SpecError, load_spec
+from dprelease.spec.release import (
+    RELEASE_ID,
+    ContinuousSpec,
+    EngineSpec,
+    ReleaseSpec,
+    SpecError,
+    load_spec,
+    spec_from_mapping,
+)
 
 __all__ = [
     "RELEASE_ID",
@@ -17,4 +25,5 @@ __all__ = [
     "SpecError",
     "forecast",
     "load_spec",
+    "spec_from_mapping",
 ]

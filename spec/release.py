@@ -48,7 +48,15 @@ from dprelease.spec.sections import (
     PrivacySpec,
 )
 
-__all__ = ["RELEASE_ID", "ContinuousSpec", "EngineSpec", "ReleaseSpec", "SpecError", "load_spec"]
+__all__ = [
+    "RELEASE_ID",
+    "ContinuousSpec",
+    "EngineSpec",
+    "ReleaseSpec",
+    "SpecError",
+    "load_spec",
+    "spec_from_mapping",
+]
 
 RELEASE_ID = re.compile(rf"[a-z0-9][a-z0-9-]{{0,{RELEASE_ID_LENGTH - 1}}}")
 """A release id: it names a folder, so lowercase letters, digits and '-', at most 80."""
@@ -463,6 +471,11 @@ _SpecLoader.add_implicit_resolver(
 def load_spec(path: str | Path) -> ReleaseSpec:
     """Read and validate a YAML spec; relative dataset paths resolve against its folder."""
     path = Path(path)
+    return spec_from_mapping(read_spec_mapping(path), path.resolve().parent, str(path))
+
+
+def read_spec_mapping(path: Path) -> dict:
+    """The mapping a spec file holds, read with ``_SpecLoader`` (not yet validated)."""
     if not path.is_file():
         raise SpecError(f"spec file '{path}' does not exist; pass the path of a release YAML")
     try:
@@ -477,21 +490,28 @@ def load_spec(path: str | Path) -> ReleaseSpec:
         raise SpecError(f"spec file '{path}' is nested too deeply to be a release spec") from None
     if not isinstance(raw, dict):
         raise SpecError(f"spec file '{path}' must contain a YAML mapping")
+    return raw
+
+
+def spec_from_mapping(raw: dict, base_dir: Path, name: str) -> ReleaseSpec:
+    """Validate a spec already read as a mapping (``load_spec`` after YAML, or a Python
+    dict); a relative dataset path resolves against ``base_dir``; ``name`` says in the
+    messages which spec it is (a file's path)."""
     gaps = placeholders(raw)
     if gaps:
         raise SpecError(
-            f"spec '{path}' is a draft with {len(gaps)} value(s) still to fill from public knowledge "
+            f"spec '{name}' is a draft with {len(gaps)} value(s) still to fill from public knowledge "
             f"(a codebook, the law, the documentation; never the data): {', '.join(gaps)}"
         )
     if "base_dir" in raw:  # set by the loader, never by the file
         raise SpecError(
-            f"invalid release spec '{path}':\n  spec field 'base_dir': not a spec field (a relative "
+            f"invalid release spec '{name}':\n  spec field 'base_dir': not a spec field (a relative "
             "dataset.path resolves against the spec's folder); remove it"
         )
     try:  # model_validate, not **raw: YAML keys need not be strings, and pydantic names them
-        return ReleaseSpec.model_validate({**raw, "base_dir": path.resolve().parent})
+        return ReleaseSpec.model_validate({**raw, "base_dir": base_dir})
     except ValidationError as e:
         lines = [f"spec field '{_field(err['loc']) or '(top level)'}': {err['msg']}" for err in e.errors()]
-        raise SpecError(f"invalid release spec '{path}':\n  " + "\n  ".join(lines)) from None
+        raise SpecError(f"invalid release spec '{name}':\n  " + "\n  ".join(lines)) from None
     except (TypeError, ValueError) as e:
-        raise SpecError(f"invalid release spec '{path}': {e}") from None
+        raise SpecError(f"invalid release spec '{name}': {e}") from None

@@ -18,10 +18,27 @@ ALLOWED = {
     "checks": {"checks", "mechanisms"},
     "engines": {"engines", "spec", "mechanisms", "expectations"},
     "bundle": {"bundle", "engines", "spec", "mechanisms"},
-    "tasks": {"tasks", "bundle", "checks", "engines", "ledger", "expectations", "spec", "mechanisms"},
+    # a release's records checked, settled and shown (audit, recovery, Prefect artifacts)
+    "records": {"records", "bundle", "ledger", "spec", "mechanisms"},
+    # the schema discovered under DP: a release of its own, without the flow
+    "discovery": {"discovery", "bundle", "engines", "ledger", "spec", "mechanisms"},
+    "tasks": {
+        "tasks",
+        "records",
+        "discovery",
+        "bundle",
+        "checks",
+        "engines",
+        "ledger",
+        "expectations",
+        "spec",
+        "mechanisms",
+    },
     "flows": {
         "flows",
         "tasks",
+        "records",
+        "discovery",
         "bundle",
         "checks",
         "engines",
@@ -78,3 +95,21 @@ def test_no_module_is_imported_by_its_bare_name():
         str(p.relative_to(ROOT)): sorted(n for n in _imported(p) if n.split(".")[0] in PROJECT) for p in files
     }
     assert {k: v for k, v in bare.items() if v} == {}
+
+
+FACADE = {p.stem for p in (ROOT / "dprelease").glob("*.py") if p.stem != "__init__"}
+
+
+def test_nothing_below_imports_the_facade():
+    """The files directly in ``dprelease/`` (``api``, ``errors``, ``audit``) are the public
+    facade, above ``flows``: they may import any layer, and no layer imports them."""
+    assert FACADE >= {"api", "errors", "audit"}
+    files = [p for d in PROJECT for p in (ROOT / d).rglob("*.py")]
+    wrong = {}
+    for p in files:
+        names = _imported(p)
+        hits = {n for n in names if n.split(".")[:2] in (["dprelease", f] for f in FACADE)}
+        hits |= {n for n in names if n == "dprelease"}  # ``from dprelease import api``
+        if hits:
+            wrong[str(p.relative_to(ROOT))] = sorted(hits)
+    assert wrong == {}

@@ -10,10 +10,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from dprelease.flows.audit import verify_bundle
 from dprelease.flows.cli import app
 from dprelease.flows.release import release
 from dprelease.mechanisms.auto import MIN_AIM_ROWS
+from dprelease.records.audit import verify_bundle
 from tests.flows.test_marginal_release import SCHEMA, _table
 from tests.helpers import write_spec
 

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import dprelease.flows.delivery as delivery
 import dprelease.flows.events as events
 import dprelease.flows.pipeline as pipeline
 import dprelease.flows.release as release_module
@@ -19,7 +20,7 @@ from tests.helpers import adult_rows, real_run_only, write_spec
 @pytest.fixture
 def emitted(monkeypatch):
     seen = []
-    monkeypatch.setattr(events, "emit_event", lambda **kw: seen.append(kw))
+    monkeypatch.setattr(delivery, "emit_event", lambda **kw: seen.append(kw))
     return seen
 
 

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dprelease.flows.recovery import recover, settle
 from dprelease.ledger import Ledger
+from dprelease.records.recovery import recover, settle
 from tests.helpers import adult_rows, write_spec
 
 RUNS = int(os.environ.get("DPRELEASE_FAULT_RUNS", "5"))

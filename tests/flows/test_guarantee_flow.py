@@ -14,12 +14,12 @@ from typer.testing import CliRunner
 
 from dprelease.bundle.files import sha256
 from dprelease.engines.inputs import holdout_split
-from dprelease.flows.audit import verify_bundle
 from dprelease.flows.cli import app
 from dprelease.flows.release import release
 from dprelease.ledger import PASSWORD_ENV
 from dprelease.mechanisms.errors import DPReleaseError
 from dprelease.mechanisms.primitives import release_streams
+from dprelease.records.audit import verify_bundle
 from tests.helpers import adult_rows, cli_text, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]

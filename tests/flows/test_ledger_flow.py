@@ -9,11 +9,12 @@ from typer.testing import CliRunner
 
 import dprelease.flows.pipeline as pipeline
 from dprelease.engines.inputs import InputRefused
-from dprelease.flows.audit import verify_bundle
 from dprelease.flows.cli import app
 from dprelease.flows.release import release
 from dprelease.ledger import BudgetRefused, Ledger
-from dprelease.mechanisms.accounting import Charge, compose_lifetime, zcdp_rho
+from dprelease.mechanisms.accounting import zcdp_rho
+from dprelease.mechanisms.lifetime import Charge, compose_lifetime
+from dprelease.records.audit import verify_bundle
 from dprelease.tasks.scrub import UnexpectedError
 from tests.helpers import adult_rows, in_rehearsal, real_run_only, write_spec
 

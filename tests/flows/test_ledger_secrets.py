@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import dprelease.flows.events as events
+import dprelease.flows.delivery as delivery
 from dprelease.flows.cli import app
 from dprelease.flows.release import release
 from dprelease.ledger import PASSWORD_ENV, Ledger
@@ -53,13 +53,13 @@ def seen(monkeypatch, caplog):
     monkeypatch.delenv(PASSWORD_ENV)
     caplog.set_level(logging.DEBUG)
     emitted: list[dict] = []
-    send = events.emit_event
+    send = delivery.emit_event
 
     def record(**event):
         emitted.append(event)
         return send(**event)
 
-    monkeypatch.setattr(events, "emit_event", record)
+    monkeypatch.setattr(delivery, "emit_event", record)
     return emitted
 
 

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dprelease.flows.audit import verify_bundle
 from dprelease.flows.release import release
+from dprelease.records.audit import verify_bundle
 from tests.helpers import write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]

@@ -25,10 +25,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from dprelease.flows.artifacts import bundle_location, check_public_url, release_artifacts
-from dprelease.flows.events import UNDELIVERED, deliver, notice, release_event, send_undelivered
+from dprelease.flows.delivery import UNDELIVERED, deliver, send_undelivered
+from dprelease.flows.events import notice, release_event
 from dprelease.ledger import Ledger
 from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.records.artifacts import bundle_location, check_public_url, release_artifacts
 from tests.helpers import adult_rows, real_run_only, write_spec
 
 ROOT = Path(__file__).resolve().parents[2]

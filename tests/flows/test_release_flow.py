@@ -9,10 +9,10 @@ from typer.testing import CliRunner
 from dprelease.bundle.files import sha256
 from dprelease.checks.gates import GateError
 from dprelease.engines.inputs import InputRefused
-from dprelease.flows.audit import verify_bundle
 from dprelease.flows.cli import app
 from dprelease.flows.release import release
 from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.records.audit import verify_bundle
 from tests.helpers import DEMO_DIR, adult_rows, cli_text, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]
@@ -89,7 +89,7 @@ def test_demo_release_end_to_end(tmp_path):
     assert (public / "README.txt").read_text().startswith("NOT FIT FOR PUBLICATION")
 
     syn = pd.read_csv(public / "synthetic.csv", dtype={"sex": str})
-    real = pd.read_csv(DEMO_DIR / "adult.csv", nrows=5)
+    real = pd.read_csv(DEMO_DIR / "adult.csv.gz", nrows=5)
     assert list(syn.columns) == list(real.columns) and len(syn) == 26049
     assert syn["age"].between(17, 90).all() and set(syn["sex"]) <= {"Female", "Male"}
 

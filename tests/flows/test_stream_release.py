@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from dprelease.engines.inputs import InputRefused
-from dprelease.flows.audit import verify_bundle
 from dprelease.flows.release import release
+from dprelease.records.audit import verify_bundle
 from tests.helpers import adult_rows, assert_nothing_published, assert_nothing_spent, ledger_rows, write_spec
 
 pytestmark = [

@@ -16,8 +16,9 @@ from dprelease.ledger import (
     row_hash,
     split_password,
 )
-from dprelease.mechanisms.accounting import Charge, compose_lifetime, plan_budget, zcdp_rho
+from dprelease.mechanisms.accounting import plan_budget, zcdp_rho
 from dprelease.mechanisms.discovery import discovery_plan
+from dprelease.mechanisms.lifetime import Charge, compose_lifetime
 from tests.helpers import PURE_PLAN as PURE
 from tests.helpers import record_release
 

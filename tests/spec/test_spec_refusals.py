@@ -230,7 +230,7 @@ def test_a_column_declares_at_most_10000_categories(kind, tmp_path):
 def test_a_dataset_name_leaves_room_for_the_release_ids_stamp(tmp_path):
     """Issue 30: a 300-character dataset.name was later blamed on an unwritable folder. The
     longest name leaves room for a release's stamp and a schema discovery's."""
-    from dprelease.flows.discovery import discovery_release_id
+    from dprelease.discovery.schema import discovery_release_id
 
     spec = load_spec(write_spec(tmp_path, checks={}, dataset={"name": "a" * 56, "path": "data.csv"}))
     assert RELEASE_ID.fullmatch(spec.resolved_release_id())

@@ -1,0 +1,412 @@
+"""The Python API: a release spec, a release, and a synthesis for exploration, pandas in and out.
+
+``release`` runs the same road as ``dprelease release`` (``flows/run.py``): the checks that
+read no data value (spec, release id, output folder, the ledger's refusal, the data file's
+header), then the release flow against one temporary Prefect server kept for the life of
+the Python process (or the server of ``PREFECT_API_URL``), the same ledger and the same
+bundle. ``synthesize`` runs the mechanism in-process, with no ledger and no Prefect: its
+output is marked not fit for publication.
+
+Example:
+    >>> import dprelease
+    >>> spec = dprelease.Spec.demo()
+    >>> spec.dataset, spec.mechanism, spec.epsilon
+    ('adult', 'factor_gauss', 1.0)
+    >>> r = dprelease.release(spec, out="releases")  # doctest: +SKIP
+    >>> r.synthetic.head()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import logging
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dprelease.errors import DPReleaseError, UnexpectedFailure
+from dprelease.spec import ReleaseSpec, load_spec, spec_from_mapping
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from dprelease.ledger import DatasetAccount
+
+__all__ = ["NotForPublication", "Release", "Spec", "release", "synthesize"]
+
+_log = logging.getLogger("dprelease")
+_DEMO = Path(__file__).resolve().parent / "flows" / "demo" / "adult.yaml"
+_MAPPING = "(a Python mapping)"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A release spec, validated as ``dprelease validate`` and ``dprelease release`` validate
+    it (``spec.load_spec``): every error names its field.
+
+    Attributes:
+        model: The validated spec (``dprelease.spec.ReleaseSpec``).
+        source: Where it came from: the YAML file's path, or ``(a Python mapping)``.
+    """
+
+    model: ReleaseSpec
+    source: str
+    _raw: Mapping[str, Any]
+
+    @classmethod
+    def load(cls, spec: str | os.PathLike[str] | Mapping[str, Any]) -> Spec:
+        """Read and validate a spec: a YAML file, or a mapping of the same fields.
+
+        A file's relative ``dataset.path`` resolves against the file's folder; a mapping's
+        against the current directory.
+
+        Args:
+            spec: The path of a release YAML, or a dict of its fields.
+
+        Returns:
+            The validated spec.
+
+        Raises:
+            SpecError: The spec breaks a rule; the message names each field and its rule, as
+                ``dprelease validate`` prints it.
+        """
+        if isinstance(spec, Mapping):
+            raw = copy.deepcopy(dict(spec))
+            return cls(spec_from_mapping(raw, Path.cwd(), _MAPPING), _MAPPING, raw)
+        from dprelease.spec.release import read_spec_mapping
+
+        path = Path(spec)
+        model = load_spec(path)
+        return cls(model, str(path), read_spec_mapping(path))
+
+    @classmethod
+    def demo(cls) -> Spec:
+        """The embedded demo: UCI Adult, factor_gauss, ε = 1, δ = 1e-6 (``dprelease demo``).
+
+        >>> Spec.demo().columns[:3]
+        ['age', 'workclass', 'fnlwgt']
+        """
+        return cls.load(_DEMO)
+
+    @property
+    def dataset(self) -> str:
+        """``dataset.name``: the name the ledger charges."""
+        return self.model.dataset.name
+
+    @property
+    def data_path(self) -> Path:
+        """The data file the spec names (a relative path resolved)."""
+        return self.model.data_path
+
+    @property
+    def columns(self) -> list[str]:
+        """The modelled columns, in the schema's order."""
+        return list(self.model.public_schema().names)
+
+    @property
+    def mechanism(self) -> str:
+        """``mechanism.name`` (``auto`` until a release resolves it on the input's row count)."""
+        return self.model.mechanism.name
+
+    @property
+    def epsilon(self) -> float:
+        """``privacy.epsilon``."""
+        return self.model.privacy.epsilon
+
+    @property
+    def delta(self) -> float:
+        """``privacy.delta``."""
+        return self.model.privacy.delta
+
+    def with_data(self, data: str | os.PathLike[str]) -> Spec:
+        """This spec with ``dataset.path`` replaced by ``data`` (made absolute)."""
+        raw = {
+            **copy.deepcopy(dict(self._raw)),
+            "dataset": {**self._raw["dataset"], "path": str(Path(data).resolve())},
+        }
+        return Spec(spec_from_mapping(raw, Path.cwd(), self.source), self.source, raw)
+
+    def _write(self, path: Path) -> Path:
+        """The spec as a file the flow reads (JSON, which YAML reads), its dataset path absolute."""
+        raw = {**self._raw, "dataset": {**self._raw["dataset"], "path": str(self.data_path.resolve())}}
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(raw, f, default=_plain)
+        return path
+
+    def __repr__(self) -> str:
+        return f"Spec({self.source!r}: dataset {self.dataset!r}, {self.mechanism}, epsilon={self.epsilon:g})"
+
+
+def _plain(value: Any) -> Any:
+    """A spec value JSON does not write (a tuple, a Path, a date) as JSON writes its kind."""
+    if isinstance(value, tuple | set | frozenset):
+        return list(value)
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Release:
+    """A published release: its bundle, what it spent and the dataset's lifetime account.
+
+    Attributes:
+        path: The bundle folder, ``<out>/<release_id>``.
+        release_id: The release's id.
+        dataset: ``dataset.name``.
+        accountant: ``zcdp`` or ``pure``.
+        epsilon: The release's ε (its (ε, δ)-DP statement, replace-one neighbours).
+        delta: The release's δ.
+        rho: Its ρ under zCDP (None for a pure-DP release).
+        statement: The privacy statement of ``release.json``.
+        accuracy: Per noisy statistic, the error its noise implies (``privacy.accuracy``).
+        fit_for_publication: False when made with ``insecure_seed``.
+        account: The dataset's lifetime account in the ledger, after this release.
+        document: The whole ``public/release.json``.
+    """
+
+    path: Path
+    release_id: str
+    dataset: str
+    accountant: str
+    epsilon: float
+    delta: float
+    rho: float | None
+    statement: str
+    accuracy: list[dict]
+    fit_for_publication: bool
+    account: DatasetAccount
+    document: dict
+
+    @classmethod
+    def _of(cls, bundle: Path, ledger_url: str) -> Release:
+        from dprelease.ledger import show
+
+        doc = json.loads((bundle / "public" / "release.json").read_text(encoding="utf-8"))
+        priv = doc["privacy"]
+        totals = priv["ledger"]["totals"]
+        account = show(ledger_url, dataset=doc["dataset"]).accounts[doc["dataset"]]
+        return cls(
+            bundle,
+            doc["release_id"],
+            doc["dataset"],
+            priv["accountant"],
+            totals["epsilon"],
+            totals["delta"],
+            totals.get("rho"),
+            priv["statement"],
+            priv.get("accuracy") or [],
+            doc["randomness"]["fit_for_publication"],
+            account,
+            doc,
+        )
+
+    @functools.cached_property
+    def synthetic(self) -> pd.DataFrame:
+        """The published synthetic table, read from the bundle on first use (Parquet when the
+        release wrote it, else CSV)."""
+        import pandas as pd
+
+        outputs = self.document.get("outputs") or {}
+        parquet = [n for n, o in outputs.items() if o.get("format") == "parquet"]
+        if parquet:
+            return pd.read_parquet(self.path / "public" / parquet[0])
+        csv = [n for n, o in outputs.items() if o.get("format") == "csv"] or ["synthetic.csv"]
+        return pd.read_csv(self.path / "public" / csv[0])
+
+    def __repr__(self) -> str:
+        rho = "" if self.rho is None else f", rho={self.rho:.4g}"
+        seed = "" if self.fit_for_publication else ", NOT FIT FOR PUBLICATION (insecure seed)"
+        return (
+            f"Release({self.release_id!r} of {self.dataset!r}: ({self.epsilon:.4g}, {self.delta:.3g})-DP"
+            f"{rho}; bundle {str(self.path)!r}{seed})"
+        )
+
+
+class NotForPublication(UserWarning):
+    """A table made by ``synthesize``: exploration only, never to be published."""
+
+
+@contextmanager
+def _private_folder() -> Iterator[Path]:
+    """A folder only this user can read (0700), removed with what it holds."""
+    folder = Path(tempfile.mkdtemp(prefix="dprelease-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _data_file(data: pd.DataFrame | str | os.PathLike[str], folder: Path) -> Path:
+    """``data`` as a file the engines read: a path as it is; a DataFrame written to Parquet in
+    ``folder`` (0600), which keeps its column types (numbers, text, missing values) as given."""
+    import pandas as pd
+
+    if not isinstance(data, pd.DataFrame):
+        return Path(data).resolve()
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = folder / "data.parquet"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        pq.write_table(pa.Table.from_pandas(data, preserve_index=False), f)
+    return path
+
+
+def _as_spec(spec: Spec | str | os.PathLike[str] | Mapping[str, Any]) -> Spec:
+    return spec if isinstance(spec, Spec) else Spec.load(spec)
+
+
+def release(
+    spec: Spec | str | os.PathLike[str] | Mapping[str, Any],
+    data: pd.DataFrame | str | os.PathLike[str] | None = None,
+    *,
+    out: str | os.PathLike[str] = "releases",
+    ledger: str | None = None,
+    release_id: str | None = None,
+    insecure_seed: int | None = None,
+) -> Release:
+    """Run a release, as ``dprelease release`` does: reserve the budget in the ledger, read
+    and validate the data, synthesise, run the gates and checks, write the bundle.
+
+    What can be refused without reading a data value is refused first, before Prefect is
+    used: nothing is then read or spent. Prefect runs against one temporary server started by
+    the first release and kept until the Python process exits (``PREFECT_API_URL``, when set,
+    names a running server instead).
+
+    Args:
+        spec: A :class:`Spec`, or what :meth:`Spec.load` takes.
+        data: The confidential table, replacing the spec's ``dataset.path``: a pandas
+            DataFrame (written to a private temporary Parquet file, removed afterwards, so its
+            column types are kept) or the path of a CSV/Parquet file. Default: the spec's file.
+        out: The folder that receives ``<release_id>/public``, ``<release_id>/internal`` and
+            ``failures/``, and by default the ledger ``ledger.db``.
+        ledger: The budget ledger: a database URL, a SQLite file, or a folder holding
+            ``ledger.db`` (default ``sqlite:///OUT/ledger.db``).
+        release_id: Override the spec's ``release_id`` (default: the spec's, else
+            ``<dataset>-<UTC time>``).
+        insecure_seed: Fix the noise seed (numpy's samplers instead of OpenDP's): the bundle
+            then says it is not fit for publication.
+
+    Returns:
+        The published release.
+
+    Raises:
+        SpecError: The spec breaks a rule.
+        BudgetRefused: The ledger refuses the release (lifetime budget, or a release_id that
+            already spent); nothing was read or spent.
+        ReleaseIdTaken: The release's folder exists.
+        InputRefused: The data breaks the public schema (``.detail`` names the columns and
+            rules); nothing was spent.
+        GateError: A gate stopped the release: the budget was spent, nothing was published.
+        UnexpectedFailure: Anything else; nothing was published (the failure record in
+            ``<out>/failures/`` holds the traceback).
+    """
+    from dprelease.flows import run
+    from dprelease.flows.prefect_server import process_api
+    from dprelease.ledger import ledger_url
+
+    s, folder = _as_spec(spec), Path(out)
+    run.prefect_defaults(verbose=False)
+    try:
+        with _private_folder() as tmp:
+            if data is not None:
+                s = s.with_data(_data_file(data, tmp))
+            spec_file = s._write(tmp / "spec.yaml")
+            url = run.flow_ledger(ledger, folder)
+            run.before_prefect(spec_file, folder, release_id, url, say=_log.info)
+            bundle = run.run_flow(
+                spec_file, folder, release_id, insecure_seed, url, api=process_api, warn=_warn
+            )
+    except DPReleaseError:
+        raise
+    except Exception as e:  # a bug, or Prefect's own: the type only (its message may quote anything)
+        raise UnexpectedFailure(f"the release failed unexpectedly ({type(e).__name__})") from e
+    return Release._of(bundle, url or ledger_url(None, folder))
+
+
+def _warn(text: str) -> None:
+    warnings.warn(text, RuntimeWarning, stacklevel=3)
+
+
+def synthesize(
+    data: pd.DataFrame | str | os.PathLike[str],
+    spec: Spec | str | os.PathLike[str] | Mapping[str, Any],
+    *,
+    seed: int | None = None,
+) -> pd.DataFrame:
+    """Fit the spec's mechanism on ``data`` in this process and draw a synthetic table, for
+    exploration only: no ledger, no Prefect, no bundle, nothing recorded.
+
+    The data is read and validated as a release reads it (the spec's policies, the public
+    schema's rules, the row-count refusals), the budget split as a release splits it, and the
+    mechanism fitted on every row (no holdout). The result is NOT a release: nothing was
+    charged to the dataset's budget, so publishing it, or running this repeatedly on the
+    same data, spends privacy no ledger accounts for. It is marked so:
+    ``df.attrs["dprelease"]["fit_for_publication"]`` is False, and a
+    :class:`NotForPublication` warning is raised.
+
+    Args:
+        data: The table: a pandas DataFrame or the path of a CSV/Parquet file.
+        spec: A :class:`Spec`, or what :meth:`Spec.load` takes.
+        seed: Fix the noise (numpy's samplers) for a reproducible draw; default OS entropy
+            through OpenDP's samplers, as a release draws.
+
+    Returns:
+        The synthetic table, with the columns a release publishes.
+
+    Raises:
+        SpecError: The spec breaks a rule.
+        DataError: The data breaks the public schema (the message names the columns and
+            rules), or has too few rows for the mechanism.
+    """
+    from dprelease.bundle.published import Layout, publishable
+    from dprelease.engines.inputs import (
+        check_rows,
+        failing_rules,
+        read_input,
+        refuse_input,
+        resolve_mechanism,
+    )
+    from dprelease.engines.tables import rows_to_table, table_to_bins, table_to_rows
+    from dprelease.expectations.suite import validate_table
+    from dprelease.mechanisms.accounting import plan_budget
+    from dprelease.mechanisms.primitives import release_streams
+    from dprelease.mechanisms.registry import MECHANISMS
+
+    with _private_folder() as tmp:
+        s = resolve_mechanism(_as_spec(spec).with_data(_data_file(data, tmp)).model)
+        schema = s.public_schema()
+        table, _ = read_input(s)
+    refuse_input(failing_rules(validate_table(table, schema, "input")[1]))
+    check_rows(s, len(table))
+    p = s.privacy
+    plan = plan_budget(p.accountant, p.epsilon, p.delta, s.stage_weights())
+    streams = release_streams(seed)
+    rows = table_to_rows(table, table_to_bins(table, schema), schema)
+    m = s.synthetic_rows or len(table)
+    fitted = MECHANISMS[s.mechanism.name].fit(
+        rows, schema, plan, s.mechanism_params(), m=m, rng=streams.estimate
+    )
+    out = publishable(rows_to_table(fitted.rows, schema, rng=streams.decode), Layout.of(s))
+    out.attrs["dprelease"] = {
+        "fit_for_publication": False,
+        "source": "dprelease.synthesize",
+        "mechanism": s.mechanism.name,
+        "warning": "exploration only: no ledger charged this draw; do not publish it",
+    }
+    warnings.warn(
+        f"dprelease.synthesize: exploration only ({s.mechanism.name}, epsilon={p.epsilon:g}, not charged to "
+        "any ledger); not fit for publication: use dprelease.release to publish",
+        NotForPublication,
+        stacklevel=2,
+    )
+    return out
