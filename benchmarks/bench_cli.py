@@ -155,7 +155,7 @@ def write_big_adult(folder: Path, rows: int, seed: int) -> Path:
     """``rows`` Adult rows drawn with replacement (raw text, so missing tokens stay as is),
     and a spec with the demo's schema pointing at them, δ at most 1/(10·rows); returns the
     spec's path."""
-    raw = pd.read_csv(DEMO_SPEC.parent / "adult.csv", dtype=str, keep_default_na=False)
+    raw = pd.read_csv(DEMO_SPEC.parent / "adult.csv.gz", dtype=str, keep_default_na=False)
     idx = np.random.default_rng(seed).integers(0, len(raw), rows)
     csv = folder / f"adult_{rows}.csv"
     raw.iloc[idx].to_csv(csv, index=False)

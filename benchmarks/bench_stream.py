@@ -37,7 +37,7 @@ CHUNK_ROWS = 250_000
 def write_resampled_adult(folder: Path, rows: int, seed: int) -> Path:
     """``rows`` Adult rows drawn with replacement (raw text, written 1M rows at a time)."""
     raw = pa_csv.read_csv(
-        DEMO_SPEC.parent / "adult.csv",
+        DEMO_SPEC.parent / "adult.csv.gz",
         convert_options=pa_csv.ConvertOptions(strings_can_be_null=False, column_types={}),
     )
     rng = np.random.default_rng(seed)

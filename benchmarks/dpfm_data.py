@@ -21,7 +21,7 @@ RHO = 0.95
 SIM_BOUND = 4.0  # public bounds [−4, 4] of the N(0, Σ) columns; values are clipped to them
 BETA0 = 1.5
 
-ADULT_CSV = REPO / "flows" / "demo" / "adult.csv"
+ADULT_CSV = REPO / "flows" / "demo" / "adult.csv.gz"
 WORKCLASS = {
     "Federal-gov": "Govt",
     "State-gov": "Govt",
@@ -162,7 +162,7 @@ ADULT_SCHEMA = Schema(
 
 
 def load_adult_paper() -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """Adult (flows/demo/adult.csv) in the paper's 12 columns, rows with "?" anywhere dropped.
+    """Adult (flows/demo/adult.csv.gz) in the paper's 12 columns, rows with "?" anywhere dropped.
 
     Returns (continuous (N, 3), codes (N, 9) in ADULT_SCHEMA order, facts)."""
     raw = pd.read_csv(ADULT_CSV, skipinitialspace=True, dtype=str)

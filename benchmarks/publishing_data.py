@@ -3,7 +3,7 @@
 
 The paper (§4.1): records with a missing value removed; final weight, education, occupation
 and nationality dropped; the other categoricals one-hot; continuous columns normalised to
-[0, 1]. Here, from the embedded training file ``flows/demo/adult.csv`` (32,561 rows):
+[0, 1]. Here, from the embedded training file ``flows/demo/adult.csv.gz`` (32,561 rows):
 
 * rows with ``?`` in any column are dropped (before dropping columns, as the paper's 45,222
   of the combined train + test files implies): 30,162 rows;

@@ -8,7 +8,7 @@ process only:
 
 * ``base``: as shipped;
 * ``even``: the other categorical pairs' share split evenly (before: in proportion to
-  K_t^(1/3), ``refine.table_shares``);
+  K_t^(1/3), ``refine.table_parts``);
 * ``allpairs``: a table for every pair of the other columns (continuous ones too), 105 on Adult;
 * ``refine=R``: the refine stage's weight R (marginals and moments keep their 0.6 : 0.4 ratio);
 * ``target_share=S``: the target's tables' share of the stage;
@@ -85,7 +85,7 @@ def _even(budget: StageBudget, tables, target: int, sizes) -> list[StageBudget]:
     return SHIPPED_SHARES(budget, tables, target, [1] * len(sizes))
 
 
-SHIPPED_SHARES = refine.table_shares
+SHIPPED_SHARES = refine.table_parts
 SHIPPED_MEASURE = refine.measure_stage
 
 
@@ -160,7 +160,7 @@ def apply(variant: str) -> None:
     elif name == "floor":
         refine.MODEL_FLOOR = float(value)
     elif name == "even":
-        refine.table_shares = _even
+        refine.table_parts = _even
     elif name == "noiseless":
         _noiseless(value)
     elif name == "select":

@@ -14,7 +14,7 @@ from tests.helpers import DEMO_DIR, DEMO_SPEC
 
 def test_demo_spec_loads():
     spec = load_spec(DEMO_DIR / "adult.yaml")
-    assert spec.data_path == DEMO_DIR / "adult.csv"
+    assert spec.data_path == DEMO_DIR / "adult.csv.gz"
     assert spec.public_schema().names[0] == "age"
     assert spec.missing_tokens() == {"workclass": "?", "occupation": "?", "native-country": "?"}
     assert "?" in spec.public_schema()["workclass"].values
@@ -251,7 +251,7 @@ def test_engine_defaults_and_the_published_spec(tmp_path):
     spec = load_spec(DEMO_DIR / "adult.yaml")
     assert spec.engine.name == "memory" and spec.output_formats == ["csv"]
     doc = _mutate(lambda s: s.update(engine={"name": "dask", "scheduler": "tcp://10.1.2.3:8786"}))
-    doc["dataset"]["path"] = str(DEMO_DIR / "adult.csv")
+    doc["dataset"]["path"] = str(DEMO_DIR / "adult.csv.gz")
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(doc))
     streaming = load_spec(tmp_path / "spec.yaml")
     assert streaming.output_formats == ["parquet"] and streaming.engine.chunk_rows == 250_000
@@ -287,7 +287,7 @@ def test_a_quoted_number_is_refused_and_an_unquoted_exponent_is_a_number(tmp_pat
     """Issue 18: ``epsilon: "1.0"`` was read as 1.0 without a word; ``delta: 1e-6`` (YAML 1.1
     reads it as text) must stay a number."""
     doc = yaml.safe_load((DEMO_DIR / "adult.yaml").read_text())
-    doc["dataset"]["path"] = str(DEMO_DIR / "adult.csv")
+    doc["dataset"]["path"] = str(DEMO_DIR / "adult.csv.gz")
     quoted = tmp_path / "quoted.yaml"
     doc["privacy"]["epsilon"] = "1.0"
     quoted.write_text(yaml.safe_dump(doc))

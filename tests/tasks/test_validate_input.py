@@ -8,6 +8,7 @@ the file in tests/engines/test_read_refusals.py."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 
@@ -70,6 +71,22 @@ def test_input_errors_name_column_and_rule(case, body, column, rule, tmp_path):
     report = json.loads((tmp_path / "internal" / "validation_input.json").read_text())
     failed = [r for r in report["results"] if not r["success"] and r["column"] == column]
     assert failed and all("partial_unexpected_list" not in r for r in report["results"])
+
+
+GZIPPED = [c for c in CASES if c[0] in ("text in numbers", "unknown category")]
+
+
+@pytest.mark.parametrize(("case", "body", "column", "rule"), GZIPPED, ids=[c[0] for c in GZIPPED])
+def test_a_gzipped_csv_is_refused_the_same_way(case, body, column, rule, tmp_path):
+    """A .csv.gz (the demo's format) is decompressed by the reader and refused by the same
+    rules: the message names the column and the rule, never the value."""
+    (tmp_path / "data.csv.gz").write_bytes(gzip.compress(("x,k,c,o\n" + body).encode()))
+    spec = load_spec(
+        write_spec(tmp_path, checks={}, schema=TWO_LEVELS, dataset={"name": "toy", "path": "data.csv.gz"})
+    )
+    with pytest.raises(InputValidationError, match=re.escape(f"column '{column}': {rule}")) as err:
+        validate(spec, tmp_path)
+    assert "abc" not in str(err.value) and "zz" not in str(err.value)
 
 
 def test_declared_missing_token_is_a_level(tmp_path):
