@@ -3,26 +3,36 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint docs dist bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,docs]'
 	touch $(STAMP)
 
 ## make demo: create the environment if needed, release the embedded Adult data (epsilon = 1).
 demo: $(STAMP)
 	$(BIN)/dprelease demo --out releases
 
-## make test: create the environment if needed, lint and type-check, and run the test suite.
-test: $(STAMP)
+## make test: create the environment if needed, lint and type-check, build the docs, and run the test suite.
+test: $(STAMP) docs
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
+
+## make docs: the documentation site in build/site; every warning (a broken link or anchor) is an error.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
+
+## make dist: the wheel and sdist of the last commit in dist/, built from a clean export (git archive),
+## never from the working tree, whose build/ may hold stale modules.
+dist: $(STAMP)
+	rm -rf dist && tmp=$$(mktemp -d) && git archive HEAD | tar -x -C $$tmp && \
+	$(BIN)/python -m build --outdir dist $$tmp && rm -rf $$tmp
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy
@@ -32,4 +42,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) releases .pytest_cache
+	rm -rf $(VENV) releases dist .pytest_cache
