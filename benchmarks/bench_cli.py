@@ -29,7 +29,7 @@ import yaml
 from bench_inprocess import mechanism_file
 from common import REPO, VENV_BIN, median, timed
 
-from dprelease.flows.cli import DEMO_SPEC
+from dprelease.flows import DEMO_SPEC
 
 POLL_S = 0.1
 SCALE_ROWS = 1_000_000

@@ -28,7 +28,7 @@ import yaml
 from bench_cli import release_run
 from common import load_avg
 
-from dprelease.flows.cli import DEMO_SPEC
+from dprelease.flows import DEMO_SPEC
 
 SIZES = (100_000, 1_000_000, 10_000_000)
 CHUNK_ROWS = 250_000

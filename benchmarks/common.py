@@ -27,7 +27,7 @@ from scipy import stats
 from sklearn.model_selection import train_test_split
 
 from dprelease.engines.tables import read_table
-from dprelease.flows.cli import DEMO_SPEC
+from dprelease.flows import DEMO_SPEC
 from dprelease.mechanisms.schema import Schema
 from dprelease.spec import ReleaseSpec, load_spec
 

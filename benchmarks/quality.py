@@ -101,7 +101,7 @@ from threadpoolctl import threadpool_limits
 
 from dprelease.checks.utility import pmse, rank_correlation, tstr
 from dprelease.engines.tables import read_table, rows_to_table, table_to_bins, table_to_rows
-from dprelease.flows.cli import DEMO_SPEC
+from dprelease.flows import DEMO_SPEC
 from dprelease.mechanisms.accounting import plan_budget
 from dprelease.mechanisms.errors import DPReleaseError
 from dprelease.mechanisms.gates import GATES_STAGE

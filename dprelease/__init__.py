@@ -6,7 +6,7 @@ the :class:`Release` a release returns; ``dprelease.audit.verify`` and
 show`` print; ``dprelease.errors`` holds every error, under ``DPReleaseError``.
 
 The project's folders (``mechanisms/``, ``spec/``, ``engines/``, ``ledger/``, ``checks/``,
-``bundle/``, ``expectations/``, ``records/``, ``discovery/``, ``tasks/``, ``flows/``) are
+``bundle/``, ``expectations/``, ``records/``, ``discovery/``, ``tasks/``, ``flows/``, ``cli/``) are
 installed as the subpackages ``dprelease.mechanisms`` ... ``dprelease.flows``; nothing else
 is installed at the top level. The API's names are imported on first use, so that the
 command line starts without them.

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dprelease.errors import DPReleaseError, UnexpectedFailure
+from dprelease.flows import DEMO_SPEC as _DEMO
 from dprelease.spec import ReleaseSpec, load_spec, spec_from_mapping
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["NotForPublication", "Release", "Spec", "release", "synthesize"]
 
 _log = logging.getLogger("dprelease")
-_DEMO = Path(__file__).resolve().parent / "flows" / "demo" / "adult.yaml"
+
 _MAPPING = "(a Python mapping)"
 
 
@@ -81,7 +82,7 @@ class Spec:
         if isinstance(spec, Mapping):
             raw = copy.deepcopy(dict(spec))
             return cls(spec_from_mapping(raw, Path.cwd(), _MAPPING), _MAPPING, raw)
-        from dprelease.spec.release import read_spec_mapping
+        from dprelease.spec import read_spec_mapping
 
         path = Path(spec)
         model = load_spec(path)

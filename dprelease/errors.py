@@ -2,7 +2,7 @@
 (a ``ValueError``) for all of them. Messages name the field, column or rule broken and
 what to do next, never a data value or a count from the data.
 
-The command line maps them to exit codes through one table (``flows.console.exit_codes``):
+The command line maps them to exit codes through one table (``dprelease.cli.console.exit_codes``):
 3 for ``GateError``; 4 for ``BudgetRefused`` and ``ReleaseIdTaken``; 1 for
 ``PrefectUnreachable`` and ``UnexpectedFailure``; 2 for every other ``DPReleaseError``.
 

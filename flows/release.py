@@ -85,7 +85,7 @@ def run_outcome() -> tuple[str | None, BaseException | None] | None:
     published its release (or found it published by this same run), (None, error) when it
     raised ``error``, None when no body ran. A caller that gets an error from Prefect itself
     (its API went away, so the run's final state could not be reported) asks this: what the
-    body did stands (``flows/cli.py``)."""
+    body did stands (``cli/main.py``)."""
     if not _OUTCOME:
         return None
     return _OUTCOME.get("path"), _OUTCOME.get("error")

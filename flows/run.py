@@ -1,5 +1,5 @@
 """One road from a release spec to a published bundle, shared by ``dprelease release`` and
-``dprelease demo`` (``flows/cli.py``) and the Python API (``dprelease.release``).
+``dprelease demo`` (``cli/main.py``) and the Python API (``dprelease.release``).
 
 1. :func:`flow_ledger`: the ledger URL the flow is given; a password in it is moved to the
    environment, because Prefect stores flow parameters.

@@ -6,14 +6,13 @@ that runs a release, so every layer above can import it and it imports none of t
 """
 
 from dprelease.spec.forecast import Forecast, forecast
+from dprelease.spec.loading import load_spec, read_spec_mapping, spec_from_mapping
 from dprelease.spec.release import (
     RELEASE_ID,
     ContinuousSpec,
     EngineSpec,
     ReleaseSpec,
     SpecError,
-    load_spec,
-    spec_from_mapping,
 )
 
 __all__ = [
@@ -25,5 +24,6 @@ __all__ = [
     "SpecError",
     "forecast",
     "load_spec",
+    "read_spec_mapping",
     "spec_from_mapping",
 ]

@@ -13,8 +13,8 @@ import yaml
 from typer.testing import CliRunner
 
 import dprelease
+from dprelease.cli.main import app
 from dprelease.flows import prefect_server
-from dprelease.flows.cli import app
 from dprelease.ledger import Ledger
 from tests.helpers import DEMO_DIR, DEMO_SPEC, adult_rows, cli_text, record_release, write_spec
 
@@ -88,7 +88,7 @@ def test_the_process_server_is_started_once(monkeypatch):
 
 def test_the_cli_takes_its_exit_codes_from_the_table(tmp_path, monkeypatch):
     """A lifetime refusal exits with the code the table gives ``BudgetRefused`` (4 by default)."""
-    from dprelease.flows import console
+    from dprelease.cli import console
     from dprelease.ledger import BudgetRefused
 
     monkeypatch.setattr(console, "exit_codes", lambda: ((BudgetRefused, 9),))

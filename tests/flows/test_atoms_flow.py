@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from dprelease.cli.main import app
 from dprelease.engines.inputs import InputRefused
-from dprelease.flows.cli import app
 from dprelease.flows.release import release
 from dprelease.mechanisms import factor_gauss as fg
 from dprelease.mechanisms.accounting import plan_budget

@@ -10,7 +10,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from dprelease.flows.cli import app
+from dprelease.cli.main import app
 from dprelease.flows.release import release
 from dprelease.mechanisms.auto import MIN_AIM_ROWS
 from dprelease.records.audit import verify_bundle

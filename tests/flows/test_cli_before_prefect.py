@@ -14,21 +14,21 @@ import pytest
 from typer.testing import CliRunner
 
 from dprelease.bundle.staging import prepare_staging
-from dprelease.flows.cli import app
+from dprelease.cli.main import app
 from dprelease.ledger import Ledger
 from tests.helpers import PURE_PLAN, adult_rows, cli_text, record_release, write_spec
 
 
 @pytest.fixture(autouse=True)
 def _no_flow(monkeypatch):
-    import dprelease.flows.cli
+    import dprelease.cli.main
     import dprelease.flows.release
 
     def tripwire(*args, **kwargs):
         raise AssertionError("the flow started")
 
     monkeypatch.setattr(dprelease.flows.release, "release", tripwire)
-    monkeypatch.setattr(dprelease.flows.cli.console, "width", 1000)
+    monkeypatch.setattr(dprelease.cli.main.console, "width", 1000)
 
 
 def _run(*args: str):

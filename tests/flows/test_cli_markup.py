@@ -16,8 +16,8 @@ import typer.main
 from rich.text import Text
 from typer.testing import CliRunner
 
-from dprelease.flows.cli import app
-from dprelease.flows.console import console, fail, shown
+from dprelease.cli.console import console, fail, shown
+from dprelease.cli.main import app
 from dprelease.ledger import Ledger
 from dprelease.spec.columns import CONTROLS
 from tests.helpers import TOY_SCHEMA, adult_rows, cli_text, record_release, toy_schema, write_spec

@@ -10,7 +10,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from dprelease.bundle.document import accuracy_of
-from dprelease.flows.cli import app
+from dprelease.cli.main import app
 from dprelease.mechanisms.factor_gauss import FactorGaussParams
 from dprelease.mechanisms.registry import MECHANISMS
 from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema

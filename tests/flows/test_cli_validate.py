@@ -10,8 +10,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from dprelease.flows.cli import app
-from dprelease.flows.console import console
+from dprelease.cli.console import console
+from dprelease.cli.main import app
 from tests.helpers import cli_text, toy_schema, write_spec
 
 BOUNDS = "values must lie within the public bounds [0, 1] (or declare `out_of_bounds: clip`)"

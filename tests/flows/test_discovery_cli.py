@@ -12,7 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dprelease.flows.cli import app
+from dprelease.cli.main import app
 from dprelease.ledger import Ledger, default_url
 from dprelease.records.audit import verify_bundle
 from dprelease.spec.release import ReleaseSpec

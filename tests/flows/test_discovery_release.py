@@ -12,7 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dprelease.flows.cli import app
+from dprelease.cli.main import app
 from dprelease.flows.release import release
 from dprelease.ledger import Ledger, default_url
 from dprelease.mechanisms.accounting import zcdp_epsilon, zcdp_rho

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dprelease.flows.cli import app
+from dprelease.cli.main import app
 from dprelease.ledger import Ledger
 from dprelease.mechanisms.accounting import plan_budget
 from dprelease.mechanisms.discovery import discovery_plan

@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from dprelease.bundle.files import sha256
+from dprelease.cli.main import app
 from dprelease.engines.inputs import holdout_split
-from dprelease.flows.cli import app
 from dprelease.flows.release import release
 from dprelease.ledger import PASSWORD_ENV
 from dprelease.mechanisms.errors import DPReleaseError

@@ -44,7 +44,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dprelease.flows.cli import app
+from dprelease.cli.main import app
 from dprelease.mechanisms.errors import DPReleaseError
 from tests.helpers import (
     DEMO_SPEC,
@@ -61,9 +61,9 @@ from tests.helpers import (
 @pytest.fixture(autouse=True)
 def _wide_console(monkeypatch):
     """A wide terminal, so that rich never folds a long path inside a message."""
-    import dprelease.flows.cli
+    import dprelease.cli.main
 
-    monkeypatch.setattr(dprelease.flows.cli.console, "width", 1000)
+    monkeypatch.setattr(dprelease.cli.main.console, "width", 1000)
 
 
 def test_cli_refuses_bad_epsilon(tmp_path):

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from dprelease.flows.cli import app
+from dprelease.cli.main import app
 from tests.helpers import (
     DEMO_SPEC,
     adult_rows,

@@ -7,8 +7,8 @@ import pandas as pd
 import yaml
 from typer.testing import CliRunner
 
+from dprelease.cli.main import app
 from dprelease.engines.header import read_header
-from dprelease.flows.cli import app
 from tests.helpers import cli_text
 
 

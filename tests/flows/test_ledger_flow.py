@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 import dprelease.flows.pipeline as pipeline
+from dprelease.cli.main import app
 from dprelease.engines.inputs import InputRefused
-from dprelease.flows.cli import app
 from dprelease.flows.release import release
 from dprelease.ledger import BudgetRefused, Ledger
 from dprelease.mechanisms.accounting import zcdp_rho

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 import dprelease.flows.delivery as delivery
-from dprelease.flows.cli import app
+from dprelease.cli.main import app
 from dprelease.flows.release import release
 from dprelease.ledger import PASSWORD_ENV, Ledger
 from dprelease.mechanisms.errors import DPReleaseError

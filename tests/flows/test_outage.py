@@ -40,7 +40,7 @@ BIN = Path(sys.executable).parent
 HOOK = """
 import os, sys, time
 from pathlib import Path
-from dprelease.flows.cli import _PREFECT_DEFAULTS
+from dprelease.cli.main import _PREFECT_DEFAULTS
 for k, v in _PREFECT_DEFAULTS.items():
     os.environ.setdefault(k, v)
 import dprelease.flows.release as rel
@@ -55,7 +55,7 @@ import dprelease.flows.pipeline as pipe
 step_reached, artifacts = rel.step_reached, rel.release_artifacts
 rel.step_reached = pipe.step_reached = lambda record, step: (wait(step), step_reached(record, step))[1]
 rel.release_artifacts = lambda *a, **k: (wait("sealed"), artifacts(*a, **k))[1]
-from dprelease.flows.cli import main
+from dprelease.cli.main import main
 sys.argv = ["dprelease", *sys.argv[1:]]
 main()
 """

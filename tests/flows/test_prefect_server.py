@@ -114,7 +114,7 @@ def test_kill_9_of_the_cli_leaves_no_server(tmp_path):
         [
             sys.executable,
             "-m",
-            "dprelease.flows.cli",
+            "dprelease.cli",
             "demo",
             "--out",
             str(tmp_path / "out"),

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from dprelease.bundle.files import write_json
 from dprelease.bundle.staging import prepare_staging
 from dprelease.bundle.write import write_bundle_files, write_failure_record
-from dprelease.flows.cli import app
+from dprelease.cli.main import app
 from dprelease.mechanisms.errors import DPReleaseError
 from tests.helpers import adult_rows, write_spec
 

@@ -11,8 +11,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from dprelease.cli.main import app
 from dprelease.engines.inputs import InputRefused
-from dprelease.flows.cli import app
 from tests.helpers import adult_rows, assert_nothing_spent, cli_text, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]

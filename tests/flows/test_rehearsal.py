@@ -22,10 +22,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from dprelease.cli.main import app
 from dprelease.engines.inputs import read_input
 from dprelease.engines.rehearsal import model_values, rehearsal_rows, write_rehearsal_file
 from dprelease.engines.tables import table_to_bins
-from dprelease.flows.cli import app
 from dprelease.flows.rehearsal import RehearsalError, _rehearsal_spec, rehearse
 from dprelease.mechanisms.registry import MECHANISMS
 from dprelease.mechanisms.schema import Continuous

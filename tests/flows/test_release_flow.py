@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 
 from dprelease.bundle.files import sha256
 from dprelease.checks.gates import GateError
+from dprelease.cli.main import app
 from dprelease.engines.inputs import InputRefused
-from dprelease.flows.cli import app
 from dprelease.flows.release import release
 from dprelease.mechanisms.errors import DPReleaseError
 from dprelease.records.audit import verify_bundle

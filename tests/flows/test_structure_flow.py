@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from dprelease.flows.cli import app
+from dprelease.cli.main import app
 from dprelease.flows.release import release
 from tests.helpers import cli_text, write_spec
 

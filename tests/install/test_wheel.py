@@ -144,7 +144,7 @@ def test_the_wheel_installs_one_package_and_no_tests(installed: Installed) -> No
 
 def test_the_installed_package_is_imported_not_the_users_folders(installed: Installed) -> None:
     where = _run(
-        [installed.python, "-c", "import dprelease.flows.cli, dprelease.tasks; print(dprelease.__file__)"],
+        [installed.python, "-c", "import dprelease.cli.main, dprelease.tasks; print(dprelease.__file__)"],
         cwd=installed.home,
         env=installed.env,
     )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from dprelease.flows.console import console, fail, shown
+from dprelease.cli.console import console, exit_code, fail, shown
 from dprelease.mechanisms.errors import DPReleaseError
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def _header(data: Path, kind: list[str] | None) -> tuple[list[str], dict[str, tu
         columns = read_header(data)
         kinds = declared_kinds(data)
     except DPReleaseError as e:
-        fail(str(e), "pass the path of a readable CSV or Parquet file.", 2)
+        fail(str(e), "pass the path of a readable CSV or Parquet file.", exit_code(e))
     if kind:
         kinds = {**(kinds or {}), **_parse_kinds(kind, columns)}
     return columns, kinds
@@ -307,7 +307,11 @@ def _discover(
             atom_share=atom_share,
         )
     except BudgetRefused as e:
-        fail(str(e), "see `dprelease ledger show` for what this dataset has spent; no draft was written.", 4)
+        fail(
+            str(e),
+            "see `dprelease ledger show` for what this dataset has spent; no draft was written.",
+            exit_code(e),
+        )
     except (DPReleaseError, ValueError) as e:
         fail(str(e), "fix the option or the data file named above; no draft was written.", 2)
     console.print(

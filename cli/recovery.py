@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from dprelease.flows.console import console, fail, shown
+from dprelease.cli.console import console, exit_code, fail, shown
 from dprelease.mechanisms.errors import DPReleaseError
 
 __all__ = ["notify", "recover", "settle"]
@@ -50,7 +50,7 @@ def recover(out: OutDir = Path("releases"), ledger: LedgerUrl = None) -> None:
         with _open(out, ledger) as book:
             found = recover_out(out, book)
     except DPReleaseError as e:
-        fail(str(e), "check --ledger (or DPRELEASE_LEDGER) and --out.", 2)
+        fail(str(e), "check --ledger (or DPRELEASE_LEDGER) and --out.", exit_code(e))
     for r in found:
         console.print(shown(r.describe()))
     console.print(f"{len(found)} stale staging folder(s) cleared in '{shown(str(out))}'")
@@ -64,7 +64,7 @@ def notify(out: OutDir = Path("releases")) -> None:
     queued; 1 some could not be sent (the server is still unreachable); 2 no PREFECT_API_URL."""
     import os
 
-    from dprelease.flows.cli import _PREFECT_DEFAULTS
+    from dprelease.cli.main import _PREFECT_DEFAULTS
     from dprelease.flows.delivery import UNDELIVERED, send_undelivered
 
     queued = sorted((out / UNDELIVERED).glob("*.json"))
@@ -125,7 +125,7 @@ def settle(
         with _open(out, ledger) as book:
             row = settle_attempt(book, release_id, out, reason=reason, by=by, stale_after=stale_after)
     except DPReleaseError as e:
-        fail(str(e), "nothing was written to the ledger.", 2)
+        fail(str(e), "nothing was written to the ledger.", exit_code(e))
     charged = (
         f"epsilon={row['epsilon']:.6g}, delta={row['delta']:.3g}" if row["epsilon"] is not None else "void"
     )

@@ -14,17 +14,18 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dprelease.flows.cli_draft import discover, init
-from dprelease.flows.cli_records import audit_app, ledger_app
-from dprelease.flows.cli_recovery import notify, recover, settle
-from dprelease.flows.console import console, exit_code, fail, shown
+from dprelease.cli.console import console, exit_code, fail, shown
+from dprelease.cli.draft import discover, init
+from dprelease.cli.records import audit_app, ledger_app
+from dprelease.cli.recovery import notify, recover, settle
 from dprelease.flows.run import PREFECT_DEFAULTS as _PREFECT_DEFAULTS
 from dprelease.mechanisms.errors import DPReleaseError
 
 if TYPE_CHECKING:
     from dprelease.spec import ReleaseSpec
 
-DEMO_SPEC = Path(__file__).parent / "demo" / "adult.yaml"
+from dprelease.flows import DEMO_SPEC
+
 app = typer.Typer(
     help="Publish differentially private synthetic microdata with an audit trail.",
     no_args_is_help=True,
@@ -383,7 +384,7 @@ def validate(
 
         suite, records = validate_table(df, schema, "input")
     except DPReleaseError as e:
-        fail(str(e), "fix what the message names and run `dprelease validate` again.", 2)
+        fail(str(e), "fix what the message names and run `dprelease validate` again.", exit_code(e))
     if report is not None:
         write_json(report, {"suite": suite, "results": records, "rows": len(df), "policies": changed})
     failures = {f["column"]: f["rule"] for f in failing_rules(records)}  # the first failing rule of each
@@ -411,7 +412,7 @@ def validate(
     try:
         warnings = check_rows(s, len(df))
     except DPReleaseError as e:
-        fail(str(e), "fix what the message names and run `dprelease validate` again.", 2)
+        fail(str(e), "fix what the message names and run `dprelease validate` again.", exit_code(e))
     report_out.print(
         f"rehearsal passed: the release ran on a {rehearsal.rows}-row table drawn from the public schema "
         f"alone in {rehearsal.seconds:.1f} s (no data read, no budget reserved)",

@@ -12,7 +12,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from dprelease.flows.console import console, fail, shown
+from dprelease.cli.console import console, exit_code, fail, shown
 from dprelease.mechanisms.accuracy import describe
 from dprelease.mechanisms.errors import DPReleaseError
 
@@ -48,7 +48,11 @@ def audit_verify(bundle: BundleArg, ledger: LedgerReadOpt = None) -> None:
         checks = verify_bundle(bundle, given)
         chosen = choose_ledger(load_document(bundle)[0], given)
     except (FileNotFoundError, DPReleaseError) as e:
-        fail(str(e), "pass the folder of a release bundle (and --ledger if it is not the bundle's).", 2)
+        fail(
+            str(e),
+            "pass the folder of a release bundle (and --ledger if it is not the bundle's).",
+            exit_code(e),
+        )
     table = Table(title=f"audit of {shown(str(bundle))}")
     for col in ("group", "check", "result", "detail"):
         table.add_column(col, overflow="fold")
@@ -87,7 +91,7 @@ def audit_show(
     try:
         doc, _ = load_document(bundle)
     except FileNotFoundError as e:
-        fail(str(e), "pass the folder of a release bundle.", 2)
+        fail(str(e), "pass the folder of a release bundle.", exit_code(e))
     if as_json:
         print(json.dumps(_shown(doc), indent=2))
         return
@@ -240,7 +244,11 @@ def ledger_show(
     try:
         summary = show(ledger, out=out, dataset=dataset)
     except DPReleaseError as e:
-        fail(str(e), "pass --out with the folder the releases went to, or --ledger with their database.", 2)
+        fail(
+            str(e),
+            "pass --out with the folder the releases went to, or --ledger with their database.",
+            exit_code(e),
+        )
     releases, problems, head = summary.releases, summary.chain_problems, summary.head
     if as_json:
         print(json.dumps(releases, indent=2))
