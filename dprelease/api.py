@@ -379,7 +379,6 @@ def synthesize(
     )
     from dprelease.engines.tables import rows_to_table, table_to_bins, table_to_rows
     from dprelease.expectations.suite import validate_table
-    from dprelease.mechanisms.accounting import plan_budget
     from dprelease.mechanisms.primitives import release_streams
     from dprelease.mechanisms.registry import MECHANISMS
 
@@ -390,7 +389,7 @@ def synthesize(
     refuse_input(failing_rules(validate_table(table, schema, "input")[1]))
     check_rows(s, len(table))
     p = s.privacy
-    plan = plan_budget(p.accountant, p.epsilon, p.delta, s.stage_weights())
+    plan = s.budget_plan()
     streams = release_streams(seed)
     rows = table_to_rows(table, table_to_bins(table, schema), schema)
     m = s.synthetic_rows or len(table)

@@ -130,7 +130,6 @@ def _refused_by_the_ledger(
     would refuse this release, recorded as the flow records it. A first release finds no
     ledger (it is opened, not created) and nothing to refuse."""
     from dprelease.ledger import Ledger, NoLedger, default_url
-    from dprelease.mechanisms.accounting import plan_budget
     from dprelease.mechanisms.registry import MECHANISMS
 
     try:
@@ -144,7 +143,7 @@ def _refused_by_the_ledger(
             for r in recover(out, book):
                 say(f"recovered: {r.describe()}")
         p = s.privacy
-        plan = plan_budget(p.accountant, p.epsilon, p.delta, s.stage_weights())
+        plan = s.budget_plan()
         facts: dict[str, Any] = {
             "dataset": s.dataset.name,
             "plan": plan,

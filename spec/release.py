@@ -14,6 +14,7 @@ from pydantic import (
     model_validator,
 )
 
+from dprelease.mechanisms.accounting import BudgetPlan, plan_budget
 from dprelease.mechanisms.auto import AUTO, CANDIDATES, AutoChoice, candidate_params, choose
 from dprelease.mechanisms.errors import DPReleaseError
 from dprelease.mechanisms.gates import GATES_STAGE, GATES_WEIGHT, gate_sensitivities
@@ -278,6 +279,16 @@ class ReleaseSpec(Strict):
 
     def stage_weights(self) -> dict[str, float]:
         return {**self._default_weights(), **self.allocation}
+
+    def budget_plan(self, epsilon: float | None = None) -> BudgetPlan:
+        """The release's plan: ``privacy.epsilon`` (or ``epsilon``, for a forecast) and
+        ``privacy.delta`` under the spec's accountant, split over ``stage_weights``
+        (``mechanisms.accounting.plan_budget``). The one plan the flow's reserve, the CLI's
+        and the API's ledger pre-check, the forecast and ``synthesize`` use."""
+        p = self.privacy
+        return plan_budget(
+            p.accountant, p.epsilon if epsilon is None else epsilon, p.delta, self.stage_weights()
+        )
 
     def sensitivities(
         self, n_fitted: int, facts: dict[str, Any], compared_rows: int | None

@@ -15,7 +15,7 @@ from prefect.cache_policies import NO_CACHE
 
 from dprelease.bundle.files import write_json
 from dprelease.ledger import Ledger
-from dprelease.mechanisms.accounting import BudgetPlan, plan_budget
+from dprelease.mechanisms.accounting import BudgetPlan
 from dprelease.mechanisms.errors import BudgetError
 from dprelease.mechanisms.registry import MECHANISMS
 from dprelease.spec import ReleaseSpec
@@ -32,7 +32,7 @@ def allocate_budget(spec: ReleaseSpec, public_dir: Path, ledger: Ledger, release
     when ``release_id`` already spent; ``BudgetRefused``). A mechanism that is not DP with
     these parameters is reserved as an unbounded (void) charge."""
     p = spec.privacy
-    plan = plan_budget(p.accountant, p.epsilon, p.delta, spec.stage_weights())
+    plan = spec.budget_plan()
     if plan.spent_epsilon > p.epsilon:
         raise BudgetError(
             f"budget plan ({plan.spent_epsilon!r}) must not exceed privacy.epsilon ({p.epsilon!r})"
