@@ -18,6 +18,7 @@ from dprelease.cli.console import console, exit_code, fail, shown
 from dprelease.cli.draft import discover, init
 from dprelease.cli.records import audit_app, ledger_app
 from dprelease.cli.recovery import notify, recover, settle
+from dprelease.cli.summary import print_summary
 from dprelease.flows.run import PREFECT_DEFAULTS as _PREFECT_DEFAULTS
 from dprelease.mechanisms.errors import DPReleaseError
 
@@ -168,7 +169,7 @@ def _run_release(
         finally:
             set_progress(None)
         progress.update(bar, completed=len(STAGES), description="release published")
-    _summary(path)
+    print_summary(path)
     _undelivered(out, path.name)
 
 
@@ -231,88 +232,6 @@ def _chosen(s: ReleaseSpec) -> ReleaseSpec:
     if s.auto_choice is not None:
         console.print(f"mechanism auto chose [bold]{s.mechanism.name}[/bold]: {s.auto_choice.reason}")
     return s
-
-
-def _summary(bundle: Path) -> None:
-    import json
-
-    doc = json.loads((bundle / "public" / "release.json").read_text())
-    t = doc["privacy"]["ledger"]["totals"]
-    table = Table(title=f"release {shown(doc['release_id'])}", show_header=True)
-    for col in ("stage", "statistics", "spent", "allocated"):
-        table.add_column(col)
-    key = "rho" if doc["privacy"]["accountant"] == "zcdp" else "epsilon"
-    for s in doc["privacy"]["ledger"]["stages"]:
-        count = sum(r["stage"] == s["stage"] for r in doc["privacy"]["ledger"]["measurements"])
-        table.add_row(
-            s["stage"], str(count), f"{key}={s[key + '_spent']:.6g}", f"{key}={s[key + '_allocated']:.6g}"
-        )
-    console.print(table)
-    for g in (doc.get("checks") or {}).get("gates", []):
-        bound = " and ".join(f"{k} {g[k]:g}" for k in ("min", "max") if g[k] is not None)
-        console.print(
-            f"gate {g['gate']} ({bound}): noisy value {g['noisy_value']:.4g} "
-            f"(noise s.d. {g['noise_sd']:.2g}), " + ("[green]passed" if g["passed"] else "[red]failed")
-        )
-    console.print(
-        f"privacy: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP, replace-one neighbours; "
-        f"{doc['privacy']['synthetic_rows']} synthetic rows"
-    )
-    if not doc["randomness"]["fit_for_publication"]:
-        console.print("[bold red]made with --insecure-seed: not fit for publication[/bold red]")
-    _quality(bundle)
-    print(f"bundle: {bundle}")
-
-
-def quality_line(utility: dict) -> tuple[str, str]:
-    """One line on how close the synthetic table is to the real one, from the advisory
-    checks (``internal/utility.json``: exact values on the confidential table, for the
-    steward only, never published), and a verdict: ``good``, ``fair`` or ``poor``.
-
-    The verdict is the worst of: mean 1-way TVD (< 0.05 good, < 0.15 fair) and pMSE as a
-    share of its worst value, where a classifier separates the tables perfectly (< 10 %
-    good, < 40 % fair). TSTR, when a target is declared, is reported beside them."""
-    levels = ("good", "fair", "poor")
-    parts, grades = [], []
-    tvd = (utility.get("tvd_1way") or {}).get("mean")
-    if tvd is not None:
-        parts.append(f"mean 1-way TVD {tvd:.3g}")
-        grades.append(0 if tvd < 0.05 else 1 if tvd < 0.15 else 2)
-    pm = utility.get("pmse") or {}
-    if pm.get("pmse") is not None and pm.get("worst"):
-        share = pm["pmse"] / pm["worst"]
-        parts.append(
-            f"pMSE {pm['pmse']:.3g} ({share:.0%} of the {pm['worst']:.3g} at which a classifier "
-            "tells every row apart)"
-        )
-        grades.append(0 if share < 0.1 else 1 if share < 0.4 else 2)
-    ts = utility.get("tstr") or {}
-    if ts.get("tstr") is not None and ts.get("trtr") is not None:
-        parts.append(
-            f"{ts['target']} {ts['metric']} {ts['tstr']:.3g} trained on synthetic vs {ts['trtr']:.3g} on real"
-        )
-    verdict = levels[max(grades)] if grades else "unknown"
-    return verdict, "; ".join(parts) or "no utility check could be computed"
-
-
-def _quality(bundle: Path) -> None:
-    """The quality line after a release, and where the report is (issue 18: a poor release
-    was published without a word)."""
-    import json
-
-    report = bundle / "internal" / "report.html"
-    path = bundle / "internal" / "utility.json"
-    if not path.is_file():
-        console.print(
-            "quality: not checked (checks.enabled is false); nothing tells how close the synthetic data is"
-        )
-        return
-    verdict, line = quality_line(json.loads(path.read_text()))
-    colour = {"good": "green", "fair": "yellow", "poor": "bold red"}.get(verdict, "yellow")
-    console.print(
-        f"quality: [{colour}]{verdict}[/{colour}]: {shown(line)}. Exact values on the confidential data, "
-        f"for you, not for publication; read {shown(str(report))} before sharing the release."
-    )
 
 
 @app.command()

@@ -1,5 +1,5 @@
 """Stage ``schema``: a draft schema's bounds and category sets discovered under DP
-(``dprelease init --private-epsilon``), for a steward who has no codebook to copy them from.
+(``dprelease discover``), for a steward who has no codebook to copy them from.
 
 **Bounds: private quantiles** (a private selection over candidates, as Smith 2011 and
 OpenDP's ``make_private_quantile``). The candidates are a public grid of round
@@ -92,13 +92,13 @@ def discovery_plan(epsilon: float, delta: float, *, selections: int = 1) -> Budg
     atoms), which needs δ > 0; with none, the plan is pure ε (δ = 0 whatever ``delta``:
     nothing would spend it)."""
     if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ValueError(f"--private-epsilon ({epsilon}) must be a finite number > 0")
+        raise ValueError(f"--epsilon ({epsilon}) must be a finite number > 0")
     if not 0 <= delta < 1:
-        raise ValueError(f"--private-delta ({delta}) must be in [0, 1)")
+        raise ValueError(f"--delta ({delta}) must be in [0, 1)")
     if selections and not delta > 0:
         raise ValueError(
-            f"--private-delta ({delta}) must be > 0 when categories or atoms are discovered: they are "
-            "found by partition selection, (epsilon, delta)-DP; pass e.g. --private-delta 1e-07 (with "
+            f"--delta ({delta}) must be > 0 when categories or atoms are discovered: they are "
+            "found by partition selection, (epsilon, delta)-DP; pass e.g. --delta 1e-07 (with "
             "continuous/integer columns only, --atom-share 0 turns the atoms off and needs no delta)"
         )
     return BudgetPlan(

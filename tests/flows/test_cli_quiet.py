@@ -55,6 +55,6 @@ def test_a_data_error_shows_the_panel_and_no_traceback_unless_verbose(tmp_path):
     ],
 )
 def test_the_quality_verdict_is_the_worst_of_its_parts(utility, verdict):
-    from dprelease.cli.main import quality_line
+    from dprelease.checks.verdict import quality_line
 
     assert quality_line(utility)[0] == verdict

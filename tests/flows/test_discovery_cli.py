@@ -303,7 +303,7 @@ def test_a_column_zero_in_30_percent_of_rows_is_drafted_with_atom_0_and_the_draf
     [
         (["--atom-share", "1"], "--atom-share (1.0) must be 0 (no atoms) or a number between 0 and 1"),
         (["--atom-share", "-0.1"], "--atom-share (-0.1) must be 0 (no atoms) or a number between 0 and 1"),
-        (["--private-delta", "0"], "--private-delta (0.0) must be > 0 when categories or atoms are"),
+        (["--delta", "0"], "--delta (0.0) must be > 0 when categories or atoms are"),
     ],
 )
 def test_a_bad_atom_share_or_no_delta_is_refused_before_the_reserve(tmp_path, option, said):
@@ -413,7 +413,7 @@ def test_delta_0_is_refused_when_a_partition_selection_runs(tmp_path, kinds):
     out = tmp_path / "releases"
     result = _discover(_people(tmp_path), *kinds, "--bundle-out", str(out), "--private-delta", "0")
     text = cli_text(result.output)
-    assert result.exit_code == 2 and "--private-delta (0.0) must be > 0 when categories or atoms" in text, (
+    assert result.exit_code == 2 and "--delta (0.0) must be > 0 when categories or atoms" in text, (
         text
     )
     assert not (tmp_path / "people.yaml").exists()

@@ -1,0 +1,66 @@
+"""What ``dprelease release`` prints after a release: the budget by stage, the gates' noisy
+values, the (ε, δ) statement and the quality verdict (``checks.verdict``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.table import Table
+
+from dprelease.checks.verdict import quality_line
+from dprelease.cli.console import console, shown
+
+__all__ = ["print_summary"]
+
+
+def print_summary(bundle: Path) -> None:
+    """Print a published bundle's summary from its ``public/release.json`` (and the
+    steward's quality line from ``internal/utility.json``); the bundle's path last, on stdout."""
+    import json
+
+    doc = json.loads((bundle / "public" / "release.json").read_text())
+    t = doc["privacy"]["ledger"]["totals"]
+    table = Table(title=f"release {shown(doc['release_id'])}", show_header=True)
+    for col in ("stage", "statistics", "spent", "allocated"):
+        table.add_column(col)
+    key = "rho" if doc["privacy"]["accountant"] == "zcdp" else "epsilon"
+    for s in doc["privacy"]["ledger"]["stages"]:
+        count = sum(r["stage"] == s["stage"] for r in doc["privacy"]["ledger"]["measurements"])
+        table.add_row(
+            s["stage"], str(count), f"{key}={s[key + '_spent']:.6g}", f"{key}={s[key + '_allocated']:.6g}"
+        )
+    console.print(table)
+    for g in (doc.get("checks") or {}).get("gates", []):
+        bound = " and ".join(f"{k} {g[k]:g}" for k in ("min", "max") if g[k] is not None)
+        console.print(
+            f"gate {g['gate']} ({bound}): noisy value {g['noisy_value']:.4g} "
+            f"(noise s.d. {g['noise_sd']:.2g}), " + ("[green]passed" if g["passed"] else "[red]failed")
+        )
+    console.print(
+        f"privacy: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP, replace-one neighbours; "
+        f"{doc['privacy']['synthetic_rows']} synthetic rows"
+    )
+    if not doc["randomness"]["fit_for_publication"]:
+        console.print("[bold red]made with --insecure-seed: not fit for publication[/bold red]")
+    _quality(bundle)
+    print(f"bundle: {bundle}")
+
+
+def _quality(bundle: Path) -> None:
+    """The quality line after a release, and where the report is (issue 18: a poor release
+    was published without a word)."""
+    import json
+
+    report = bundle / "internal" / "report.html"
+    path = bundle / "internal" / "utility.json"
+    if not path.is_file():
+        console.print(
+            "quality: not checked (checks.enabled is false); nothing tells how close the synthetic data is"
+        )
+        return
+    verdict, line = quality_line(json.loads(path.read_text()))
+    colour = {"good": "green", "fair": "yellow", "poor": "bold red"}.get(verdict, "yellow")
+    console.print(
+        f"quality: [{colour}]{verdict}[/{colour}]: {shown(line)}. Exact values on the confidential data, "
+        f"for you, not for publication; read {shown(str(report))} before sharing the release."
+    )
