@@ -413,9 +413,7 @@ def test_delta_0_is_refused_when_a_partition_selection_runs(tmp_path, kinds):
     out = tmp_path / "releases"
     result = _discover(_people(tmp_path), *kinds, "--bundle-out", str(out), "--private-delta", "0")
     text = cli_text(result.output)
-    assert result.exit_code == 2 and "--delta (0.0) must be > 0 when categories or atoms" in text, (
-        text
-    )
+    assert result.exit_code == 2 and "--delta (0.0) must be > 0 when categories or atoms" in text, text
     assert not (tmp_path / "people.yaml").exists()
     with Ledger(default_url(out)) as led:
         assert led.entries(dataset="people") == []
