@@ -255,6 +255,9 @@ def readme(doc: dict) -> str:
         "budget_plan.json   the budget split fixed before the data was read",
         "manifest.json      sha256 of every file above",
     ]
+    policy = (doc["privacy"].get("ledger_record") or {}).get("policy")
+    if policy:  # bundles from before issue 32 lack it
+        lines += ["", f"Privacy unit: {policy['privacy_unit']}.", f"Budget policy: {policy['covers']}."]
     void = ((doc["privacy"].get("ledger_record") or {}).get("dataset_guarantee") or {}).get("void_since")
     if void:
         lines += [

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
@@ -15,6 +15,10 @@ from rich.table import Table
 from dprelease.cli.console import console, exit_code, fail, shown
 from dprelease.mechanisms.accuracy import describe
 from dprelease.mechanisms.errors import DPReleaseError
+
+if TYPE_CHECKING:
+    from dprelease.ledger.summary import DatasetAccount
+    from dprelease.mechanisms.lifetime import Headroom
 
 __all__ = ["audit_app", "ledger_app"]
 
@@ -154,8 +158,20 @@ def audit_show(
             f"[bold red]dataset guarantee VOID since release '{shown(void['release_id'])}' "
             f"({shown(void['time'][:19])}):[/bold red] {shown(record['dataset_guarantee']['statement'])}"
         )
-    life = record.get("lifetime")
-    if life:
+    life, period = record.get("lifetime"), record.get("period")
+    if period:
+        this, total = period["this_period"], period["all_time"]
+        out.print(
+            f"period budget of '{shown(doc['dataset'])}': epsilon {period['epsilon']:g}, delta "
+            f"{period['delta']:g} per {shown(period['length'])} (UTC calendar periods); in period "
+            f"{shown(this['period'])} spent with this release {this['spent_epsilon']:.6g} over "
+            f"{shown(str(this['releases_counted']))} release(s) ({shown(this['rule'])}); "
+            + _room(this).replace("lifetime budget", "period budget")
+            + f"; it resets at {shown(this['resets'][:16])}Z. All time: epsilon "
+            f"{total['spent_epsilon']:.6g} over {shown(str(total['releases_counted']))} release(s) in "
+            f"{shown(str(total['periods']))} period(s)"
+        )
+    elif life:
         out.print(
             f"lifetime budget of '{shown(doc['dataset'])}': epsilon {life['epsilon']:g}, "
             f"delta {life['delta']:g}; spent with this release {life['spent_epsilon']:.6g} over "
@@ -237,8 +253,9 @@ def ledger_show(
         ),
     ] = Path("releases"),
 ) -> None:
-    """The releases in the ledger, what each is charged, and each dataset's lifetime account.
-    Exits 1 when the hash chain is broken."""
+    """The releases in the ledger, what each is charged, and each dataset's account under its
+    budget policy (lifetime; or period: each period's and the all-time totals). Exits 1 when
+    the hash chain is broken."""
     from dprelease.ledger import show
 
     try:
@@ -282,7 +299,10 @@ def ledger_show(
                 "refused"
             )
             continue
-        budget = "no lifetime budget"
+        if account.period is not None and room is not None:
+            _print_periods(screen, name, account, room)
+            continue
+        budget = "no budget policy (no lifetime or period budget)"
         if life is not None and room is not None:
             budget = f"lifetime epsilon {life[0]:g} (delta {life[1]:g}); " + _room(
                 {
@@ -309,3 +329,33 @@ def ledger_show(
             "are refused until then.",
             1,
         )
+
+
+def _print_periods(screen: Console, name: str, account: DatasetAccount, room: Headroom) -> None:
+    """A period budget's account: each period's composed total, the current period's room
+    and the all-time composed total."""
+    budget, spend = account.period, account.spent
+    assert budget is not None
+    screen.print(
+        f"{shown(name)}: period budget epsilon {budget.epsilon:g} (delta {budget.delta:g}) per "
+        f"{budget.length} (UTC calendar periods)"
+    )
+    for p in account.periods:
+        screen.print(
+            f"  period {p.period}: {p.releases} release(s), spent epsilon {p.spent.epsilon:.6g} at delta "
+            f"{budget.delta:g} ({shown(p.spent.rule)})"
+        )
+    now = "" if any(p.period == account.current for p in account.periods) else ": nothing spent yet"
+    room_text = _room(
+        {
+            "next_epsilon_max": room.epsilon,
+            "next_epsilon_at_delta": room.delta,
+            "rho_left": room.rho,
+            "used_up": room.used_up,
+        }
+    ).replace("lifetime budget", "period budget")
+    screen.print(f"  current period {account.current}{now}; {room_text}")
+    screen.print(
+        f"  all time: spent epsilon {spend.epsilon:.6g} at delta {spend.delta:g} ({shown(spend.rule)}); a "
+        "person in k periods' tables is covered by the composition of k period budgets, not by one"
+    )

@@ -5,23 +5,39 @@
 
 Five automations, each notifying the same target:
 
-* **failed or crashed**: any flow run of a deployment tagged ``dp`` enters Failed or Crashed
-  (Prefect's own ``prefect.flow-run.*`` events);
-* **refused or gated**: a ``dprelease.release.refused`` (lifetime budget or rerun rule) or
-  ``dprelease.release.gated`` (a utility or linkage gate stopped the release) event;
+* **failed or crashed**: a ``dprelease.release.failed`` event (the flow's body or its
+  ``on_failure`` / ``on_crashed`` hook, ``flows/events.py``): the release id, dataset, error
+  type, stage and where its failure record is;
+* **refused or gated**: a ``dprelease.release.refused`` (the ledger's reason: the budget
+  policy or the rerun rule) or ``dprelease.release.gated`` (a utility or linkage gate stopped
+  the release) event, with the budget the dataset's next release can take;
 * **published**: a ``dprelease.release.completed`` event: the release id, the dataset and
   what the release spent (ε, δ), all public;
 * **no release in the window** (proactive): no ``dprelease.release.completed`` event within
   ``--window-hours`` (default 32 days, for a monthly schedule with slack);
-* **work pool has no ready worker**: Prefect's ``prefect.work-pool.not-ready`` event for
-  ``--work-pool`` (default ``dprelease-process``), which its server emits when no worker of
-  the pool has sent a heartbeat for 3 heartbeat intervals (90 s by default).
+* **work pool has no ready worker** (proactive, with a grace window): Prefect's
+  ``prefect.work-pool.not-ready`` event for ``--work-pool`` (default ``dprelease-process``),
+  which its server emits when no worker of the pool has sent a heartbeat for 3 heartbeat
+  intervals (90 s by default), *not followed* by ``prefect.work-pool.ready`` within
+  ``--worker-grace-seconds`` (default 120). A server restarted after an outage of more than
+  90 s marks the pool not ready as it starts, and the live worker's next heartbeat (at most
+  one interval, 30 s, later; 14-16 s measured) makes it ready again: no message.
+
+The release automations watch the release events themselves, whoever ran the release: a
+deployment's run or a CLI or Python run against the server. Each event kind raises one alert:
+a failed, refused or gated run of a deployment also enters Prefect's Failed state, which no
+automation watches (it would alert twice). A run whose process was killed before its hooks
+ran (``kill -9``, out of memory) sends no event: the next release into the same ``out_dir``
+records it (``dprelease recover``), and the no-release window catches a schedule that stops.
 
 The target is a ``CustomWebhookNotificationBlock`` named ``dprelease-alerts`` posting JSON
 ``{"subject": …, "body": …}`` to ``--webhook-url``, or an existing notification block
 (Slack, e-mail, …) named by ``--notification-block``. The messages carry public facts only:
-event names, times, run, deployment, pool, release and dataset names, and a published
-release's ε, δ and public URL; never an exception message, a data value or a path.
+event names, times, run, deployment, pool, release and dataset names, what a release was
+charged (ε, δ rounded to 6 digits) and what the dataset's budget policy still admits, a
+published release's public URL, a refusal's reason from the ledger (budgets and release ids),
+a failure's error type and stage and where its failure record is (the operator's
+``out_dir``); never an exception message, a data value or a count from the data.
 
 The subjects are fixed strings (``SUBJECTS``); the bodies are Jinja templates that the Prefect server
 renders when the automation fires. A reactive trigger fires on an event, so its body reads
@@ -47,6 +63,9 @@ from prefect.events.schemas.automations import EventTrigger, Posture
 PREFIX = "dprelease: "
 BLOCK = "dprelease-alerts"
 WORK_POOL = "dprelease-process"  # deploy/prefect.yaml
+# How long a pool may stay not ready before anyone is told: covers a server restart (the
+# worker's next heartbeat, at most its 30 s interval after the server is back).
+WORKER_GRACE = timedelta(seconds=120)
 
 FAILED = PREFIX + "release failed or crashed"
 REFUSED = PREFIX + "release refused or gated"
@@ -67,26 +86,56 @@ _RELEASE = (
     "release {{ event.resource.name }} of dataset {{ event.resource.get('dprelease.dataset', 'unknown') }}"
     "{% set run = event.resource_in_role.get('flow-run') %}{% if run %} (flow run {{ run.name }}){% endif %}"
 )
+_CHARGED = (
+    "{% if event.payload.epsilon_spent is number %} It was charged "
+    "ε = {{ '%.6g' | format(event.payload.epsilon_spent) }}"
+    "{% if event.payload.delta_spent is number %}, δ = {{ '%.6g' | format(event.payload.delta_spent) }}"
+    "{% endif %}.{% endif %}"
+)
+# What the dataset's budget policy still admits (ledger/facts.py: budget_facts; a period budget's
+# account is that of the period the release fell in): public ledger facts.
+_NEXT = (
+    "{% set account = event.payload.period or event.payload.lifetime %}"
+    "{% set policy = 'period budget (period ' ~ account.period ~ ', which resets at ' ~ account.resets ~ ')'"
+    " if event.payload.period else 'lifetime budget' %}"
+    "{% if account and account.used_up %} Its {{ policy }} is used up: no further release of dataset "
+    "{{ event.payload.dataset }} fits in it."
+    "{% elif account and account.next_epsilon_max is number %} The next release of dataset "
+    "{{ event.payload.dataset }} can take ε ≤ {{ '%.6g' | format(account.next_epsilon_max) }}"
+    "{% if account.next_epsilon_at_delta is number %} (at δ = "
+    "{{ '%.6g' | format(account.next_epsilon_at_delta) }}){% endif %} under its {{ policy }}."
+    "{% elif 'lifetime' in event.payload and not account %} Dataset {{ event.payload.dataset }} "
+    "has no budget policy.{% endif %}"
+)
+_RECORD = (
+    "{% if event.payload.failure_record %}{{ event.payload.failure_record }} on host "
+    "{{ event.payload.failure_host }}{% else %}the failures/ folder of the run's out_dir{% endif %}"
+)
 
-# Reactive, on a flow run's Failed or Crashed event. Not its state message: it carries the
-# exception's message, which may say which rule the data broke; that stays in the Prefect UI
-# and the failure record.
+# Reactive, on dprelease.release.failed: the error's type and stage, never its message (even
+# our rule-naming messages say that some record broke a rule: that stays in the failure
+# record and the Prefect UI).
 FAILED_BODY = (
-    "Flow run {{ event.resource.name }} ({{ event.resource.id | replace('prefect.flow-run.', '') }})"
-    "{% set dep = event.resource_in_role.get('deployment') %}"
-    "{% if dep %} of deployment {{ dep.name }}{% endif %}"
-    " entered {{ event.event | replace('prefect.flow-run.', '') }} at " + _WHEN + ". "
-    "Its error is in the Prefect UI, its failure record in <out_dir>/failures/, and "
+    "The " + _RELEASE + " failed at " + _WHEN + " in stage {{ event.payload.stage or 'unknown' }} with "
+    "{{ event.payload.error or 'an error' }}." + _CHARGED + _NEXT + " Its failure record (the error's "
+    "message, the stage, internal reports) is in " + _RECORD + "; the run is in the Prefect UI and "
     "`dprelease ledger show` says what it spent."
 )
-# Reactive, on dprelease.release.refused or .gated (flows/events.py).
+# Reactive, on dprelease.release.refused or .gated (flows/events.py). A refusal's reason is the
+# ledger's own message (the rule, the budgets, the release ids), so a new rule needs no template.
 REFUSED_BODY = (
-    "The " + _RELEASE + " was {{ event.event | replace('dprelease.release.', '') }} at " + _WHEN + ": "
+    "The " + _RELEASE + " was {{ event.event | replace('dprelease.release.', '') }} at " + _WHEN + ". "
     "{% if event.event == 'dprelease.release.gated' %}"
-    "a gate stopped it after its noise was drawn, so its budget is spent and nothing was published"
+    "A gate stopped it after its noise was drawn, so its budget is spent and nothing was published."
+    + _CHARGED
+    + " The gates' table is in the Prefect UI, its failure record in "
+    + _RECORD
+    + " and its internal reports in the bundle's internal/ folder."
     "{% else %}"
-    "the ledger refused it (lifetime budget or rerun rule) and nothing was published"
-    "{% endif %}. `dprelease ledger show` says what it was charged; the run is in the Prefect UI."
+    "{% set reason = (event.payload.message or 'see `dprelease ledger show`') | trim %}"
+    "The ledger's reason: {{ reason }}{% if not reason.endswith('.') %}.{% endif %} "
+    "Nothing was read or published."
+    "{% endif %}" + _NEXT + " `dprelease ledger show` says what each release was charged."
 )
 # Reactive, on dprelease.release.completed: public facts only (the bundle states them too);
 # the bundle's public URL when the run was given one (public_url), never its path or host.
@@ -99,10 +148,9 @@ PUBLISHED_BODY = (
     "{% if event.payload.differentially_private is sameas false %}"
     "It is NOT differentially private (allow_non_dp): it spent no budget that guarantees anything."
     "{% elif event.payload.epsilon_spent is number %}"
-    "It spent ε = {{ '%g' | format(event.payload.epsilon_spent) }}"
-    "{% if event.payload.delta_spent is number %}, δ = {{ '%g' | format(event.payload.delta_spent) }}"
-    "{% endif %}."
-    "{% else %}"
+    "It spent ε = {{ '%.6g' | format(event.payload.epsilon_spent) }}"
+    "{% if event.payload.delta_spent is number %}, δ = {{ '%.6g' | format(event.payload.delta_spent) }}"
+    "{% endif %}." + _NEXT + "{% else %}"
     "Its charge is in `dprelease ledger show`."
     "{% endif %}"
 )
@@ -114,7 +162,8 @@ WINDOW_BODY = (
     "Look for Late, Failed or Crashed runs of the deployments tagged 'dp', for a work pool "
     "without a worker, and at `dprelease ledger show`."
 )
-# Reactive, on Prefect's prefect.work-pool.not-ready (prefect/server/services/foreman.py).
+# Proactive, but its bucket was opened by Prefect's prefect.work-pool.not-ready
+# (prefect/server/services/foreman.py), which the server passes as `event` when it fires.
 POOL_BODY = (
     "Work pool {{ event.resource.name }} has no ready worker since " + _WHEN + " (no worker "
     "heartbeat for 3 intervals). Scheduled releases wait as Late until one runs: "
@@ -122,7 +171,9 @@ POOL_BODY = (
 )
 
 
-def build(block_id: UUID, window: timedelta, work_pool: str = WORK_POOL) -> list[Automation]:
+def build(
+    block_id: UUID, window: timedelta, work_pool: str = WORK_POOL, grace: timedelta = WORKER_GRACE
+) -> list[Automation]:
     """The five automations, not yet created."""
 
     def notify(name: str, body: str) -> list[SendNotification]:
@@ -132,10 +183,10 @@ def build(block_id: UUID, window: timedelta, work_pool: str = WORK_POOL) -> list
     return [
         Automation(
             name=FAILED,
-            description="A flow run of a deployment tagged 'dp' failed or crashed.",
+            description="A release failed or crashed (a deployment's run or a CLI run against this server).",
             trigger=EventTrigger(
-                expect={"prefect.flow-run.Failed", "prefect.flow-run.Crashed"},
-                match_related={"prefect.resource.id": "prefect.tag.dp"},
+                expect={"dprelease.release.failed"},
+                match=releases,
                 posture=Posture.Reactive,
                 threshold=1,
             ),
@@ -177,12 +228,18 @@ def build(block_id: UUID, window: timedelta, work_pool: str = WORK_POOL) -> list
         ),
         Automation(
             name=POOL,
-            description=f"Work pool {work_pool!r} has no worker with a recent heartbeat.",
+            description=f"Work pool {work_pool!r} has had no worker with a recent heartbeat for {grace}.",
+            # Proactive: each not-ready event opens a bucket (one per pool: for_each) that a
+            # ready event within the grace window closes; without for_each a proactive trigger
+            # would open a bucket every window and fire with no not-ready event at all.
             trigger=EventTrigger(
-                expect={"prefect.work-pool.not-ready"},
+                after={"prefect.work-pool.not-ready"},
+                expect={"prefect.work-pool.ready"},
                 match={"prefect.resource.id": "prefect.work-pool.*", "prefect.resource.name": work_pool},
-                posture=Posture.Reactive,
+                for_each={"prefect.resource.id"},
+                posture=Posture.Proactive,
                 threshold=1,
+                within=grace,
             ),
             actions=notify(POOL, POOL_BODY),
         ),
@@ -233,9 +290,21 @@ def main(argv: list[str] | None = None) -> int:
         default=WORK_POOL,
         help=f"alert when this work pool has no ready worker (default {WORK_POOL})",
     )
+    parser.add_argument(
+        "--worker-grace-seconds",
+        type=float,
+        default=WORKER_GRACE.total_seconds(),
+        help="alert only when the pool stays without a ready worker this long (default "
+        f"{WORKER_GRACE.total_seconds():g}: a server restart; Prefect's minimum is 10 s)",
+    )
     args = parser.parse_args(argv)
     block_id = notification_block(args.webhook_url, args.notification_block)
-    automations = build(block_id, timedelta(hours=args.window_hours), args.work_pool)
+    automations = build(
+        block_id,
+        timedelta(hours=args.window_hours),
+        args.work_pool,
+        timedelta(seconds=args.worker_grace_seconds),
+    )
     for a, i in zip(automations, install(automations), strict=True):
         print(f"{i}  {a.name}")
     return 0

@@ -17,7 +17,10 @@ It talks to the API the way the worker does: ``PREFECT_API_URL``, ``PREFECT_API_
 * **deployment** (``--deployment FLOW/NAME``): it exists, is not paused, has an active
   schedule, the scheduler has created an upcoming run, and no scheduled run is more than
   ``--late-after`` seconds overdue (a run no worker picked up);
-* **worker** (``--worker-health URL``): ``prefect worker start --with-healthcheck`` answers 200.
+* **worker** (``--worker-health URL``): ``prefect worker start --with-healthcheck`` answers 200
+  and the server answers this host. The endpoint answers OK for 30 query intervals (5 min)
+  after the worker's last poll, server or not; a worker on this host that cannot reach the
+  server runs nothing, so the line fails then.
 
 Nothing here reads a flow's parameters or results: only names, states and times.
 """
@@ -179,8 +182,9 @@ def check_deployment(api: httpx.Client, deployment: str, late_after: float, now:
     )
 
 
-def check_worker(url: str, timeout: float) -> Check:
-    """``prefect worker start --with-healthcheck``'s endpoint answers 200."""
+def check_worker(url: str, timeout: float, server: Check | None = None) -> Check:
+    """``prefect worker start --with-healthcheck``'s endpoint answers 200, and ``server``
+    (the server check from this host, which the worker shares) holds."""
     try:
         r = httpx.get(url, timeout=timeout)
     except httpx.HTTPError as e:
@@ -189,6 +193,13 @@ def check_worker(url: str, timeout: float) -> Check:
         )
     if r.status_code != 200:
         return Check("worker", False, f"{url} answered HTTP {r.status_code}: the worker has stopped polling")
+    if server is not None and not server.ok:
+        return Check(
+            "worker",
+            False,
+            f"{url} answers OK, but the worker cannot reach the server either (see the server line): "
+            "it starts no run until it can",
+        )
     return Check("worker", True, f"{url} answers OK")
 
 
@@ -237,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.deployment:
                 checks.append(check_deployment(api, args.deployment, args.late_after, now))
     if args.worker_health:
-        checks.append(check_worker(args.worker_health, args.timeout))
+        checks.append(check_worker(args.worker_health, args.timeout, checks[0]))
     for c in checks:
         print(c.line())
     return 0 if all(c.ok for c in checks) else 1

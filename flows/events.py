@@ -7,7 +7,9 @@ label), relate it to its flow run, flow, deployment and tags, and carry only pub
 the status, what the release is charged (ε, δ) and the dataset's lifetime account (budget,
 spent, left) from the ledger, where the bundle is (absolute path, host, and URL when the
 flow has a ``public_url``), for a refusal the ledger's message (budgets only), and for a
-failure the exception's type and the stage, never its message. ``deploy/automations.py``
+failure the exception's type and the stage, never its message, and where its failure record
+is (absolute path and host). The charge is there exact (``epsilon_spent``, ``delta_spent``)
+and rounded for people (``spent``: 0.9999999999999999 is "ε = 1"). ``deploy/automations.py``
 reacts to them.
 
 Notices are sent, or queued when Prefect cannot be reached, by ``flows.delivery``.
@@ -22,6 +24,7 @@ stages spent) and send ``.failed``. They need no server.
 from __future__ import annotations
 
 import logging
+import socket
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -117,6 +120,7 @@ def release_event(
     error: BaseException | None = None,
     stage: str | None = None,
     where: dict[str, str] | None = None,
+    failure_record: Path | None = None,
     flow_run: Any = None,
 ) -> dict[str, Any]:
     """The event ``dprelease.release.<kind>`` as JSON (``emit_event``'s arguments); never
@@ -127,7 +131,8 @@ def release_event(
     some record broke a rule, which belongs to the steward's failure record, not to every
     automation's notification target. ``where``: the bundle's location
     (``flows.artifacts.bundle_location``): ``bundle`` (absolute path), ``bundle_host`` and
-    ``bundle_url``."""
+    ``bundle_url``. ``failure_record``: the folder ``write_failure_record`` made (the
+    operator's ``out_dir``, not confidential; its contents are the steward's)."""
     if kind not in KINDS:
         raise ValueError(f"event kind {kind!r} must be one of {KINDS}")
     payload: dict[str, Any] = {"release_id": release_id, "dataset": dataset, "status": kind}
@@ -136,10 +141,14 @@ def release_event(
             payload.update(budget_facts(ledger, dataset, release_id))
         except Exception as e:  # the ledger holds the truth; the event goes without it
             _log.warning("the ledger's facts are left out of the %s event (%s)", kind, type(e).__name__)
+    if isinstance(payload.get("epsilon_spent"), float | int):
+        payload["spent"] = _for_people(payload["epsilon_spent"], payload.get("delta_spent"))
     if error is not None:
         payload.update(error=type(getattr(error, "original", error)).__name__, stage=stage)
         if isinstance(error, BudgetRefused):
             payload["message"] = str(error)
+    if failure_record is not None:
+        payload.update(failure_record=str(failure_record.resolve()), failure_host=socket.gethostname())
     if where is not None:
         payload["bundle"] = where["path"]
         payload["bundle_host"] = where["host"]
@@ -156,6 +165,11 @@ def release_event(
         "occurred": datetime.now(UTC).isoformat(),
         "id": str(uuid4()),
     }
+
+
+def _for_people(epsilon: float, delta: float | None) -> str:
+    """A charge rounded to 6 significant digits: float sums such as 0.9999999999999999 read 1."""
+    return f"ε = {epsilon:.6g}" + (f", δ = {delta:.6g}" if isinstance(delta, float | int) else "")
 
 
 def notice(
@@ -210,7 +224,7 @@ def _record_unhandled(flow_run: Any, state: Any, what: str) -> None:
                 ledger.finish(
                     rid, "failed", {"stage": record.stage, "error": type(error).__name__, "state": what}
                 )
-        write_failure_record(record.out, rid, f"{record.stage} ({what})", error, None)
+        path = write_failure_record(record.out, rid, f"{record.stage} ({what})", error, None)
         event = release_event(
             "failed",
             release_id=rid,
@@ -218,6 +232,7 @@ def _record_unhandled(flow_run: Any, state: Any, what: str) -> None:
             ledger=ledger,
             error=error,
             stage=record.stage,
+            failure_record=path,
             flow_run=flow_run,
         )
         deliver(record.out, notice(rid, "failed", events=[event], flow_run=flow_run))
@@ -270,6 +285,7 @@ def record_failure(
         error=error,
         stage=record.stage,
         where=where,
+        failure_record=path,
     )
     record.handled = True
     deliver(record.out, notice(rid, kind, events=[event], artifacts=artifacts))

@@ -49,12 +49,13 @@ from dprelease.flows.events import (
 from dprelease.flows.pipeline import Run, release_steps
 from dprelease.flows.progress import STAGES, set_progress, step_reached
 from dprelease.flows.rehearsal import rehearse
-from dprelease.ledger import PASSWORD_ENV, Ledger, default_url, split_password
+from dprelease.ledger import PASSWORD_ENV, BudgetRefused, Ledger, default_url, split_password
 from dprelease.mechanisms.errors import DPReleaseError
 from dprelease.mechanisms.primitives import release_streams
 from dprelease.records.artifacts import bundle_location, check_public_url, release_artifacts
 from dprelease.records.recovery import log_recovered, published_by_run, recover
 from dprelease.spec import load_spec
+from dprelease.spec.sections import NEEDS_POLICY
 from dprelease.tasks.scrub import scrub
 
 __all__ = ["STAGES", "forget_outcome", "release", "run_outcome", "set_progress"]
@@ -69,6 +70,25 @@ def _slot_time(now: datetime) -> datetime:
     if deployment.id is None or flow_run.scheduled_start_time is None:
         return now
     return datetime.fromtimestamp(flow_run.scheduled_start_time.timestamp(), UTC)
+
+
+_NAMED_AT: dict[str, datetime] = {}  # flow run id -> the time its name (its release id) was made from
+
+
+def _run_name() -> str:
+    """The flow run's name: its release id (public), as the body resolves it (the
+    ``release_id`` parameter, else the spec's, else ``<dataset>-<slot time>``), made from
+    the time the body then takes as its start. Never raises (Prefect would crash the run
+    before its hooks): a release_id or spec the body will refuse keeps Prefect's name."""
+    params = flow_run.parameters
+    now = _NAMED_AT[str(flow_run.id)] = datetime.now(UTC)
+    given = params.get("release_id")
+    if given is not None:
+        return given if isinstance(given, str) and RELEASE_ID.fullmatch(given) else flow_run.name
+    try:
+        return load_spec(params["spec_path"]).resolved_release_id(_slot_time(now))
+    except Exception:  # the body says what is wrong with the spec
+        return flow_run.name
 
 
 _OUTCOME: dict[str, Any] = {}  # the last run of the flow body in this process: see run_outcome
@@ -116,6 +136,7 @@ def _retried(record: RunRecord, out: Path, rid: str) -> Path | None:
 
 @flow(
     name="dp-release",
+    flow_run_name=_run_name,
     on_failure=[on_failure],
     on_crashed=[on_crashed],
     # A failed run's exception is persisted by Prefect whatever persist_result says (its
@@ -179,7 +200,7 @@ def _run(
     public_url: str | None,
 ) -> str:
     """The flow's body (``release``)."""
-    started = datetime.now(UTC)
+    started = _NAMED_AT.pop(str(flow_run.id), None) or datetime.now(UTC)  # the time in the run's name
     out = Path(out_dir)
     record = track(flow_run.id, RunRecord(out))
     if release_id is not None and not RELEASE_ID.fullmatch(release_id):
@@ -193,6 +214,8 @@ def _run(
         get_run_logger().info("mechanism auto chose %s: %s", spec.mechanism.name, spec.auto_choice.reason)
     rid = release_id or spec.resolved_release_id(_slot_time(started))
     record.release_id, record.dataset, record.stage = rid, spec.dataset.name, "prepare"
+    if deployment.id is not None and not spec.privacy.has_policy:  # a scheduled release: before any read
+        raise BudgetRefused(NEEDS_POLICY)
     if ledger_url is not None and split_password(ledger_url)[1] is not None:
         raise DPReleaseError(
             "ledger_url must not contain a password (Prefect stores flow parameters); set "
@@ -261,7 +284,9 @@ def _run(
         record.reserved = False
         where = bundle_location(dest, public_url, published=passed)
         try:
-            artifacts = release_artifacts(rid, document, where, gates, published=passed)
+            artifacts = release_artifacts(
+                rid, document, where, gates, published=passed, ledger=ledger, dataset=spec.dataset.name
+            )
         except Exception as e:  # never at the release's cost
             _log.warning("release '%s': its Prefect artifacts could not be made (%s)", rid, type(e).__name__)
             artifacts = []

@@ -89,7 +89,7 @@ def before_prefect(spec: Path, out: Path, release_id: str | None, ledger_url: st
     not after Prefect's start): the spec; the release id; the output folder (and
     the release's final folder, when its id is known now); the recovery of what dead runs
     left in ``out`` (``records/recovery.py``); the ledger (reachable) and whether it would
-    refuse the release (rerun rule, lifetime budget); last, the data file. A refusal is
+    refuse the release (rerun rule, budget policy); last, the data file. A refusal is
     recorded as the flow records it: a ``refused`` ledger row (by ``Ledger.reserve``) and a
     failure record. The data file: it exists, is readable, has a supported format, and its
     header line (structure, not a record) holds the schema's columns."""
@@ -148,6 +148,7 @@ def _refused_by_the_ledger(
             "dataset": s.dataset.name,
             "plan": plan,
             "lifetime": p.lifetime,
+            "period": p.period_budget,
             "not_dp": MECHANISMS[s.mechanism.name].defects(s.mechanism_params()),
         }
         if book.refusal(release_id=rid, **facts) is not None:

@@ -5,8 +5,9 @@ plan while it is reserved (running, or a run that died: fail closed), else what 
 closing row recorded (``spent_charge`` at the time). A release that is not differentially
 private is reserved with accountant ``void``; once its synthesis starts (an
 ``unprotected`` stage row) it costs ``Charge.void()``, and no composed (ε, δ) statement
-holds for its dataset from then on (``void_since``). ``lifetime_refusal`` is the lifetime
-budget's decision on the dataset's release and budget rows.
+holds for its dataset from then on (``void_since``). ``budget_refusal`` is the budget
+policy's decision (a lifetime, or a period: ``mechanisms.periods``) on the dataset's release
+and budget rows.
 """
 
 from __future__ import annotations
@@ -14,20 +15,26 @@ from __future__ import annotations
 import math
 import os
 import socket
+from datetime import datetime
 
 from dprelease.mechanisms.accounting import BudgetPlan, zcdp_epsilon
 from dprelease.mechanisms.errors import BudgetError
 from dprelease.mechanisms.lifetime import Charge, compose_lifetime, headroom
+from dprelease.mechanisms.periods import Period
 
 __all__ = [
     "STATES",
     "UNPROTECTED",
+    "budget_refusal",
     "by_release",
     "charge_of",
+    "charged_in",
+    "held_budget",
     "last_state",
-    "lifetime_refusal",
+    "policy_name",
     "public_row",
     "rerun_refusal",
+    "reserved_at",
     "same_release",
     "spent_charge",
     "stored",
@@ -155,99 +162,165 @@ def public_row(row: dict) -> dict:
     return {k: v for k, v in row.items() if k != "prev_hash"}
 
 
-def lifetime_refusal(
+def held_budget(rows: list[dict]) -> tuple[float, float, str | None] | None:
+    """The dataset's budget policy in the ledger, from its ``budget`` rows: (ε, δ, the period's
+    length, None for a lifetime), or None when no policy was ever declared."""
+    budgets = [r for r in rows if r["kind"] == "budget"]
+    if not budgets:
+        return None
+    return budgets[-1]["epsilon"], budgets[-1]["delta"], budgets[-1]["detail"].get("period")
+
+
+def policy_name(policy: tuple[float, float, str | None], dataset: str = "") -> str:
+    """``lifetime budget epsilon=…, delta=…`` (``period budget epsilon=…, delta=… per P1M``);
+    with ``dataset``: ``lifetime budget of dataset 'd' (epsilon=…, delta=…)``."""
+    eps, delta, length = policy
+    kind = "lifetime budget" if length is None else "period budget"
+    terms = f"epsilon={eps:g}, delta={delta:g}" + ("" if length is None else f" per {length}")
+    calendar = "" if length is None else " (UTC calendar periods)"
+    return f"{kind} of dataset '{dataset}' ({terms}){calendar}" if dataset else f"{kind} {terms}{calendar}"
+
+
+def reserved_at(group: list[dict]) -> datetime:
+    """When a release_id was first reserved: the period it is charged to."""
+    first = next(r for r in group if r["kind"] == "release" and r["status"] in STATES)
+    return datetime.fromisoformat(first["time"])
+
+
+def charged_in(
+    rows: list[dict], period: Period | None, at: datetime, exclude: str = ""
+) -> dict[str, list[dict]]:
+    """The release_ids among ``rows`` with a reservation (refused attempts cost nothing),
+    but ``exclude``; with a ``period``, only those reserved in the window that holds ``at``."""
+    charged = {i: g for i, g in by_release(rows).items() if i != exclude and last_state(g) is not None}
+    if period is None:
+        return charged
+    window = period.window(at)
+    return {i: g for i, g in charged.items() if period.window(reserved_at(g)) == window}
+
+
+def budget_refusal(
     rows: list[dict],
     dataset: str,
     release_id: str,
     plan: BudgetPlan,
-    lifetime: tuple[float, float] | None,
+    declared: tuple[float, float, str | None] | None,
+    at: datetime,
     not_dp: bool = False,
-) -> tuple[str | None, tuple[float, float] | None, list[dict]]:
-    """The lifetime budget's decision on ``rows``, the dataset's release and budget rows:
-    (reason to refuse or None, a lifetime to record or None, the rows the decision used,
-    which the caller checks against the hash chain; none when no lifetime applies)."""
-    budgets = [r for r in rows if r["kind"] == "budget"]
-    held = None if not budgets else (budgets[-1]["epsilon"], budgets[-1]["delta"])
-    if held is not None and lifetime is not None and tuple(lifetime) != held:
+) -> tuple[str | None, tuple[float, float, str | None] | None, list[dict]]:
+    """The budget policy's decision on ``rows``, the dataset's release and budget rows, for a
+    release reserved at ``at``: (reason to refuse or None, a policy to record or None, the
+    rows the decision used, which the caller checks against the hash chain; none when no
+    policy applies). ``declared``: the spec's policy, (ε, δ, None) for a lifetime, (ε, δ,
+    length) for a period; once recorded, a policy is fixed. Under a period policy the
+    release is charged with the releases reserved in the same UTC calendar period."""
+    held = held_budget(rows)
+    if held is not None and declared is not None and tuple(declared) != held:
         return (
-            f"dataset '{dataset}' has lifetime budget epsilon={held[0]:g}, delta={held[1]:g} in the "
-            f"ledger, but the spec says epsilon={lifetime[0]:g}, delta={lifetime[1]:g}; make the spec "
-            "match the ledger (a lifetime budget is fixed when first declared)",
+            f"dataset '{dataset}' has {policy_name(held)} in the ledger, but the spec says "
+            f"{policy_name(declared)}; make the spec match the ledger (a budget policy is fixed when first "
+            "declared)",
             None,
             rows,
         )
-    limit: tuple[float, float] | None = held or (None if lifetime is None else (lifetime[0], lifetime[1]))
+    limit = held or declared
     if limit is None:
-        return None, None, []  # no lifetime: the decision read nothing of the dataset
+        return None, None, []  # no policy: the decision read nothing of the dataset
     void = void_since([r for r in rows if r["release_id"] != release_id])
     if void is not None:
         return (
             f"dataset '{dataset}' has had a release that was not differentially private "
             f"('{void['release_id']}', from {void['time']}): since then no composed (epsilon, delta) "
-            f"guarantee holds for this dataset, so its lifetime budget (epsilon={limit[0]:g}) cannot be "
-            "honoured. Nothing was read or spent; a DP release of it can still run without a lifetime "
-            "budget, and its bundle will say the dataset's guarantee is void",
+            f"guarantee holds for this dataset, so its {policy_name(limit)} cannot be honoured. Nothing was "
+            "read or spent; a DP release of it can still run without a budget policy, and its bundle will "
+            "say the dataset's guarantee is void",
             None,
             rows,
         )
     if not_dp:
         return (
-            f"this release is not differentially private and dataset '{dataset}' has a lifetime budget "
-            f"(epsilon={limit[0]:g}): a non-DP release would void every guarantee about the dataset. "
+            f"this release is not differentially private and dataset '{dataset}' has a "
+            f"{policy_name(limit)}: a non-DP release would void every guarantee about the dataset. "
             "Nothing was read or spent; run comparisons on another dataset name (a copy of the data)",
             None,
             rows,
         )
+    reason = _over_budget(rows, dataset, release_id, plan, limit, at)
+    return reason, (None if held or reason else limit), rows
+
+
+def _over_budget(
+    rows: list[dict],
+    dataset: str,
+    release_id: str,
+    plan: BudgetPlan,
+    limit: tuple[float, float, str | None],
+    at: datetime,
+) -> str | None:
+    """Why this release does not fit the policy's account (lifetime, or ``at``'s period)."""
+    period = None if limit[2] is None else Period.parse(limit[2])
+    budget = (limit[0], limit[1])
     this = (
         Charge("zcdp", plan.spent_rho, plan.spent_epsilon, plan.delta)
         if plan.notion == "zcdp"
         else Charge("pure", None, plan.spent_epsilon, plan.delta)
     )
-    charged = {i: g for i, g in by_release(rows).items() if i != release_id and last_state(g) is not None}
-    charges = [charge_of(g) for g in charged.values()]  # refused attempts cost nothing; no void here
+    charged = charged_in(rows, period, at, exclude=release_id)
+    charges = [charge_of(g) for g in charged.values()]  # no void here
     try:
-        before = compose_lifetime(charges, limit[1])
-        after = compose_lifetime([*charges, this], limit[1])
+        before = compose_lifetime(charges, budget[1])
+        after = compose_lifetime([*charges, this], budget[1])
     except BudgetError as e:
-        return f"dataset '{dataset}': {e}", None, rows
-    if after.epsilon > limit[0]:
-        running = sum((last_state(g) or {}).get("status") == "reserved" for g in charged.values())
-        return (
-            f"lifetime budget of dataset '{dataset}' (epsilon={limit[0]:g}, delta={limit[1]:g}) would be "
-            f"exceeded: {len(charges)} earlier release(s)"
-            + (f" ({running} of them still open, charged its whole plan until it closes)" if running else "")
-            + f" spent epsilon={before.epsilon:.4g}; this release needs epsilon={this.epsilon:.4g}, which "
-            f"would make {after.epsilon:.4g} ({after.rule}). " + _what_is_left(charges, limit, plan, running),
-            None,
-            rows,
-        )
-    return None, (None if held else limit), rows
+        return f"dataset '{dataset}': {e}"
+    if after.epsilon <= budget[0]:
+        return None
+    running = sum((last_state(g) or {}).get("status") == "reserved" for g in charged.values())
+    where = "" if period is None else f" in period {period.label(at)}"
+    return (
+        f"{policy_name(limit, dataset)} would be exceeded{where}: {len(charges)} earlier "
+        f"release(s){where}"
+        + (f" ({running} of them still open, charged its whole plan until it closes)" if running else "")
+        + f" spent epsilon={before.epsilon:.4g}; this release needs epsilon={this.epsilon:.4g}, which "
+        f"would make {after.epsilon:.4g} ({after.rule}). "
+        + _what_is_left(charges, budget, plan, running, None if period is None else period.window(at)[1])
+    )
 
 
-def _what_is_left(charges: list[Charge], limit: tuple[float, float], plan: BudgetPlan, running: int) -> str:
-    """What the next release can still take (``headroom``); that the lifetime is used up
+def _what_is_left(
+    charges: list[Charge],
+    limit: tuple[float, float],
+    plan: BudgetPlan,
+    running: int,
+    resets: datetime | None = None,
+) -> str:
+    """What the next release can still take (``headroom``); that the budget is used up
     (for now, if ``running`` open reservations may still close without spending their
-    plans); or, when no release like this one fits but a pure one does, how much that takes."""
+    plans); or, when no release like this one fits but a pure one does, how much that takes.
+    ``resets``: when a period budget's account starts again at zero."""
     room = headroom(charges, limit, plan.notion, plan.delta)
+    name = "lifetime budget" if resets is None else "period budget"
+    until = "" if resets is None else f" until the period resets at {resets:%Y-%m-%dT%H:%MZ}"
     if room.used_up:
-        return "The lifetime budget is used up: no further release of this dataset fits in it. " + (
+        return f"The {name} is used up: no further release of this dataset fits in it{until}. " + (
             "Wait for the open release(s) to close (one that fails before drawing noise gives its plan "
             "back; `dprelease ledger settle` closes one whose process died); nothing was read or spent"
             if running
-            else "Stop releasing this dataset; nothing was read or spent"
+            else ("Stop releasing this dataset" if resets is None else "Wait for the next period")
+            + "; nothing was read or spent"
         )
     if room.epsilon <= 0 and plan.notion == "zcdp":
         pure = headroom(charges, limit, "pure")
         return (
-            f"No zCDP release at delta={room.delta:g} fits any more (the earlier releases' deltas leave too "
-            f"little of the lifetime delta); a pure-DP release (privacy.accountant: pure, delta: 0) can take "
-            f"epsilon up to {pure.epsilon:.4g}, a zCDP one at a smaller delta may fit too; nothing was read "
-            "or spent"
+            f"No zCDP release at delta={room.delta:g} fits any more{until} (the earlier releases' deltas "
+            f"leave too little of the {name}'s delta); a pure-DP release (privacy.accountant: pure, "
+            f"delta: 0) can take epsilon up to {pure.epsilon:.4g}, a zCDP one at a smaller delta may fit "
+            "too; nothing was read or spent"
         )
     at = f" at delta={room.delta:g}" if room.notion == "zcdp" else " (pure DP)"
     rho = "" if room.rho is None else f"; rho left under zCDP composition: {room.rho:.4g}"
     return (
-        f"The largest epsilon the next release can take{at} is {room.epsilon:.4g}{rho} "
+        f"The largest epsilon the next release can take{at}{until} is {room.epsilon:.4g}{rho} "
         "(releases compose in rho, not by subtracting epsilons). Lower privacy.epsilon to at most that "
-        "or stop releasing this dataset; nothing was read or spent"
+        + ("or stop releasing this dataset" if resets is None else "or wait for the next period")
+        + "; nothing was read or spent"
     )

@@ -66,7 +66,9 @@ __all__ = [
     "default_url",
     "driver_error",
     "ledger_url",
+    "now",
     "open_engine",
+    "open_problem",
     "parse_url",
     "raw_rows",
     "redact",
@@ -318,8 +320,10 @@ def row_hash(row: dict) -> str:
     return hashlib.sha256((row["prev_hash"] + body).encode()).hexdigest()
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
+def now() -> datetime:
+    """The ledger's clock (UTC): the time of every row a transaction writes, and so the
+    period a reservation falls in. Tests replace it to place releases in time."""
+    return datetime.now(UTC)
 
 
 def open_engine(url: str, create: bool, password: str | None = None) -> Engine:
@@ -399,15 +403,18 @@ def _private_file(path: Path) -> None:
 
 @dataclass
 class Txn:
+    """One write transaction; every row it appends has its ``time`` (read once, ``now``)."""
+
     conn: Connection
     seq: int
     head: str
+    time: str = field(default_factory=lambda: now().isoformat())
 
     def append(self, **fields: Any) -> dict[str, Any]:
         row: dict[str, Any] = {k: fields.get(k) for k in FIELDS}
         for k in _FLOATS:  # the database returns doubles: hash what it will return
             row[k] = None if row[k] is None else float(row[k])
-        row.update(seq=self.seq + 1, time=_now(), prev_hash=self.head)
+        row.update(seq=self.seq + 1, time=self.time, prev_hash=self.head)
         row["detail"] = json.dumps(fields.get("detail") or {}, sort_keys=True, allow_nan=False)
         row["hash"] = row_hash(row)
         self.conn.execute(insert(ENTRIES).values(**row))
@@ -419,6 +426,24 @@ class Txn:
 def driver_error(e: SQLAlchemyError) -> str:
     """The database driver's error type (SQLAlchemy wraps it as ``.orig``), never its text."""
     return type(getattr(e, "orig", None) or e).__name__
+
+
+# libpq's words when the server refused the login (password wrong, or none sent)
+_AUTH_FAILED = re.compile(r"authentication failed|no password supplied", re.IGNORECASE)
+
+
+def open_problem(e: SQLAlchemyError, url: str) -> str:
+    """Why the ledger at ``url`` could not be opened, for a message: that PostgreSQL refused
+    the login (naming the user, host and port, and where the password goes), else the driver's
+    error type. The driver's text is read to tell which, never shown (it may quote the URL)."""
+    parsed = _read(url)
+    if parsed is None or parsed.get_backend_name() != "postgresql" or not _AUTH_FAILED.search(str(e)):
+        return f"cannot be opened ({driver_error(e)}); check --ledger and that the database is reachable"
+    where = f"{parsed.host or 'localhost'}:{parsed.port or 5432}"
+    return (
+        f"cannot be opened: authentication failed for user {parsed.username or '(default)'} at {where} "
+        f"(set the password in PGPASSFILE or {PASSWORD_ENV}, never in the URL)"
+    )
 
 
 def raw_rows(conn: Connection, *where) -> list[dict]:

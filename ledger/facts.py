@@ -1,13 +1,17 @@
 """The ledger's facts a release publishes in ``release.json`` (``ledger_facts``) and in
 its events (``budget_facts``): where the spend is recorded, this release's rows, the
-dataset's lifetime account and whether its guarantee is void."""
+dataset's account under its budget policy (a lifetime, or a period: this release's period
+and all time), what that policy guarantees, and whether the dataset's guarantee is void."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
+from dprelease.ledger import database
 from dprelease.ledger.database import redact
 from dprelease.ledger.store import Ledger
+from dprelease.mechanisms.periods import PeriodBudget
 
 __all__ = ["budget_facts", "ledger_facts"]
 
@@ -37,7 +41,12 @@ def ledger_facts(ledger: Ledger, dataset: str, release_id: str) -> dict:
             ),
         },
         "lifetime": None,
+        "period": None,
+        "policy": _policy(ledger, dataset),
     }
+    budget = ledger.period_budget(dataset)
+    if budget is not None:
+        doc["period"] = _period_account(ledger, dataset, release_id, budget)
     if lifetime is not None:
         spend = ledger.spend_so_far(dataset, lifetime[1])
         doc["lifetime"] = {
@@ -52,12 +61,87 @@ def ledger_facts(ledger: Ledger, dataset: str, release_id: str) -> dict:
     return doc
 
 
-def _headroom(ledger: Ledger, dataset: str) -> dict:
-    """What the lifetime budget still admits. Not ε_L − ε_spent: under zCDP composition the
-    ρ's add, so a next release can often take more than that difference. ``used_up``: no
-    further release of any kind fits."""
-    room = ledger.headroom(dataset)
-    assert room is not None  # only called with a lifetime budget
+PRIVACY_UNIT = (
+    "one record: one row of the input table, taken to be one person's row; neighbouring tables differ "
+    "by replacing one row (replace-one). A person with several rows in one table is protected by group "
+    "privacy only (a weaker guarantee the spec does not state)"
+)
+
+
+def _policy(ledger: Ledger, dataset: str) -> dict:
+    """The dataset's budget policy, its privacy unit and what its guarantee covers, in words."""
+    lifetime, budget = ledger.lifetime(dataset), ledger.period_budget(dataset)
+    if budget is not None:
+        return {
+            "kind": "period",
+            "privacy_unit": PRIVACY_UNIT,
+            "covers": (
+                f"the releases of dataset '{dataset}' reserved in one UTC calendar period of {budget.length} "
+                f"together are (epsilon={budget.epsilon:g}, delta={budget.delta:g})-DP for the rows of the "
+                "tables they read. The budget starts again each period, so it does not bound all periods "
+                "together: a person whose row is in the tables of k periods' releases is covered by the "
+                f"composition of k period budgets (at most epsilon={budget.epsilon:g}·k and "
+                f"delta={budget.delta:g}·k by basic composition; zCDP composes them more tightly), not "
+                "by one period's epsilon. period.all_time states the composed total so far"
+            ),
+        }
+    if lifetime is not None:
+        return {
+            "kind": "lifetime",
+            "privacy_unit": PRIVACY_UNIT,
+            "covers": (
+                f"all releases of dataset '{dataset}' together are at most (epsilon={lifetime[0]:g}, "
+                f"delta={lifetime[1]:g})-DP for the rows of the tables they read, whenever they run"
+            ),
+        }
+    return {
+        "kind": None,
+        "privacy_unit": PRIVACY_UNIT,
+        "covers": (
+            f"no budget policy: each release's own guarantee is stated above, and the releases of dataset "
+            f"'{dataset}' compose without a cap (`dprelease ledger show` gives their composed total)"
+        ),
+    }
+
+
+def _period_account(ledger: Ledger, dataset: str, release_id: str, budget: PeriodBudget) -> dict:
+    """The account of this release's period (the one it was first reserved in) and all time."""
+    at = ledger.reserved_at(release_id) or database.now()
+    start, end = budget.length.window(at)
+    label = budget.length.label(at)
+    spend, count = ledger.period_spend(dataset, budget, at)
+    total = ledger.spend_so_far(dataset, budget.delta)
+    return {
+        "length": str(budget.length),
+        "alignment": "UTC calendar periods (counted from 1970-01-01, weeks from Monday), not rolling",
+        "epsilon": budget.epsilon,
+        "delta": budget.delta,
+        "this_period": {
+            "period": label,
+            "start": start.isoformat(),
+            "resets": end.isoformat(),
+            "spent_epsilon": spend.epsilon,
+            "spent_delta": spend.delta,
+            "rule": spend.rule,
+            "releases_counted": count,
+            **_headroom(ledger, dataset, at),
+        },
+        "all_time": {
+            "spent_epsilon": total.epsilon,
+            "spent_delta": total.delta,
+            "rule": total.rule,
+            "periods": len(ledger.period_spends(dataset, budget)),
+            "releases_counted": ledger.charged_releases(dataset),
+        },
+    }
+
+
+def _headroom(ledger: Ledger, dataset: str, at: datetime | None = None) -> dict:
+    """What the budget policy still admits (in ``at``'s period, for a period budget). Not
+    ε_L − ε_spent: under zCDP composition the ρ's add, so a next release can often take
+    more than that difference. ``used_up``: no further release of any kind fits."""
+    room = ledger.headroom(dataset, at)
+    assert room is not None  # only called with a budget policy
     return {
         "next_epsilon_max": room.epsilon,
         "next_epsilon_at_delta": room.delta,
@@ -75,6 +159,21 @@ def budget_facts(ledger: Ledger, dataset: str, release_id: str) -> dict:
         "differentially_private": not charge.is_void,
         "dataset_guarantee_void_since": (ledger.void_since(dataset) or {}).get("release_id"),
     }
+    budget = ledger.period_budget(dataset)
+    if budget is not None:
+        at = (
+            ledger.reserved_at(release_id) or database.now()
+        )  # a refused release: the period it was refused in
+        spend, _ = ledger.period_spend(dataset, budget, at)
+        facts["period"] = {
+            "length": str(budget.length),
+            "period": budget.length.label(at),
+            "resets": budget.length.window(at)[1].isoformat(),
+            "epsilon": budget.epsilon,
+            "delta": budget.delta,
+            "epsilon_spent": spend.epsilon,
+            **_headroom(ledger, dataset, at),
+        }
     lifetime = ledger.lifetime(dataset)
     if lifetime is None:
         facts["lifetime"] = None

@@ -3,7 +3,8 @@
 SQLite file by default, PostgreSQL by URL (``postgresql+psycopg://…``), via SQLAlchemy.
 Rows (``kind`` / ``status``), in the order a release writes them:
 
-* ``budget`` / ``set``: a dataset's lifetime (ε, δ), written when a spec first declares it;
+* ``budget`` / ``set``: a dataset's budget policy, written when a spec first declares it: a
+  lifetime (ε, δ), or (ε, δ) per period (``detail.period``: its ISO-8601 length, e.g. P1M);
 * ``release`` / ``reserved``: before the data is read; the whole plan is charged;
 * ``stage`` / ``spent``: *before* a step draws that stage's noise; its allocation;
 * ``measurement`` / ``spent``: after the step, one per noisy statistic (sensitivity,
@@ -11,7 +12,7 @@ Rows (``kind`` / ``status``), in the order a release writes them:
 * ``release`` / ``released``, ``gated`` or ``failed``: the end of the attempt, with what it
   cost (the composed allocations of its spent stages) and the manifests' sha256; a dead
   attempt closed by ``settle`` is ``failed`` with who settled it, why, and the evidence;
-* ``release`` / ``refused``: a release the lifetime budget or a rerun rule refused; it
+* ``release`` / ``refused``: a release the budget policy or a rerun rule refused; it
   costs nothing and does not change the state of an earlier attempt.
 
 What a release costs (``ledger.charges``), the chain's checks (``ledger.chain``) and the
@@ -25,21 +26,26 @@ import os
 import socket
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 
 from sqlalchemy import insert, inspect, select, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
+from dprelease.ledger import database
 from dprelease.ledger.chain import chain_problems, read_rows_problems, set_checkpoint, tail_problems
 from dprelease.ledger.charges import (
     STATES,
     UNPROTECTED,
+    budget_refusal,
     by_release,
     charge_of,
+    charged_in,
+    held_budget,
     last_state,
-    lifetime_refusal,
     public_row,
     rerun_refusal,
+    reserved_at,
     same_release,
     spent_charge,
     stored,
@@ -54,17 +60,28 @@ from dprelease.ledger.database import (
     BudgetRefused,
     LedgerError,
     NoLedger,
-    driver_error,
     open_engine,
+    open_problem,
     redact,
     transaction,
     url_password,
 )
 from dprelease.mechanisms.accounting import BudgetPlan
 from dprelease.mechanisms.lifetime import Charge, Headroom, LifetimeSpend, compose_lifetime, headroom
+from dprelease.mechanisms.periods import Period, PeriodBudget
 from dprelease.mechanisms.primitives import Measurement
 
 __all__ = ["Ledger"]
+
+
+def _declared(
+    lifetime: tuple[float, float] | None, period: PeriodBudget | None
+) -> tuple[float, float, str | None] | None:
+    """The spec's budget policy as the ledger records it: (ε, δ, None) for a lifetime,
+    (ε, δ, length) for a period (the spec refuses both)."""
+    if period is not None:
+        return period.epsilon, period.delta, str(period.length)
+    return None if lifetime is None else (lifetime[0], lifetime[1], None)
 
 
 class Ledger:
@@ -93,10 +110,7 @@ class Ledger:
                 if conn.execute(select(HEAD.c.id)).first() is None:
                     conn.execute(insert(HEAD).values(id=1, seq=0, hash=GENESIS))
         except SQLAlchemyError as e:
-            raise LedgerError(
-                f"the ledger at {redact(url)} cannot be opened ({driver_error(e)}); "
-                "check --ledger and that the database is reachable"
-            ) from None
+            raise LedgerError(f"the ledger at {redact(url)} {open_problem(e, url)}") from None
 
     def close(self) -> None:
         self.engine.dispose()
@@ -130,9 +144,36 @@ class Ledger:
             return self._read(conn, kinds=kinds, **where)
 
     def lifetime(self, dataset: str) -> tuple[float, float] | None:
-        """The dataset's lifetime (ε, δ), or None when none was declared."""
-        rows = self._select(("budget",), dataset=dataset)
-        return None if not rows else (rows[-1]["epsilon"], rows[-1]["delta"])
+        """The dataset's lifetime (ε, δ), or None when none was declared (or a period was)."""
+        held = held_budget(self._select(("budget",), dataset=dataset))
+        return None if held is None or held[2] is not None else (held[0], held[1])
+
+    def period_budget(self, dataset: str) -> PeriodBudget | None:
+        """The dataset's period budget, or None when none was declared (or a lifetime was)."""
+        held = held_budget(self._select(("budget",), dataset=dataset))
+        return None if held is None or held[2] is None else PeriodBudget(Period.parse(held[2]), *held[:2])
+
+    def period_spends(self, dataset: str, budget: PeriodBudget) -> dict[str, tuple[LifetimeSpend, int]]:
+        """Each period's composed charges at ``budget.delta`` and how many releases it holds,
+        by period label (``Period.label``), in time order; a release counts in the period in
+        which it was first reserved."""
+        groups: dict[str, list[Charge]] = {}
+        for g in by_release(self._select(("release",), dataset=dataset)).values():
+            if last_state(g) is not None:
+                groups.setdefault(budget.length.label(reserved_at(g)), []).append(charge_of(g))
+        return {k: (compose_lifetime(c, budget.delta), len(c)) for k, c in groups.items()}
+
+    def period_spend(self, dataset: str, budget: PeriodBudget, at: datetime) -> tuple[LifetimeSpend, int]:
+        """The composed charges of the period that holds ``at`` and how many releases it holds."""
+        return self.period_spends(dataset, budget).get(
+            budget.length.label(at), (compose_lifetime([], 0.0), 0)
+        )
+
+    def reserved_at(self, release_id: str) -> datetime | None:
+        """When ``release_id`` was first reserved (the period it is charged to); None when it
+        never was (refused)."""
+        rows = self._select(("release",), release_id=release_id)
+        return None if last_state(rows) is None else reserved_at(rows)
 
     def charge(self, release_id: str) -> Charge:
         """What ``release_id`` costs its dataset now."""
@@ -151,15 +192,20 @@ class Ledger:
         """The dataset's composed charges (all release_ids but ``exclude``) at ``delta``."""
         return self._spend(self._select(("release",), dataset=dataset), delta, exclude)
 
-    def headroom(self, dataset: str) -> Headroom | None:
-        """What the dataset's lifetime budget still admits (None: no lifetime budget): the
-        largest ε of a next zCDP release stated at the lifetime δ (pure when δ is 0), and
-        the ρ left (``mechanisms.lifetime.headroom``)."""
-        lifetime = self.lifetime(dataset)
-        if lifetime is None:
+    def headroom(self, dataset: str, at: datetime | None = None) -> Headroom | None:
+        """What the dataset's budget policy still admits (None: no policy): the largest ε of
+        a next zCDP release stated at the policy's δ (pure when δ is 0), and the ρ left
+        (``mechanisms.lifetime.headroom``); under a period policy, in the period that holds
+        ``at`` (default now, the ledger's clock)."""
+        held = held_budget(self._select(("budget",), dataset=dataset))
+        if held is None:
             return None
-        charges = [charge_of(g) for g in by_release(self._select(("release",), dataset=dataset)).values()]
-        return headroom(charges, lifetime, "zcdp" if lifetime[1] > 0 else "pure")
+        period = None if held[2] is None else Period.parse(held[2])
+        rows = self._select(("release",), dataset=dataset)
+        charges = [charge_of(g) for g in charged_in(rows, period, at or database.now()).values()]
+        if period is None:  # a lifetime counts every release_id, refused ones at no cost
+            charges = [charge_of(g) for g in by_release(rows).values()]
+        return headroom(charges, held[:2], "zcdp" if held[1] > 0 else "pure")
 
     @staticmethod
     def _spend(rows: list[dict], delta: float, exclude: str | None = None) -> LifetimeSpend:
@@ -232,16 +278,21 @@ class Ledger:
         plan: BudgetPlan,
         lifetime: tuple[float, float] | None,
         not_dp: list[str] | None = None,
+        period: PeriodBudget | None = None,
     ) -> str | None:
         """Why ``reserve`` would refuse this release now (the rerun rule, when its id is
-        known, then the lifetime budget), or None; reads only, writes nothing. The CLI asks
-        before Prefect starts; ``reserve`` decides again under the lock."""
+        known, then the budget policy: ``lifetime`` or ``period``), or None; reads only,
+        writes nothing. The CLI asks before Prefect starts; ``reserve`` decides again under
+        the lock."""
         if release_id is not None:
             reason = rerun_refusal(release_id, self._select(("release",), release_id=release_id))
             if reason is not None:
                 return reason
         rows = self._select(("release", "budget"), dataset=dataset)
-        return lifetime_refusal(rows, dataset, release_id or "", plan, lifetime, bool(not_dp))[0]
+        declared = _declared(lifetime, period)
+        return budget_refusal(rows, dataset, release_id or "", plan, declared, database.now(), bool(not_dp))[
+            0
+        ]
 
     def reserve(
         self,
@@ -253,6 +304,7 @@ class Ledger:
         lifetime: tuple[float, float] | None,
         not_dp: list[str] | None = None,
         hold: Callable[[], None] | None = None,
+        period: PeriodBudget | None = None,
     ) -> dict:
         """Charge the whole plan to ``release_id`` before any data is read, or refuse.
         ``not_dp``: why the release is not differentially private (its reservation is then
@@ -260,22 +312,24 @@ class Ledger:
 
         Refuses (a ``refused`` row, then ``BudgetRefused``) when the release_id was
         published or gated, already spent a stage, is running elsewhere, or when the
-        dataset's lifetime budget cannot take the plan. ``hold`` runs inside the locked
+        dataset's budget policy (``lifetime``, or ``period``: the releases reserved in this
+        UTC calendar period, the transaction's time) cannot take the plan. ``hold`` runs inside the locked
         transaction after the checks (tests use it to widen a race window)."""
         base = {"dataset": dataset, "release_id": release_id, "mechanism": mechanism}
         with self._txn() as t:
             broken, upto = tail_problems(t)
             mine = self._read(t.conn, release_id=release_id)
             reason = rerun_refusal(release_id, mine)
-            budget: tuple[float, float] | None = None
+            budget: tuple[float, float, str | None] | None = None
             read: list[dict] = []
             if reason is None:
-                reason, budget, read = lifetime_refusal(
+                reason, budget, read = budget_refusal(
                     self._read(t.conn, kinds=("release", "budget"), dataset=dataset),
                     dataset,
                     release_id,
                     plan,
-                    lifetime,
+                    _declared(lifetime, period),
+                    datetime.fromisoformat(t.time),
                     bool(not_dp),
                 )
             broken += read_rows_problems(t, [r["seq"] for r in (*mine, *read)], upto)
@@ -292,7 +346,14 @@ class Ledger:
                 t.append(**base, kind="release", status="refused", detail={"reason": reason})
             else:
                 if budget is not None:
-                    t.append(dataset=dataset, kind="budget", status="set", epsilon=budget[0], delta=budget[1])
+                    t.append(
+                        dataset=dataset,
+                        kind="budget",
+                        status="set",
+                        epsilon=budget[0],
+                        delta=budget[1],
+                        detail=None if budget[2] is None else {"period": budget[2]},
+                    )
                 last = last_state(mine)
                 if last is not None and last["status"] == "reserved":  # died before any noise
                     t.append(
@@ -315,6 +376,7 @@ class Ledger:
                     detail={
                         "plan": [[s.stage, s.rho, s.epsilon] for s in plan.stages],
                         "lifetime": lifetime,
+                        **({} if period is None else {"period": _declared(None, period)}),
                         "host": socket.gethostname(),
                         "pid": os.getpid(),
                         **({"not_dp": list(not_dp)} if not_dp else {}),

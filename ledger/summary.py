@@ -1,5 +1,6 @@
 """What ``dprelease ledger show`` prints, as data: the releases a ledger holds, what each is
-charged, each dataset's lifetime account, and whether the hash chain holds.
+charged, each dataset's account under its budget policy (a lifetime, or a period: each
+period's and the all-time composed totals), and whether the hash chain holds.
 
 ``show`` reads the ledger only (opened, never created); the CLI prints from it and the
 Python API (``dprelease.ledger.show``) returns it.
@@ -11,25 +12,46 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from dprelease.ledger import database
 from dprelease.ledger.database import ledger_url, redact
 from dprelease.ledger.store import Ledger
 from dprelease.mechanisms.lifetime import Headroom, LifetimeSpend
+from dprelease.mechanisms.periods import PeriodBudget
 
-__all__ = ["DatasetAccount", "LedgerSummary", "show"]
+__all__ = ["DatasetAccount", "LedgerSummary", "PeriodAccount", "show"]
+
+
+@dataclass(frozen=True)
+class PeriodAccount:
+    """One period of a period budget.
+
+    Attributes:
+        period: Its name (``2026-11`` for a month of ``P1M``; ``mechanisms.periods``).
+        spent: The composed charge of the releases first reserved in it, at the budget's δ.
+        releases: How many releases it holds.
+    """
+
+    period: str
+    spent: LifetimeSpend
+    releases: int
 
 
 @dataclass(frozen=True)
 class DatasetAccount:
-    """One dataset's lifetime account.
+    """One dataset's account under its budget policy.
 
     Attributes:
         dataset: The dataset's name (``dataset.name`` in its specs).
         lifetime: Its lifetime (ε, δ), or None when none was declared.
-        spent: Its releases' composed charge (the better of basic and zCDP composition),
-            at the lifetime δ, or at the releases' summed δ when no lifetime is declared.
+        spent: Its releases' composed charge, all time (the better of basic and zCDP
+            composition), at the policy's δ, or at the releases' summed δ without a policy.
         void_since: The first release that was not differentially private (its
             ``release_id`` and ``time``), after which no composed guarantee holds; else None.
-        headroom: What the lifetime budget still admits (None without a lifetime).
+        headroom: What the budget policy still admits (None without one); under a period
+            budget, in the current period.
+        period: Its period budget, or None when none was declared.
+        periods: Under a period budget, each period's account, in time order.
+        current: Under a period budget, the current period's name.
     """
 
     dataset: str
@@ -37,6 +59,9 @@ class DatasetAccount:
     spent: LifetimeSpend
     void_since: dict | None
     headroom: Headroom | None
+    period: PeriodBudget | None = None
+    periods: tuple[PeriodAccount, ...] = ()
+    current: str | None = None
 
 
 @dataclass(frozen=True)
@@ -47,7 +72,7 @@ class LedgerSummary:
         url: The ledger's database URL, its password (if any) redacted.
         releases: One dict per release_id, in chain order: dataset, release_id, status,
             its charge (epsilon, delta, rho), times and its stage rows (``Ledger.releases``).
-        accounts: Each dataset's lifetime account, by dataset name.
+        accounts: Each dataset's account under its budget policy, by dataset name.
         chain_problems: What is wrong with the hash chain (empty: it is intact).
         head: The chain head (row, sha256): publish it elsewhere to anchor the chain.
     """
@@ -67,8 +92,9 @@ class LedgerSummary:
 def show(
     ledger: str | Path | None = None, *, out: str | Path = "releases", dataset: str | None = None
 ) -> LedgerSummary:
-    """Read a ledger: its releases, their charges, each dataset's lifetime account and the
-    hash chain's state. Nothing is written.
+    """Read a ledger: its releases, their charges, each dataset's account under its budget
+    policy (lifetime; or period: each period's and the all-time totals) and the hash
+    chain's state. Nothing is written.
 
     Args:
         ledger: A database URL (``sqlite:///PATH``, ``postgresql+psycopg://USER@HOST/DB``), a
@@ -85,11 +111,24 @@ def show(
         releases = led.releases(dataset)
         accounts = {}
         for name in dict.fromkeys(r["dataset"] for r in releases):
-            life = led.lifetime(name)
-            # no lifetime: compose at the releases' summed δ, where basic composition holds
+            life, budget = led.lifetime(name), led.period_budget(name)
+            # no policy: compose at the releases' summed δ, where basic composition holds
             deltas = [r["delta"] for r in releases if r["dataset"] == name and r["delta"] is not None]
-            delta = life[1] if life else math.fsum(deltas)
+            delta = life[1] if life else budget.delta if budget else math.fsum(deltas)
+            periods = () if budget is None else _periods(led, name, budget)
             accounts[name] = DatasetAccount(
-                name, life, led.spend_so_far(name, delta), led.void_since(name), led.headroom(name)
+                name,
+                life,
+                led.spend_so_far(name, delta),
+                led.void_since(name),
+                led.headroom(name),
+                budget,
+                periods,
+                None if budget is None else budget.length.label(database.now()),
             )
         return LedgerSummary(redact(url), releases, accounts, led.verify_chain(), led.head())
+
+
+def _periods(led: Ledger, dataset: str, budget: PeriodBudget) -> tuple[PeriodAccount, ...]:
+    """Each period's account under ``budget``, in time order."""
+    return tuple(PeriodAccount(k, spend, n) for k, (spend, n) in led.period_spends(dataset, budget).items())

@@ -2,6 +2,11 @@
 the gates' table. All hold public facts only: the ledger's rows without values, the
 totals, the gates' noisy (differentially private) values and decisions, where the bundle is.
 
+The summary also states the dataset's account under its budget policy after this release
+(``ledger.budget_facts``, what the release's event carries: a lifetime or this period's
+budget, what was spent, what the next release can take) and the ledger's chain head (row and
+sha256, as ``dprelease ledger show`` prints it, to anchor the chain elsewhere).
+
 They are built here as plain JSON (``type``, ``key``, ``description``, ``data``, as the
 Prefect API stores them), and sent by ``flows.delivery.deliver``: a run that cannot reach the
 API queues them with its event instead of failing (``flows/delivery.py``).
@@ -25,6 +30,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from dprelease.ledger import Ledger, budget_facts
 from dprelease.mechanisms.errors import DPReleaseError
 from dprelease.mechanisms.gates import GateResult
 
@@ -79,6 +85,29 @@ def _markdown(key: str, text: str, description: str) -> dict[str, Any]:
     return {"type": "markdown", "key": key, "description": description, "data": text}
 
 
+def _account(ledger: Ledger, dataset: str, release_id: str) -> str:
+    """The summary's lines on the dataset's budget policy and the ledger's chain head."""
+    facts = budget_facts(ledger, dataset, release_id)
+    account, period = facts.get("period") or facts.get("lifetime"), facts.get("period")
+    if account is None:
+        line = f"- budget policy of dataset `{dataset}`: none (its releases compose without a cap)\n"
+    else:
+        policy = (
+            f"period budget ({period['length']}, period {period['period']})" if period else "lifetime budget"
+        )
+        line = (
+            f"- budget policy of dataset `{dataset}`: {policy} (ε = {account['epsilon']:.6g}, "
+            f"δ = {account['delta']:.3g}); spent ε = {account['epsilon_spent']:.6g}; "
+            + (
+                "used up: no further release fits\n"
+                if account["used_up"]
+                else f"the next release can take ε ≤ {account['next_epsilon_max']:.6g}\n"
+            )
+        )
+    seq, digest = ledger.head()
+    return line + f"- ledger chain head: row {seq}, sha256 `{digest}`\n"
+
+
 def release_artifacts(
     release_id: str,
     document: dict,
@@ -86,11 +115,14 @@ def release_artifacts(
     gates: list[GateResult],
     *,
     published: bool,
+    ledger: Ledger | None = None,
+    dataset: str | None = None,
 ) -> list[dict[str, Any]]:
     """The artifacts of a release, as the API stores them: the gates' table (if any), a link
     to the bundle (its public folder, or its internal one when a gate stopped it: a
     ``file://`` URL on ``where['host']`` unless ``where['url']`` names it), the budget table
-    and a summary. ``where``: ``bundle_location``."""
+    and a summary (with ``ledger``: ``dataset``'s account under its budget policy and the
+    chain head). ``where``: ``bundle_location``."""
     out: list[dict[str, Any]] = []
     if gates:
         out.append(
@@ -130,6 +162,8 @@ def release_artifacts(
     located = f"- bundle: `{where['path']}` on host `{where['host']}`\n"
     if "url" in where:
         located += f"- published at: <{where['url']}>\n"
+    if ledger is not None and dataset is not None:
+        located += _account(ledger, dataset, release_id)
     out.append(
         _markdown(
             f"{release_id}-summary",

@@ -27,9 +27,13 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dprelease.bundle.files import sha256
 from dprelease.mechanisms.accounting import zcdp_delta, zcdp_epsilon, zcdp_rho
+
+if TYPE_CHECKING:
+    from dprelease.ledger import Ledger
 
 __all__ = ["Check", "LedgerChoice", "choose_ledger", "load_document", "verify_bundle"]
 
@@ -258,9 +262,11 @@ def _ledger(doc: dict, bundle: Path, url: str) -> list[Check]:
             problems = led.verify_chain()
             rows = {r["seq"]: r for r in led.entries(release_id=rid)}
             void = led.void_since(doc["dataset"])
+            period = _period_check(led, doc)
     except LedgerError as e:
         return [Check("ledger", "cross-check", False, str(e))]
     out.append(Check("ledger", "hash chain", not problems, "; ".join(problems) or "intact"))
+    out += period
     out.append(
         Check(
             "ledger",
@@ -318,6 +324,35 @@ def _ledger(doc: dict, bundle: Path, url: str) -> list[Check]:
         ok = bool(closing) and seal.get(f"{part}_manifest_sha256") == digest
         out.append(Check("ledger", f"closing row seals {part}/manifest.json", ok, where))
     return out
+
+
+def _period_check(led: Ledger, doc: dict) -> list[Check]:
+    """A release under a period budget: the ledger holds the bundle's policy, the release was
+    reserved in the period the bundle names, and the releases the ledger's rows put in that
+    period compose (``compose_lifetime``, at the period's δ) within the period's ε."""
+    stated = (doc["privacy"].get("ledger_record") or {}).get("period")
+    if not stated:
+        return []
+    budget, at = led.period_budget(doc["dataset"]), led.reserved_at(doc["release_id"])
+    held = None if budget is None else (str(budget.length), budget.epsilon, budget.delta)
+    same = held == (stated["length"], stated["epsilon"], stated["delta"])
+    policy = Check("ledger", "period budget", same, f"ledger {held}, bundle {stated['length']}")
+    if budget is None or at is None or not same:
+        return [policy]
+    label = budget.length.label(at)
+    named = stated["this_period"]["period"]
+    spend, count = led.period_spend(doc["dataset"], budget, at)
+    return [
+        policy,
+        Check("ledger", "release's period", label == named, f"reserved in {label}; the bundle says {named}"),
+        Check(
+            "ledger",
+            "period account",
+            spend.epsilon <= budget.epsilon,
+            f"{count} release(s) in {label} compose to epsilon {spend.epsilon:.6g} at delta {budget.delta:g} "
+            f"(budget {budget.epsilon:g})",
+        ),
+    ]
 
 
 def _selection(rows: dict, statistic: str, found: dict, floor: float) -> Check:

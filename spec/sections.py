@@ -12,11 +12,13 @@ from pydantic import Field, field_validator, model_validator
 
 from dprelease.mechanisms.auto import AUTO, AUTO_PARAMS
 from dprelease.mechanisms.gates import GATEABLE, NOT_GATEABLE
+from dprelease.mechanisms.periods import Period, PeriodBudget
 from dprelease.mechanisms.registry import MECHANISMS
 from dprelease.spec.columns import Strict
 
 __all__ = [
     "MAX_NAME",
+    "NEEDS_POLICY",
     "RELEASE_ID_LENGTH",
     "STAMP",
     "ChecksSpec",
@@ -25,6 +27,7 @@ __all__ = [
     "GateSpec",
     "MechanismSpec",
     "OutputSpec",
+    "PeriodSpec",
     "PrivacySpec",
 ]
 
@@ -54,6 +57,29 @@ class DatasetSpec(Strict):
         return v
 
 
+NEEDS_POLICY = (
+    "privacy.period (e.g. {length: P1M, epsilon: 1.0, delta: 1e-6}) or privacy.lifetime_epsilon must be "
+    "set: a scheduled release (a run of a deployment) needs a budget policy, so that its repeated releases "
+    "compose under a stated cap. Nothing was read or spent; add one of them to the spec"
+)
+"""Why a deployment's run without a budget policy is refused (``PrivacySpec.has_policy``)."""
+
+
+class PeriodSpec(Strict):
+    """A period budget: ``epsilon`` (and ``delta``, default the release's) per ``length``
+    window of UTC calendar time (``mechanisms.periods``)."""
+
+    length: str
+    epsilon: float = Field(strict=True, gt=0, le=1000, allow_inf_nan=False)
+    delta: float | None = Field(strict=True, default=None, ge=0, lt=1, allow_inf_nan=False)
+
+    @field_validator("length")
+    @classmethod
+    def _one_unit(cls, v: str) -> str:
+        Period.parse(v)
+        return v
+
+
 class PrivacySpec(Strict):
     epsilon: float = Field(strict=True, gt=0, le=100, allow_inf_nan=False)
     delta: float = Field(strict=True, default=1e-6, ge=0, lt=1, allow_inf_nan=False)
@@ -61,6 +87,7 @@ class PrivacySpec(Strict):
     allow_non_dp: bool = False
     lifetime_epsilon: float | None = Field(strict=True, default=None, gt=0, le=1000, allow_inf_nan=False)
     lifetime_delta: float | None = Field(strict=True, default=None, ge=0, lt=1, allow_inf_nan=False)
+    period: PeriodSpec | None = None
 
     @model_validator(mode="after")
     def _delta_fits(self) -> PrivacySpec:
@@ -68,6 +95,8 @@ class PrivacySpec(Strict):
             raise ValueError("delta must be 0 with accountant 'pure' (pure ε-DP has no δ)")
         if self.accountant == "zcdp" and self.delta == 0:
             raise ValueError("delta must be > 0 with accountant 'zcdp'")
+        if self.period is not None:
+            self._period_fits(self.period)
         if self.lifetime_delta is not None and self.lifetime_epsilon is None:
             raise ValueError("lifetime_delta needs lifetime_epsilon")
         if self.lifetime_epsilon is not None:
@@ -85,6 +114,23 @@ class PrivacySpec(Strict):
                 raise ValueError(f"delta ({self.delta}) must not exceed lifetime_delta ({lifetime_delta})")
         return self
 
+    def _period_fits(self, period: PeriodSpec) -> None:
+        """One policy (a lifetime or a period), which a DP release's own (ε, δ) fits."""
+        if self.lifetime_epsilon is not None or self.lifetime_delta is not None:
+            raise ValueError(
+                "period and lifetime_epsilon/lifetime_delta are two budget policies: state one, "
+                "period (a budget per calendar period) or lifetime_epsilon (one budget for all time)"
+            )
+        if self.allow_non_dp:
+            raise ValueError(
+                "a release with allow_non_dp cannot be charged to a period budget (its cost is not a "
+                "guarantee); remove period for comparison runs"
+            )
+        if self.epsilon > period.epsilon:
+            raise ValueError(f"epsilon ({self.epsilon}) must not exceed period.epsilon ({period.epsilon})")
+        if period.delta is not None and self.delta > period.delta:
+            raise ValueError(f"delta ({self.delta}) must not exceed period.delta ({period.delta})")
+
     @property
     def lifetime(self) -> tuple[float, float] | None:
         """(ε, δ) that all releases of the dataset together may spend; δ defaults to this
@@ -92,6 +138,19 @@ class PrivacySpec(Strict):
         if self.lifetime_epsilon is None:
             return None
         return self.lifetime_epsilon, self.delta if self.lifetime_delta is None else self.lifetime_delta
+
+    @property
+    def period_budget(self) -> PeriodBudget | None:
+        """(ε, δ) per period window (``period``); δ defaults to this release's δ."""
+        if self.period is None:
+            return None
+        delta = self.delta if self.period.delta is None else self.period.delta
+        return PeriodBudget(Period.parse(self.period.length), self.period.epsilon, delta)
+
+    @property
+    def has_policy(self) -> bool:
+        """Whether a budget policy (a lifetime or a period) caps the dataset's releases."""
+        return self.lifetime_epsilon is not None or self.period is not None
 
 
 class MechanismSpec(Strict):

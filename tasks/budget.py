@@ -28,7 +28,7 @@ __all__ = ["allocate_budget"]
 @scrub_errors
 def allocate_budget(spec: ReleaseSpec, public_dir: Path, ledger: Ledger, release_id: str) -> BudgetPlan:
     """Build the plan from the spec alone, refuse it if it exceeds the spec, and reserve it
-    in the ledger (which refuses it when the dataset's lifetime budget cannot take it, or
+    in the ledger (which refuses it when the dataset's budget policy cannot take it, or
     when ``release_id`` already spent; ``BudgetRefused``). A mechanism that is not DP with
     these parameters is reserved as an unbounded (void) charge."""
     p = spec.privacy
@@ -44,6 +44,7 @@ def allocate_budget(spec: ReleaseSpec, public_dir: Path, ledger: Ledger, release
         mechanism=spec.mechanism.name,
         plan=plan,
         lifetime=p.lifetime,
+        period=p.period_budget,
         not_dp=MECHANISMS[spec.mechanism.name].defects(spec.mechanism_params()),
     )
     get_run_logger().info(

@@ -1,11 +1,12 @@
-"""Issue 20: the automations' messages (``deploy/automations.py``).
+"""Issues 20 and 32: the automations' messages (``deploy/automations.py``).
 
 Each automation's subject and body are rendered by Prefect's own server-side code
 (``prefect.server.events.actions.SendNotification.render``, the sandboxed Jinja environment
 the server uses when an automation fires) against realistic triggers: the events Prefect and
 ``flows/events.py`` emit for a reactive trigger, and no event at all for the proactive one.
 A body with a slot left empty (the proactive automation's ``" at  for ; see …"`` of issue
-20) fails. The test marked ``deploy`` lets a real ``prefect server`` fire the proactive, the
+20) fails, and so does a release's message that does not name its release, dataset and reason
+(issue 32). The test marked ``deploy`` lets a real ``prefect server`` fire the proactive, the
 published and the work-pool automations into a webhook."""
 
 from __future__ import annotations
@@ -34,11 +35,24 @@ OLD_BODY = (
     "{{ event.event }} at {{ event.occurred }} for {{ event.resource.id }}; see the Prefect UI, "
     "`dprelease ledger show` and <out>/failures/ for details"
 )
-# what no rendered message may hold: a flow run's state message (the exception's text), a
-# refusal's ledger message, the bundle's path
+# what no rendered message may hold: a flow run's state message (the exception's text), the
+# bundle's path and host
 SECRET_STATE_MESSAGE = "row 17: age 131 is above the bound 120"
-REFUSAL_MESSAGE = "lifetime budget epsilon=1.2 would be exceeded"
 BUNDLE = "/srv/releases/adult-20261101t020000z"
+# the ledger's reasons (public: budgets, release ids), which a refusal's message quotes
+REFUSAL_MESSAGE = (
+    "lifetime budget of dataset 'adult' (epsilon=3, delta=1e-05) would be exceeded: 2 earlier release(s) "
+    "spent epsilon=2.5; this release needs epsilon=1, which would make 3.5 (zcdp). The next release "
+    "can take epsilon <= 0.5"
+)
+RERUN_MESSAGE = (
+    "release 'adult-20261101t020000z' already exists in the ledger (released at 2026-11-01T02:00:41); "
+    "choose another release_id"
+)
+FAILURE_RECORD = {
+    "failure_record": "/srv/releases/failures/adult-20261101t020000z-20261101t020041z",
+    "failure_host": "worker-3",
+}
 
 
 def _load() -> ModuleType:
@@ -126,7 +140,14 @@ def _release_event(kind: str, **facts):
     )
 
 
-LIFETIME = {"epsilon": 3.0, "delta": 1e-5, "epsilon_spent": 1.0, "next_epsilon_max": 2.5}
+LIFETIME = {
+    "epsilon": 3.0,
+    "delta": 1e-5,
+    "epsilon_spent": 1.0,
+    "next_epsilon_max": 0.49999999999999994,
+    "next_epsilon_at_delta": 1e-5,
+    "used_up": False,
+}
 DP_FACTS = {
     "epsilon_spent": 0.9999999999999998,
     "delta_spent": 1e-6,
@@ -147,18 +168,69 @@ POOL_NOT_READY = _event(
 )
 
 # (automation, triggering event or None, what the body must say)
+NEXT = "The next release of dataset adult can take ε ≤ 0.5 (at δ = 1e-05) under its lifetime budget."
+PERIOD = {  # ledger/facts.py's account of a period budget (lifetime None)
+    "length": "P1M",
+    "period": "2026-11",
+    "resets": "2026-12-01T00:00:00+00:00",
+    "epsilon": 1.0,
+    "delta": 1e-6,
+    "epsilon_spent": 1.0,
+    "next_epsilon_max": 0.0,
+    "next_epsilon_at_delta": 1e-6,
+    "used_up": True,
+}
 CASES = [
-    (auto.FAILED, _flow_run_event("Failed"), ["witty-fox", "adult-monthly", "Failed", "2026-11-01 02:00:41"]),
-    (auto.FAILED, _flow_run_event("Crashed"), ["witty-fox", "adult-monthly", "Crashed"]),
     (
-        auto.REFUSED,
-        _release_event("refused", error="BudgetRefused", stage="allocate_budget", message=REFUSAL_MESSAGE),
-        ["adult-20261101t020000z", "dataset adult", "refused", "nothing was published"],
+        auto.FAILED,
+        _release_event(
+            "failed", error="UnexpectedError", stage="estimate_private_moments", **DP_FACTS, **FAILURE_RECORD
+        ),
+        [
+            "The release adult-20261101t020000z of dataset adult (flow run witty-fox) failed at "
+            "2026-11-01 02:00:41 UTC in stage estimate_private_moments with UnexpectedError.",
+            "It was charged ε = 1, δ = 1e-06. " + NEXT,
+            f"is in {FAILURE_RECORD['failure_record']} on host worker-3;",
+        ],
+    ),
+    (  # the crash hook, before the spec named the dataset
+        auto.FAILED,
+        _release_event("failed", error="SpecError", stage="load_spec"),
+        ["failed at", "in stage load_spec with SpecError.", "failures/ folder of the run's out_dir"],
     ),
     (
         auto.REFUSED,
-        _release_event("gated", error="GateError", stage="check_gates", **DP_FACTS),
-        ["adult-20261101t020000z", "dataset adult", "gated", "budget is spent"],
+        _release_event(
+            "refused",
+            error="BudgetRefused",
+            stage="allocate_budget",
+            message=REFUSAL_MESSAGE,
+            lifetime=LIFETIME,
+        ),
+        [
+            "adult-20261101t020000z of dataset adult (flow run witty-fox) was refused at",
+            f"The ledger's reason: {REFUSAL_MESSAGE}. Nothing was read or published. {NEXT}",
+        ],
+    ),
+    (
+        auto.REFUSED,
+        _release_event("refused", error="BudgetRefused", message=RERUN_MESSAGE, lifetime=None),
+        [f"reason: {RERUN_MESSAGE}.", "Dataset adult has no budget policy."],
+    ),
+    (
+        auto.REFUSED,
+        _release_event("refused", error="BudgetRefused", lifetime={**LIFETIME, "used_up": True}),
+        ["reason: see `dprelease ledger show`.", "lifetime budget is used up: no further release"],
+    ),
+    (
+        auto.REFUSED,
+        _release_event("refused", error="BudgetRefused", message="period budget exceeded", period=PERIOD),
+        ["reason: period budget exceeded.", "Its period budget (period 2026-11, which resets at 2026-12-01"],
+    ),
+    (
+        auto.REFUSED,
+        _release_event("gated", error="GateError", stage="check_gates", **DP_FACTS, **FAILURE_RECORD),
+        ["adult-20261101t020000z", "dataset adult", "gated", "budget is spent", "ε = 1,", "on host worker-3"],
     ),
     (
         auto.PUBLISHED,
@@ -176,6 +248,7 @@ CASES = [
         ["adult-20261101t020000z", "NOT differentially private"],
     ),
     (auto.PUBLISHED, _release_event("completed"), ["adult-20261101t020000z", "dprelease ledger show"]),
+    (auto.PUBLISHED, _release_event("completed", **DP_FACTS), [NEXT]),
     (auto.WINDOW, None, ["768 hours", "2026-11-01 02:00:41"]),
     # a proactive trigger's "event" may be a stale one (the bucket's last event): ignored
     (auto.WINDOW, _release_event("completed", **DP_FACTS), ["768 hours", "2026-11-01 02:00:41"]),
@@ -253,17 +326,46 @@ def test_each_message_renders_its_facts(automations, name, event, says):
     assert not _empty_slots(body), (body, _empty_slots(body))
     for fact in says:
         assert fact in body, (fact, body)
-    for secret in (SECRET_STATE_MESSAGE, REFUSAL_MESSAGE, BUNDLE, "release-host-7", "131"):
+    for secret in (SECRET_STATE_MESSAGE, BUNDLE, "release-host-7", "131"):
         assert secret not in body
+    if name in (auto.FAILED, auto.REFUSED, auto.PUBLISHED):  # every release alert: release, dataset, reason
+        kind = event.payload["status"]
+        reason = {
+            "failed": f"with {event.payload.get('error')}.",
+            "refused": f"reason: {event.payload.get('message', 'see `dprelease ledger show`')}",
+            "gated": "A gate stopped it",
+            "completed": "was published at",
+        }[kind]
+        assert f"release {event.resource.name} of dataset adult" in body and reason in body
+
+
+def test_only_release_events_raise_release_alerts(automations):
+    """One alert per outcome, whoever ran the release (a deployment or a CLI run against the
+    server): the release automations watch the release events, not Prefect's run states (a
+    refused deployment run also enters Failed, which alerted a second time)."""
+    reactive = [_server_automation(a) for a in automations.values() if a.name != auto.WINDOW]
+
+    def alerts(event) -> list[str]:
+        return [a.name for a in reactive if a.trigger.covers(event)]
+
+    assert alerts(_release_event("failed")) == [auto.FAILED]
+    assert alerts(_release_event("refused")) == alerts(_release_event("gated")) == [auto.REFUSED]
+    assert alerts(_release_event("completed")) == [auto.PUBLISHED]
+    cli_run = _release_event("failed").model_copy(update={"related": []})  # no deployment, no tag
+    assert alerts(cli_run) == [auto.FAILED]
+    assert alerts(_flow_run_event("Failed")) == alerts(_flow_run_event("Crashed")) == []
 
 
 def test_proactive_messages_read_no_event(automations):
     """A proactive trigger fires because events did not come: its templates may read only
-    the automation and the firing (Prefect's own template scan)."""
+    the automation and the firing (Prefect's own template scan). One with ``after`` (the work
+    pool's grace window) fires with the event that opened its window, which its body reads."""
     from prefect.server.events.schemas.automations import Posture
     from prefect.server.utilities.user_templates import matching_types_in_templates
 
-    proactive = [a for a in automations.values() if a.trigger.posture == Posture.Proactive]
+    proactive = [
+        a for a in automations.values() if a.trigger.posture == Posture.Proactive and not a.trigger.after
+    ]
     assert [a.name for a in proactive] == [auto.WINDOW]
     for a in proactive:
         action = a.actions[0]
@@ -291,7 +393,8 @@ def test_the_old_body_is_caught(automations):
 def test_the_work_pool_automation_watches_the_named_pool():
     assert auto.WORK_POOL == POOL  # deploy/prefect.yaml's pool
     (pool,) = [a for a in auto.build(uuid4(), WINDOW, "other-pool") if a.name == auto.POOL]
-    assert pool.trigger.expect == {"prefect.work-pool.not-ready"}
+    assert pool.trigger.after == {"prefect.work-pool.not-ready"}
+    assert pool.trigger.expect == {"prefect.work-pool.ready"}  # within the grace window
     assert pool.trigger.match.model_dump()["prefect.resource.name"] == "other-pool"
 
 
@@ -355,6 +458,8 @@ def test_a_real_server_sends_the_window_published_and_work_pool_messages(fast_se
             f"http://127.0.0.1:{hook.server_address[1]}/hook",
             "--window-hours",
             "0.004",  # 14.4 s: Prefect's minimum for a proactive trigger is 10 s
+            "--worker-grace-seconds",
+            "10",
         )
         assert listed.count(auto.PREFIX) == len(auto.NAMES) == 5
 

@@ -91,7 +91,9 @@ def _when(text: str) -> datetime:
 
 def test_the_server_schedules_the_release_and_the_worker_runs_it(scheduling_server, tmp_path):
     env = {**scheduling_server, "PREFECT_WORKER_QUERY_SECONDS": "2"}
-    spec = write_spec(tmp_path, adult_rows(400), checks={"enabled": False})
+    period = {"length": "P1D", "epsilon": 5.0}  # a deployment's run needs a budget policy (issue 32)
+    privacy = {"epsilon": 1.0, "delta": 1e-6, "period": period}
+    spec = write_spec(tmp_path, adult_rows(400), checks={"enabled": False}, privacy=privacy)
     out = tmp_path / "out"
     cli(env, PREFECT, "work-pool", "create", POOL, "--type", "process")
     with (tmp_path / "worker.log").open("w") as log:

@@ -285,6 +285,9 @@ def test_units_commands_options_and_variables():
         argv = shlex.split(line)
         if argv[0].endswith("/with-credentials"):
             argv = argv[1:]
+        if argv[0] == "/usr/bin/env":  # env --default-signal=INT (prefect-worker.service)
+            assert all(w.startswith("--default-signal=") for w in argv[1:2]), argv
+            argv = argv[2:]
         assert argv[0].startswith("/opt/dprelease/"), argv[0]
         exe = Path(Here(ROOT).path(argv[0]))
         assert exe.is_file() and os.access(exe, os.X_OK), f"{unit.name}: {exe} is not an executable here"

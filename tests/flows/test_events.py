@@ -3,6 +3,7 @@ emits, what the hooks record, and how a deployment's run is named after its slot
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -34,17 +35,24 @@ def test_each_outcome_emits_its_event_with_the_budget(tmp_path, emitted):
         privacy={"epsilon": 1.0, "lifetime_epsilon": 1.2},
     )
     out = tmp_path / "out"
-    release(str(spec), str(out), release_id="ok")
+    ok = Path(release(str(spec), str(out))).name  # named <dataset>-<time> by the flow
     with pytest.raises(Exception, match="lifetime budget"):
         release(str(spec), str(out), release_id="no")
     kinds = [(e["event"], e["resource"]["prefect.resource.id"]) for e in emitted]
     assert kinds == [
-        ("dprelease.release.completed", "dprelease.release.ok"),
+        ("dprelease.release.completed", f"dprelease.release.{ok}"),
         ("dprelease.release.refused", "dprelease.release.no"),
     ]
+    runs = [
+        r["prefect.resource.name"]
+        for e in emitted
+        for r in e["related"]
+        if r["prefect.resource.role"] == "flow-run"
+    ]
+    assert runs == [ok, "no"]  # each flow run is named by its release id
     done, refused = (e["payload"] for e in emitted)
     assert done["lifetime"]["epsilon"] == 1.2 and 0 < done["epsilon_spent"] <= 1.0
-    assert done["bundle"].endswith("ok") and "message" not in done
+    assert done["bundle"].endswith(ok) and "message" not in done
     assert refused["epsilon_spent"] == 0.0 and "the next release can take" in refused["message"]
     text = json.dumps(emitted, default=str)
     assert "Female" not in text and "Private" not in text  # no data values
@@ -66,10 +74,10 @@ def test_the_failure_hook_records_what_the_body_could_not(tmp_path, emitted):
 
 def test_the_crash_hook_closes_the_reservation(tmp_path, emitted):
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    plan = plan_budget("pure", 1.0, 0.0, {"a": 1.0, "b": 1.0})
+    plan = plan_budget("pure", 0.3, 0.0, {"a": 1.0, "b": 2.0, "c": 1.0})
     with Ledger(url) as led:
         led.reserve(dataset="d", release_id="r", mechanism="m", plan=plan, lifetime=None)
-        led.spend("r", ["a"], plan)
+        led.spend("r", ["a", "b"], plan)
     record = events.RunRecord(tmp_path / "out", "r", "d")
     record.ledger_url, record.reserved, record.stage = url, True, "estimate_private_moments"
     run_id = "00000000-0000-0000-0000-000000000001"
@@ -78,10 +86,16 @@ def test_the_crash_hook_closes_the_reservation(tmp_path, emitted):
     events.on_crashed(None, SimpleNamespace(id=run_id, parameters={}), state)
     with Ledger(url) as led:
         (r,) = led.releases()
-    assert r["status"] == "failed" and r["epsilon"] == plan.stage("a").epsilon  # only the spent stage
+    spent = plan.stage("a").epsilon + plan.stage("b").epsilon  # only the spent stages
+    assert r["status"] == "failed" and r["epsilon"] == pytest.approx(spent)
     (folder,) = list((tmp_path / "out" / "failures").iterdir())
     assert json.loads((folder / "failure.json").read_text())["stage"] == "estimate_private_moments (crashed)"
-    assert emitted[0]["event"] == "dprelease.release.failed" and emitted[0]["payload"]["epsilon_spent"] > 0
+    assert emitted[0]["event"] == "dprelease.release.failed"
+    payload = emitted[0]["payload"]
+    assert payload["failure_record"] == str(folder.resolve()) and payload["failure_host"]  # the real path
+    assert (
+        payload["epsilon_spent"] != 0.225 and payload["spent"] == "ε = 0.225, δ = 0"
+    )  # exact, and for people
 
 
 def test_a_deployment_run_is_named_after_its_slot(monkeypatch):
@@ -135,3 +149,27 @@ def test_an_unexpected_message_never_reaches_a_log(where, tmp_path, monkeypatch,
     assert "4242" in (record / "internal" / "traceback.txt").read_text()
     failure = json.loads((record / "failure.json").read_text())
     assert failure["error"] == "ValueError" and "4242" not in json.dumps(failure)
+
+
+def test_the_summary_states_the_budget_account_and_the_chain_head(tmp_path):
+    from dprelease.records.artifacts import bundle_location, release_artifacts
+
+    document = {
+        "mechanism": {"name": "factor_gauss"},
+        "privacy": {
+            "accountant": "pure",
+            "synthetic_rows": 10,
+            "ledger": {"measurements": [], "stages": [], "totals": {"epsilon": 1.0, "delta": 0.0}},
+        },
+    }
+    plan = plan_budget("pure", 1.0, 0.0, {"a": 1.0})
+    where = bundle_location(tmp_path / "r", None, published=True)
+    with Ledger(f"sqlite:///{tmp_path / 'ledger.db'}") as led:
+        led.reserve(dataset="d", release_id="r", mechanism="m", plan=plan, lifetime=(3.0, 1e-5))
+        summary = release_artifacts("r", document, where, [], published=True, ledger=led, dataset="d")[-1]
+        room, (seq, digest) = led.headroom("d"), led.head()
+    assert (
+        "- budget policy of dataset `d`: lifetime budget (ε = 3, δ = 1e-05); spent ε = 1;" in summary["data"]
+    )
+    assert f"the next release can take ε ≤ {room.epsilon:.6g}\n" in summary["data"]
+    assert f"- ledger chain head: row {seq}, sha256 `{digest}`" in summary["data"]

@@ -1,0 +1,156 @@
+"""A period budget in the ledger: a release is charged with the releases of its dataset first
+reserved in the same UTC calendar period (the ledger's clock, ``ledger.database.now``, is set
+by the test); a refusal names the rule, the period, what was spent, what the next release can
+take and when the period resets; the policy is recorded once and then binds; ``ledger show``
+gives each period's and the all-time totals; the reserve stays atomic."""
+
+import threading
+from datetime import datetime
+
+import pytest
+from typer.testing import CliRunner
+
+import dprelease.ledger.database as database
+from dprelease.cli.main import app
+from dprelease.ledger import BudgetRefused, Ledger, show
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.lifetime import compose_lifetime
+from dprelease.mechanisms.periods import Period, PeriodBudget
+
+MONTHLY = PeriodBudget(Period(1, "M"), 1.0, 1e-6)
+PLAN = plan_budget("zcdp", 0.6, 1e-6, {"a": 1.0})  # two fit in epsilon 1 (zCDP composition), three do not
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The ledger's clock, set with ``clock.now = "2026-11-30T23:59:00+00:00"``."""
+
+    class Clock:
+        now = "2026-11-10T12:00:00+00:00"
+
+    monkeypatch.setattr(database, "now", lambda: datetime.fromisoformat(Clock.now))
+    return Clock
+
+
+def release(led, rid, period=MONTHLY, plan=PLAN, lifetime=None):
+    led.reserve(dataset="d", release_id=rid, mechanism="m", plan=plan, lifetime=lifetime, period=period)
+    led.spend(rid, [s.stage for s in plan.stages], plan)
+    return led.finish(rid, "released")
+
+
+def test_a_period_charges_its_own_releases_and_resets(url, clock):
+    with Ledger(url) as led:
+        release(led, "n1")
+        clock.now = "2026-11-30T23:59:00+00:00"
+        release(led, "n2")
+        with pytest.raises(BudgetRefused) as refused:
+            led.reserve(dataset="d", release_id="n3", mechanism="m", plan=PLAN, lifetime=None, period=MONTHLY)
+        why = " ".join(str(refused.value).split())
+        two = compose_lifetime([led.charge("n1"), led.charge("n2")], 1e-6).epsilon
+        assert "period budget of dataset 'd' (epsilon=1, delta=1e-06 per P1M) (UTC calendar periods)" in why
+        assert "would be exceeded in period 2026-11: 2 earlier release(s) in period 2026-11" in why
+        assert f"spent epsilon={two:.4g}" in why and "until the period resets at 2026-12-01T00:00Z" in why
+        assert "The largest epsilon the next release can take at delta=1e-06 until the period resets" in why
+        assert {r["release_id"]: r["status"] for r in led.releases()}["n3"] == "refused"
+        clock.now = "2026-12-01T00:00:00+00:00"  # the next minute: a new period, a fresh account
+        release(led, "d1")
+        spends = led.period_spends("d", MONTHLY)
+        assert list(spends) == ["2026-11", "2026-12"]
+        assert spends["2026-11"][1] == 2 and spends["2026-11"][0].epsilon == pytest.approx(two)
+        assert spends["2026-12"][1] == 1 and spends["2026-12"][0].epsilon == pytest.approx(
+            led.charge("d1").epsilon
+        )
+        room = led.headroom("d")
+        assert 0 < room.epsilon < 1.0 and not room.used_up
+        assert led.verify_chain() == []
+
+
+def test_the_read_only_precheck_uses_the_same_clock(url, clock):
+    with Ledger(url) as led:
+        release(led, "n1")
+        release(led, "n2")
+        facts = {"dataset": "d", "plan": PLAN, "lifetime": None, "period": MONTHLY}
+        assert "in period 2026-11" in led.refusal(release_id="n3", **facts)
+        clock.now = "2026-12-01T00:00:00+00:00"
+        assert led.refusal(release_id="n3", **facts) is None
+
+
+def test_the_policy_is_recorded_once_and_then_binds(url, clock):
+    with Ledger(url) as led:
+        release(led, "n1")
+        (budget,) = led.entries(dataset="d")[:1]
+        assert (budget["kind"], budget["epsilon"], budget["delta"], budget["detail"]) == (
+            "budget",
+            1.0,
+            1e-6,
+            {"period": "P1M"},
+        )
+        assert led.period_budget("d") == MONTHLY and led.lifetime("d") is None
+        with pytest.raises(
+            BudgetRefused,
+            match=r"has period budget epsilon=1, delta=1e-06 per P1M .* in the ledger, "
+            r"but the spec says lifetime budget epsilon=3",
+        ):
+            release(led, "x", period=None, lifetime=(3.0, 1e-6))
+        with pytest.raises(
+            BudgetRefused, match=r"but the spec says period budget epsilon=1, delta=1e-06 per P1W"
+        ):
+            release(led, "y", period=PeriodBudget(Period(1, "W"), 1.0, 1e-6))
+        release(led, "n2", period=None)  # a spec without a policy is held to the ledger's
+        with pytest.raises(BudgetRefused, match="period budget of dataset 'd'"):
+            release(led, "n3", period=None)
+        assert led.verify_chain() == []
+
+
+def test_ledger_show_gives_each_period_and_all_time(url, clock, tmp_path):
+    with Ledger(url) as led:
+        release(led, "n1")
+        release(led, "n2")
+        clock.now = "2026-12-03T08:00:00+00:00"
+        release(led, "d1")
+        everything = led.spend_so_far("d", 1e-6)
+    account = show(url).accounts["d"]
+    assert account.period == MONTHLY and account.current == "2026-12"
+    assert [(p.period, p.releases) for p in account.periods] == [("2026-11", 2), ("2026-12", 1)]
+    assert account.spent.epsilon == pytest.approx(everything.epsilon) and everything.epsilon > 1.0
+    text = CliRunner().invoke(app, ["ledger", "show", "--ledger", url], terminal_width=200)
+    assert text.exit_code == 0, text.output
+    words = " ".join(text.output.split())
+    assert "d: period budget epsilon 1 (delta 1e-06) per P1M (UTC calendar periods)" in words
+    assert "period 2026-11: 2 release(s), spent epsilon" in words and "period 2026-12: 1 release(s)" in words
+    assert "current period 2026-12; the next release can take epsilon up to" in words
+    assert f"all time: spent epsilon {everything.epsilon:.6g} at delta 1e-06" in words
+    assert "covered by the composition of k period budgets" in words
+
+
+def test_two_reservations_cannot_both_take_the_last_of_a_period(url, clock):
+    """The period's account is read and charged in one locked transaction: B, started while A
+    holds its transaction after its check, reads A's reservation and is refused."""
+    with Ledger(url) as led:
+        release(led, "n1")  # 0.6 of 1: one more fits, two do not
+    holding, results = threading.Event(), {}
+
+    def reserve(rid, hold=None):
+        with Ledger(url) as mine:
+            try:
+                mine.reserve(
+                    dataset="d",
+                    release_id=rid,
+                    mechanism="m",
+                    plan=PLAN,
+                    lifetime=None,
+                    period=MONTHLY,
+                    hold=hold,
+                )
+                results[rid] = "reserved"
+            except BudgetRefused as e:
+                results[rid] = str(e)
+
+    a = threading.Thread(target=reserve, args=("a", lambda: (holding.set(), threading.Event().wait(1.0))))
+    a.start()
+    assert holding.wait(30)
+    b = threading.Thread(target=reserve, args=("b",))
+    b.start()
+    a.join(60)
+    b.join(60)
+    assert results["a"] == "reserved" and "period budget of dataset 'd'" in results["b"], results
