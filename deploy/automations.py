@@ -41,10 +41,13 @@ a failure's error type and stage and where its failure record is (the operator's
 
 The subjects are fixed strings (``SUBJECTS``); the bodies are Jinja templates that the Prefect server
 renders when the automation fires. A reactive trigger fires on an event, so its body reads
-``event``; a proactive trigger fires because an event did *not* come, so it has no event
-(``event`` is empty, or a stale earlier one) and its body reads only ``automation`` and
-``firing``. No template names one of Prefect's objects (``flow_run``, ``deployment``,
-``work_pool``, …): the server would fetch it from its API for every message.
+``event``. A proactive trigger fires because an event did *not* come: the no-release window
+has no event (``event`` is empty, or a stale earlier one), so its body reads only
+``automation`` and ``firing``; the work pool's has one, the ``prefect.work-pool.not-ready``
+event that opened its grace window (``for_each``), so its body reads that event and the
+window (``automation.trigger.within``). No template names one of Prefect's objects
+(``flow_run``, ``deployment``, ``work_pool``, …): the server would fetch it from its API for
+every message.
 ``tests/deploy/test_automations.py`` renders every body with Prefect's own renderer.
 """
 
@@ -166,7 +169,9 @@ WINDOW_BODY = (
 # (prefect/server/services/foreman.py), which the server passes as `event` when it fires.
 POOL_BODY = (
     "Work pool {{ event.resource.name }} has no ready worker since " + _WHEN + " (no worker "
-    "heartbeat for 3 intervals). Scheduled releases wait as Late until one runs: "
+    "heartbeat for 3 intervals), and none came back within the grace window of "
+    "{{ '%g' | format(automation.trigger.within.total_seconds()) }} s (--worker-grace-seconds, "
+    "longer than a server restart takes). Scheduled releases wait as Late until one runs: "
     "`systemctl status prefect-worker`, or `prefect worker start --pool {{ event.resource.name }}`."
 )
 

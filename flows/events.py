@@ -18,7 +18,9 @@ The flow body records its own failures (it knows the stage and the staging folde
 ``on_failure`` / ``on_crashed`` hooks cover what the body could not: a failure before the
 release started (an invalid spec, an existing folder) or a crash; they write the failure
 record to ``<out>/failures/``, close the ledger reservation as ``failed`` (charged the
-stages spent) and send ``.failed``. They need no server.
+stages spent) and send ``.failed``, or ``.refused`` for a budget refusal the body raised
+before its own record (a deployment's run whose spec has no budget policy). They need no
+server.
 """
 
 from __future__ import annotations
@@ -225,8 +227,9 @@ def _record_unhandled(flow_run: Any, state: Any, what: str) -> None:
                     rid, "failed", {"stage": record.stage, "error": type(error).__name__, "state": what}
                 )
         path = write_failure_record(record.out, rid, f"{record.stage} ({what})", error, None)
+        kind = "refused" if isinstance(error, BudgetRefused) else "failed"  # e.g. a deployment with no policy
         event = release_event(
-            "failed",
+            kind,
             release_id=rid,
             dataset=record.dataset,
             ledger=ledger,
@@ -235,7 +238,7 @@ def _record_unhandled(flow_run: Any, state: Any, what: str) -> None:
             failure_record=path,
             flow_run=flow_run,
         )
-        deliver(record.out, notice(rid, "failed", events=[event], flow_run=flow_run))
+        deliver(record.out, notice(rid, kind, events=[event], flow_run=flow_run))
     except Exception as e:  # a hook must not hide the run's own failure
         _log.warning("the %s hook could not record the failure (%s)", what, type(e).__name__)
     finally:

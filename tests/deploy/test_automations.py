@@ -252,7 +252,11 @@ CASES = [
     (auto.WINDOW, None, ["768 hours", "2026-11-01 02:00:41"]),
     # a proactive trigger's "event" may be a stale one (the bucket's last event): ignored
     (auto.WINDOW, _release_event("completed", **DP_FACTS), ["768 hours", "2026-11-01 02:00:41"]),
-    (auto.POOL, POOL_NOT_READY, ["dprelease-process", "2026-11-01 02:00:41", "prefect worker start"]),
+    (
+        auto.POOL,
+        POOL_NOT_READY,
+        ["dprelease-process", "2026-11-01 02:00:41", "prefect worker start", "grace window of 120 s"],
+    ),
 ]
 
 
