@@ -170,6 +170,12 @@ def audit_show(
             + f"; it resets at {shown(this['resets'][:16])}Z. All time: epsilon "
             f"{total['spent_epsilon']:.6g} over {shown(str(total['releases_counted']))} release(s) in "
             f"{shown(str(total['periods']))} period(s)"
+            + (
+                f"; periods declared disjoint, per person all time: epsilon "
+                f"{total['per_person_epsilon']:.6g} (the largest period's)"
+                if period.get("disjoint")
+                else ""
+            )
         )
     elif life:
         out.print(
@@ -355,7 +361,16 @@ def _print_periods(screen: Console, name: str, account: DatasetAccount, room: He
         }
     ).replace("lifetime budget", "period budget")
     screen.print(f"  current period {account.current}{now}; {room_text}")
+    total = f"  all time: spent epsilon {spend.epsilon:.6g} at delta {spend.delta:g} ({shown(spend.rule)})"
+    if budget.disjoint and account.per_person is not None:
+        screen.print(
+            f"{total} in total; periods declared disjoint (the steward's declaration that no person is in "
+            f"two periods' tables), so per person all time: epsilon {account.per_person.epsilon:.6g} at "
+            f"delta {account.per_person.delta:g}, the largest period's (parallel composition; if the "
+            "declaration is false, the total applies)"
+        )
+        return
     screen.print(
-        f"  all time: spent epsilon {spend.epsilon:.6g} at delta {spend.delta:g} ({shown(spend.rule)}); a "
-        "person in k periods' tables is covered by the composition of k period budgets, not by one"
+        f"{total}; a person in k periods' tables is covered by the composition of k period budgets, "
+        "not by one"
     )

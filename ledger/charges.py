@@ -25,6 +25,7 @@ from dprelease.mechanisms.periods import Period
 __all__ = [
     "STATES",
     "UNPROTECTED",
+    "Policy",
     "budget_refusal",
     "by_release",
     "charge_of",
@@ -162,22 +163,31 @@ def public_row(row: dict) -> dict:
     return {k: v for k, v in row.items() if k != "prev_hash"}
 
 
-def held_budget(rows: list[dict]) -> tuple[float, float, str | None] | None:
-    """The dataset's budget policy in the ledger, from its ``budget`` rows: (ε, δ, the period's
-    length, None for a lifetime), or None when no policy was ever declared."""
+Policy = tuple[float, float, str | None, bool]
+"""A budget policy as the ledger records it: (ε, δ, the period's length or None for a
+lifetime, whether the steward declared the periods' tables disjoint)."""
+
+
+def held_budget(rows: list[dict]) -> Policy | None:
+    """The dataset's budget policy in the ledger, from its ``budget`` rows (``detail``:
+    ``period`` its length, ``disjoint`` when declared), or None when none was ever declared."""
     budgets = [r for r in rows if r["kind"] == "budget"]
     if not budgets:
         return None
-    return budgets[-1]["epsilon"], budgets[-1]["delta"], budgets[-1]["detail"].get("period")
+    detail = budgets[-1]["detail"]
+    return budgets[-1]["epsilon"], budgets[-1]["delta"], detail.get("period"), bool(detail.get("disjoint"))
 
 
-def policy_name(policy: tuple[float, float, str | None], dataset: str = "") -> str:
-    """``lifetime budget epsilon=…, delta=…`` (``period budget epsilon=…, delta=… per P1M``);
-    with ``dataset``: ``lifetime budget of dataset 'd' (epsilon=…, delta=…)``."""
-    eps, delta, length = policy
+def policy_name(policy: Policy, dataset: str = "") -> str:
+    """``lifetime budget epsilon=…, delta=…`` (``period budget epsilon=…, delta=… per P1M``,
+    ``… (UTC calendar periods; declared disjoint)``); with ``dataset``: ``lifetime budget of dataset 'd'
+    (epsilon=…, delta=…)``."""
+    eps, delta, length, disjoint = policy
     kind = "lifetime budget" if length is None else "period budget"
     terms = f"epsilon={eps:g}, delta={delta:g}" + ("" if length is None else f" per {length}")
-    calendar = "" if length is None else " (UTC calendar periods)"
+    calendar = (
+        "" if length is None else " (UTC calendar periods" + ("; declared disjoint)" if disjoint else ")")
+    )
     return f"{kind} of dataset '{dataset}' ({terms}){calendar}" if dataset else f"{kind} {terms}{calendar}"
 
 
@@ -204,15 +214,15 @@ def budget_refusal(
     dataset: str,
     release_id: str,
     plan: BudgetPlan,
-    declared: tuple[float, float, str | None] | None,
+    declared: Policy | None,
     at: datetime,
     not_dp: bool = False,
-) -> tuple[str | None, tuple[float, float, str | None] | None, list[dict]]:
+) -> tuple[str | None, Policy | None, list[dict]]:
     """The budget policy's decision on ``rows``, the dataset's release and budget rows, for a
     release reserved at ``at``: (reason to refuse or None, a policy to record or None, the
     rows the decision used, which the caller checks against the hash chain; none when no
-    policy applies). ``declared``: the spec's policy, (ε, δ, None) for a lifetime, (ε, δ,
-    length) for a period; once recorded, a policy is fixed. Under a period policy the
+    policy applies). ``declared``: the spec's policy (``Policy``); once recorded, a policy is
+    fixed, the periods' declared disjointness included. Under a period policy the
     release is charged with the releases reserved in the same UTC calendar period."""
     held = held_budget(rows)
     if held is not None and declared is not None and tuple(declared) != held:
@@ -254,7 +264,7 @@ def _over_budget(
     dataset: str,
     release_id: str,
     plan: BudgetPlan,
-    limit: tuple[float, float, str | None],
+    limit: Policy,
     at: datetime,
 ) -> str | None:
     """Why this release does not fit the policy's account (lifetime, or ``at``'s period)."""

@@ -72,19 +72,33 @@ def _policy(ledger: Ledger, dataset: str) -> dict:
     """The dataset's budget policy, its privacy unit and what its guarantee covers, in words."""
     lifetime, budget = ledger.lifetime(dataset), ledger.period_budget(dataset)
     if budget is not None:
-        return {
-            "kind": "period",
-            "privacy_unit": PRIVACY_UNIT,
-            "covers": (
-                f"the releases of dataset '{dataset}' reserved in one UTC calendar period of {budget.length} "
-                f"together are (epsilon={budget.epsilon:g}, delta={budget.delta:g})-DP for the rows of the "
-                "tables they read. The budget starts again each period, so it does not bound all periods "
-                "together: a person whose row is in the tables of k periods' releases is covered by the "
-                f"composition of k period budgets (at most epsilon={budget.epsilon:g}·k and "
-                f"delta={budget.delta:g}·k by basic composition; zCDP composes them more tightly), not "
-                "by one period's epsilon. period.all_time states the composed total so far"
-            ),
-        }
+        one = (
+            f"the releases of dataset '{dataset}' reserved in one UTC calendar period of {budget.length} "
+            f"together are (epsilon={budget.epsilon:g}, delta={budget.delta:g})-DP for the rows of the "
+            "tables they read. "
+        )
+        k = (
+            f"composition of k period budgets (at most epsilon={budget.epsilon:g}·k and "
+            f"delta={budget.delta:g}·k by basic composition; zCDP composes them more tightly)"
+        )
+        if budget.disjoint:
+            covers = (
+                f"{one}The steward declared the periods disjoint (privacy.period.disjoint): no person's "
+                "row is in two periods' tables (e.g. one cohort per period). On that declaration the "
+                "periods compose in parallel, so a person's all-time guarantee is that of their one "
+                f"period, at most (epsilon={budget.epsilon:g}, delta={budget.delta:g}); "
+                "period.all_time.per_person_epsilon states the largest period's composed spend so far. "
+                "The declaration is the steward's and is not checked against the data: if it is false, "
+                f"a person whose row is in the tables of k periods' releases is covered only by the {k}, "
+                "and period.all_time.spent_epsilon (the sum over periods, composed) applies"
+            )
+        else:
+            covers = (
+                f"{one}The budget starts again each period, so it does not bound all periods together: a "
+                f"person whose row is in the tables of k periods' releases is covered by the {k}, not by "
+                "one period's epsilon. period.all_time states the composed total so far"
+            )
+        return {"kind": "period", "privacy_unit": PRIVACY_UNIT, "covers": covers}
     if lifetime is not None:
         return {
             "kind": "lifetime",
@@ -111,11 +125,13 @@ def _period_account(ledger: Ledger, dataset: str, release_id: str, budget: Perio
     label = budget.length.label(at)
     spend, count = ledger.period_spend(dataset, budget, at)
     total = ledger.spend_so_far(dataset, budget.delta)
+    person = ledger.all_time_guarantee(dataset, budget)
     return {
         "length": str(budget.length),
         "alignment": "UTC calendar periods (counted from 1970-01-01, weeks from Monday), not rolling",
         "epsilon": budget.epsilon,
         "delta": budget.delta,
+        "disjoint": budget.disjoint,
         "this_period": {
             "period": label,
             "start": start.isoformat(),
@@ -132,6 +148,13 @@ def _period_account(ledger: Ledger, dataset: str, release_id: str, budget: Perio
             "rule": total.rule,
             "periods": len(ledger.period_spends(dataset, budget)),
             "releases_counted": ledger.charged_releases(dataset),
+            "per_person_epsilon": person.epsilon,
+            "per_person_delta": person.delta,
+            "per_person_rule": (
+                "parallel composition over periods declared disjoint: the largest period's composed spend"
+                if budget.disjoint
+                else "every release composed (a person may be in every period's tables)"
+            ),
         },
     }
 

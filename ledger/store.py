@@ -4,7 +4,8 @@ SQLite file by default, PostgreSQL by URL (``postgresql+psycopg://…``), via SQ
 Rows (``kind`` / ``status``), in the order a release writes them:
 
 * ``budget`` / ``set``: a dataset's budget policy, written when a spec first declares it: a
-  lifetime (ε, δ), or (ε, δ) per period (``detail.period``: its ISO-8601 length, e.g. P1M);
+  lifetime (ε, δ), or (ε, δ) per period (``detail.period``: its ISO-8601 length, e.g. P1M;
+  ``detail.disjoint``: true when the spec declares the periods' tables disjoint);
 * ``release`` / ``reserved``: before the data is read; the whole plan is charged;
 * ``stage`` / ``spent``: *before* a step draws that stage's noise; its allocation;
 * ``measurement`` / ``spent``: after the step, one per noisy statistic (sensitivity,
@@ -37,6 +38,7 @@ from dprelease.ledger.chain import chain_problems, read_rows_problems, set_check
 from dprelease.ledger.charges import (
     STATES,
     UNPROTECTED,
+    Policy,
     budget_refusal,
     by_release,
     charge_of,
@@ -74,14 +76,20 @@ from dprelease.mechanisms.primitives import Measurement
 __all__ = ["Ledger"]
 
 
-def _declared(
-    lifetime: tuple[float, float] | None, period: PeriodBudget | None
-) -> tuple[float, float, str | None] | None:
-    """The spec's budget policy as the ledger records it: (ε, δ, None) for a lifetime,
-    (ε, δ, length) for a period (the spec refuses both)."""
+def _declared(lifetime: tuple[float, float] | None, period: PeriodBudget | None) -> Policy | None:
+    """The spec's budget policy as the ledger records it: (ε, δ, None, False) for a lifetime,
+    (ε, δ, length, disjoint) for a period (the spec refuses both)."""
     if period is not None:
-        return period.epsilon, period.delta, str(period.length)
-    return None if lifetime is None else (lifetime[0], lifetime[1], None)
+        return period.epsilon, period.delta, str(period.length), period.disjoint
+    return None if lifetime is None else (lifetime[0], lifetime[1], None, False)
+
+
+def _policy_detail(policy: Policy) -> dict | None:
+    """A ``budget`` row's detail: a period's length, and ``disjoint`` only when declared (a
+    row without it, as before the declaration existed, reads as not disjoint)."""
+    if policy[2] is None:
+        return None
+    return {"period": policy[2], **({"disjoint": True} if policy[3] else {})}
 
 
 class Ledger:
@@ -151,7 +159,9 @@ class Ledger:
     def period_budget(self, dataset: str) -> PeriodBudget | None:
         """The dataset's period budget, or None when none was declared (or a lifetime was)."""
         held = held_budget(self._select(("budget",), dataset=dataset))
-        return None if held is None or held[2] is None else PeriodBudget(Period.parse(held[2]), *held[:2])
+        if held is None or held[2] is None:
+            return None
+        return PeriodBudget(Period.parse(held[2]), held[0], held[1], held[3])
 
     def period_spends(self, dataset: str, budget: PeriodBudget) -> dict[str, tuple[LifetimeSpend, int]]:
         """Each period's composed charges at ``budget.delta`` and how many releases it holds,
@@ -168,6 +178,16 @@ class Ledger:
         return self.period_spends(dataset, budget).get(
             budget.length.label(at), (compose_lifetime([], 0.0), 0)
         )
+
+    def all_time_guarantee(self, dataset: str, budget: PeriodBudget) -> LifetimeSpend:
+        """What bounds one person's privacy loss over all periods so far, at ``budget.delta``.
+        Periods declared disjoint (each person's row in one period's tables) compose in
+        parallel (McSherry 2009; under zCDP alike): the largest period's composed spend.
+        Otherwise a person may be in every period's tables: every release composed."""
+        if not budget.disjoint:
+            return self.spend_so_far(dataset, budget.delta)
+        spends = [spend for spend, _ in self.period_spends(dataset, budget).values()]
+        return max(spends, key=lambda s: s.epsilon, default=compose_lifetime([], budget.delta))
 
     def reserved_at(self, release_id: str) -> datetime | None:
         """When ``release_id`` was first reserved (the period it is charged to); None when it
@@ -320,7 +340,7 @@ class Ledger:
             broken, upto = tail_problems(t)
             mine = self._read(t.conn, release_id=release_id)
             reason = rerun_refusal(release_id, mine)
-            budget: tuple[float, float, str | None] | None = None
+            budget: Policy | None = None
             read: list[dict] = []
             if reason is None:
                 reason, budget, read = budget_refusal(
@@ -352,7 +372,7 @@ class Ledger:
                         status="set",
                         epsilon=budget[0],
                         delta=budget[1],
-                        detail=None if budget[2] is None else {"period": budget[2]},
+                        detail=_policy_detail(budget),
                     )
                 last = last_state(mine)
                 if last is not None and last["status"] == "reserved":  # died before any noise

@@ -52,6 +52,9 @@ class DatasetAccount:
         period: Its period budget, or None when none was declared.
         periods: Under a period budget, each period's account, in time order.
         current: Under a period budget, the current period's name.
+        per_person: Under a period budget, what bounds one person's loss over all periods:
+            with the periods declared disjoint, the largest period's spend (parallel
+            composition); else ``spent``.
     """
 
     dataset: str
@@ -62,6 +65,7 @@ class DatasetAccount:
     period: PeriodBudget | None = None
     periods: tuple[PeriodAccount, ...] = ()
     current: str | None = None
+    per_person: LifetimeSpend | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,7 @@ def show(
                 budget,
                 periods,
                 None if budget is None else budget.length.label(database.now()),
+                None if budget is None else led.all_time_guarantee(name, budget),
             )
         return LedgerSummary(redact(url), releases, accounts, led.verify_chain(), led.head())
 

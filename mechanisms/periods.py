@@ -77,8 +77,11 @@ def _month(index: int) -> datetime:
 @dataclass(frozen=True)
 class PeriodBudget:
     """(``epsilon``, ``delta``) per ``length`` window: the releases of one dataset reserved in
-    the same window compose (``mechanisms.lifetime.compose_lifetime``) within it."""
+    the same window compose (``mechanisms.lifetime.compose_lifetime``) within it.
+    ``disjoint``: the steward declares that no person's row is in two windows' tables, so the
+    windows compose in parallel (McSherry 2009): a person's all-time loss is one window's."""
 
     length: Period
     epsilon: float
     delta: float
+    disjoint: bool = False

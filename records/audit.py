@@ -334,8 +334,8 @@ def _period_check(led: Ledger, doc: dict) -> list[Check]:
     if not stated:
         return []
     budget, at = led.period_budget(doc["dataset"]), led.reserved_at(doc["release_id"])
-    held = None if budget is None else (str(budget.length), budget.epsilon, budget.delta)
-    same = held == (stated["length"], stated["epsilon"], stated["delta"])
+    held = None if budget is None else (str(budget.length), budget.epsilon, budget.delta, budget.disjoint)
+    same = held == (stated["length"], stated["epsilon"], stated["delta"], stated.get("disjoint", False))
     policy = Check("ledger", "period budget", same, f"ledger {held}, bundle {stated['length']}")
     if budget is None or at is None or not same:
         return [policy]

@@ -72,6 +72,10 @@ class PeriodSpec(Strict):
     length: str
     epsilon: float = Field(strict=True, gt=0, le=1000, allow_inf_nan=False)
     delta: float | None = Field(strict=True, default=None, ge=0, lt=1, allow_inf_nan=False)
+    disjoint: bool = Field(strict=True, default=False)
+    """The steward's declaration that no person's row is in two periods' tables (e.g. one
+    cohort per month): the periods then compose in parallel, and a person's all-time guarantee
+    is the largest period's composed spend, not the sum over periods."""
 
     @field_validator("length")
     @classmethod
@@ -88,6 +92,16 @@ class PrivacySpec(Strict):
     lifetime_epsilon: float | None = Field(strict=True, default=None, gt=0, le=1000, allow_inf_nan=False)
     lifetime_delta: float | None = Field(strict=True, default=None, ge=0, lt=1, allow_inf_nan=False)
     period: PeriodSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _disjoint_is_a_period_field(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "disjoint" in data:
+            raise ValueError(
+                "disjoint must be set under privacy.period (privacy.period.disjoint): it declares that "
+                "the periods' tables hold different people, and a lifetime budget has no periods"
+            )
+        return data
 
     @model_validator(mode="after")
     def _delta_fits(self) -> PrivacySpec:
@@ -145,7 +159,9 @@ class PrivacySpec(Strict):
         if self.period is None:
             return None
         delta = self.delta if self.period.delta is None else self.period.delta
-        return PeriodBudget(Period.parse(self.period.length), self.period.epsilon, delta)
+        return PeriodBudget(
+            Period.parse(self.period.length), self.period.epsilon, delta, self.period.disjoint
+        )
 
     @property
     def has_policy(self) -> bool:

@@ -1,8 +1,10 @@
-"""End to end: the release flow under a period budget (three releases across two UTC calendar
-months, the ledger's clock set by the test, each month's account checked after each; a fourth
-refused before the data is read; release.json's policy and ``audit verify`` re-deriving the
-period account), and a deployment's run refused without a budget policy (the deployment id set
-through Prefect's own runtime override, ``PREFECT__RUNTIME__DEPLOYMENT__ID``).
+"""End to end: the release flow under a period budget whose periods the spec declares disjoint
+(three releases across two UTC calendar months, the ledger's clock set by the test, each month's
+account checked after each, the per-person all-time figure the larger month's; a fourth refused
+before the data is read, as without the declaration; release.json's and README's policy and
+``audit verify`` re-deriving the period account), and a deployment's run refused without a
+budget policy (the deployment id set through Prefect's own runtime override,
+``PREFECT__RUNTIME__DEPLOYMENT__ID``).
 
 The releases run the flow directly under the session's Prefect server, not through a deployment
 and a worker: a worker's runs happen in another process, whose clock a test cannot set."""
@@ -21,7 +23,7 @@ from dprelease.records.audit import verify_bundle
 from tests.helpers import adult_rows, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]
-MONTHLY = {"length": "P1M", "epsilon": 1.0, "delta": 1e-6}
+MONTHLY = {"length": "P1M", "epsilon": 1.0, "delta": 1e-6, "disjoint": True}
 
 
 @pytest.fixture
@@ -62,15 +64,18 @@ def test_three_releases_across_two_months(tmp_path, clock):
         assert this["spent_epsilon"] == pytest.approx(spend.epsilon) and spend.epsilon <= 1.0
         assert record["period"]["all_time"]["spent_epsilon"] == pytest.approx(everything.epsilon)
         assert record["period"]["all_time"]["releases_counted"] == len(seen) + 1
-        assert (
-            record["policy"]["kind"] == "period"
-            and "composition of k period budgets" in (record["policy"]["covers"])
-        )
         seen.append(spend.epsilon)
+        assert record["period"]["all_time"]["per_person_epsilon"] == pytest.approx(max(seen))
+        assert record["period"]["disjoint"] is True and record["policy"]["kind"] == "period"
+        covers = " ".join(record["policy"]["covers"].split())
+        assert "The steward declared the periods disjoint (privacy.period.disjoint)" in covers
+        assert "if it is false" in covers and "composition of k period budgets" in covers
     assert seen[1] > seen[0] and seen[2] == pytest.approx(seen[0], rel=0.2)  # December starts afresh
+    assert record["period"]["all_time"]["spent_epsilon"] > 1.0 >= seen[1]  # the sum; per person, November
     assert this["resets"] == "2027-01-01T00:00:00+00:00"
     readme = (out / "dec-a" / "public" / "README.txt").read_text()
     assert "Privacy unit: one record: one row of the input table" in readme
+    assert "Budget policy: " + record["policy"]["covers"] in " ".join(readme.split())
     checks = verify_bundle(out / "nov-b", url)
     period = {c.name: c for c in checks if c.name in ("period budget", "release's period", "period account")}
     assert len(period) == 3 and all(c.ok for c in period.values()), period
@@ -84,6 +89,7 @@ def test_three_releases_across_two_months(tmp_path, clock):
     assert (
         "it resets at 2027-01-01T00:00Z. All time: epsilon" in said and "3 release(s) in 2 period(s)" in said
     )
+    assert f"periods declared disjoint, per person all time: epsilon {seen[1]:.6g}" in said
 
     (tmp_path / "data.csv").write_text("not the data\x00")  # never read when refused
     clock.now = "2026-11-30T23:59:30+00:00"  # a third in November is refused before any read
@@ -93,6 +99,13 @@ def test_three_releases_across_two_months(tmp_path, clock):
     assert "period budget of dataset 'adult'" in words and "in period 2026-11" in words
     assert "until the period resets at 2026-12-01T00:00Z" in words
     assert not (out / "nov-c").exists()
+
+    doc_path = out / "nov-b" / "public" / "release.json"  # a bundle that denies the declaration
+    doc = json.loads(doc_path.read_text())
+    doc["privacy"]["ledger_record"]["period"]["disjoint"] = False
+    doc_path.write_text(json.dumps(doc))
+    (policy,) = [c for c in verify_bundle(out / "nov-b", url) if c.name == "period budget"]
+    assert not policy.ok
 
 
 def test_a_deployment_run_without_a_budget_policy_is_refused_before_any_read(tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 import dprelease.ledger.database as database
 from dprelease.cli.main import app
 from dprelease.ledger import BudgetRefused, Ledger, show
+from dprelease.ledger.facts import ledger_facts
 from dprelease.mechanisms.accounting import plan_budget
 from dprelease.mechanisms.lifetime import compose_lifetime
 from dprelease.mechanisms.periods import Period, PeriodBudget
@@ -32,8 +33,8 @@ def clock(monkeypatch):
     return Clock
 
 
-def release(led, rid, period=MONTHLY, plan=PLAN, lifetime=None):
-    led.reserve(dataset="d", release_id=rid, mechanism="m", plan=plan, lifetime=lifetime, period=period)
+def release(led, rid, period=MONTHLY, plan=PLAN, lifetime=None, dataset="d"):
+    led.reserve(dataset=dataset, release_id=rid, mechanism="m", plan=plan, lifetime=lifetime, period=period)
     led.spend(rid, [s.stage for s in plan.stages], plan)
     return led.finish(rid, "released")
 
@@ -154,3 +155,68 @@ def test_two_reservations_cannot_both_take_the_last_of_a_period(url, clock):
     a.join(60)
     b.join(60)
     assert results["a"] == "reserved" and "period budget of dataset 'd'" in results["b"], results
+
+
+DISJOINT = PeriodBudget(Period(1, "M"), 1.0, 1e-6, disjoint=True)
+
+
+@pytest.mark.parametrize("budget", [MONTHLY, DISJOINT], ids=["overlapping", "disjoint"])
+def test_periods_declared_disjoint_bound_a_person_by_the_largest_period_not_the_sum(url, clock, budget):
+    """Two releases in November, one in December: the all-time total is all three composed
+    either way; per person it is that total, or, with the periods declared disjoint (parallel
+    composition), November's spend, the larger period's."""
+    with Ledger(url) as led:
+        release(led, "n1", period=budget)
+        release(led, "n2", period=budget)
+        clock.now = "2026-12-03T08:00:00+00:00"
+        release(led, "d1", period=budget)
+        assert led.entries(dataset="d")[0]["detail"] == (
+            {"period": "P1M", "disjoint": True} if budget.disjoint else {"period": "P1M"}
+        )
+        assert led.period_budget("d") == budget
+        spends = led.period_spends("d", budget)
+        everything = led.spend_so_far("d", 1e-6)
+        largest = spends["2026-11"][0].epsilon
+        assert largest > spends["2026-12"][0].epsilon and everything.epsilon > 1.0 >= largest
+        person = everything.epsilon if not budget.disjoint else largest
+        assert led.all_time_guarantee("d", budget).epsilon == pytest.approx(person)
+        record = ledger_facts(led, "d", "d1")
+    all_time = record["period"]["all_time"]
+    assert all_time["spent_epsilon"] == pytest.approx(everything.epsilon)
+    assert all_time["per_person_epsilon"] == pytest.approx(person)
+    assert record["period"]["disjoint"] is budget.disjoint
+    covers = " ".join(record["policy"]["covers"].split())
+    account = show(url).accounts["d"]
+    assert account.per_person.epsilon == pytest.approx(person)
+    text = CliRunner().invoke(app, ["ledger", "show", "--ledger", url], terminal_width=300)
+    words = " ".join(text.output.split())
+    assert f"all time: spent epsilon {everything.epsilon:.6g} at delta 1e-06" in words
+    if budget.disjoint:
+        assert "no person's row is in two periods' tables" in covers and "if it is false" in covers
+        assert "per_person_epsilon states the largest period's composed spend" in covers
+        assert (
+            "in total; periods declared disjoint (the steward's declaration that no person is in two "
+            f"periods' tables), so per person all time: epsilon {largest:.6g} at delta 1e-06" in words
+        )
+        assert "covered by the composition of k period budgets" not in words
+    else:
+        assert "covered by the composition of k period budgets" in covers and "disjoint" not in covers
+        assert "covered by the composition of k period budgets" in words and "per person" not in words
+
+
+def test_a_declaration_of_disjoint_periods_is_fixed_with_the_policy(url, clock):
+    with Ledger(url) as led:
+        release(led, "n1")
+        with pytest.raises(
+            BudgetRefused,
+            match=r"has period budget epsilon=1, delta=1e-06 per P1M \(UTC calendar periods\) in the ledger, "
+            r"but the spec says period budget epsilon=1, delta=1e-06 per P1M \(UTC calendar periods; "
+            r"declared disjoint\)",
+        ):
+            release(led, "x", period=DISJOINT)
+        release(led, "e1", period=DISJOINT, dataset="e")
+        with pytest.raises(BudgetRefused, match=r"declared disjoint\) in the ledger, but the spec says"):
+            release(led, "y", dataset="e")
+        release(led, "e2", period=None, dataset="e")  # a spec without a policy is held to the ledger's
+        assert led.period_budget("e") == DISJOINT and led.period_budget("d") == MONTHLY
+        assert led.verify_chain() == []

@@ -67,6 +67,32 @@ def test_a_wrong_period_is_refused_naming_the_field_and_rule(tmp_path, privacy, 
         _load(tmp_path, **privacy)
 
 
+def test_periods_declared_disjoint_load_and_are_not_disjoint_by_default(tmp_path):
+    p = _load(tmp_path, period={"length": "P1M", "epsilon": 2.0, "disjoint": True}).privacy
+    assert p.period_budget == PeriodBudget(Period(1, "M"), 2.0, 1e-6, disjoint=True)
+    assert not _load(tmp_path, period={"length": "P1M", "epsilon": 2.0}).privacy.period_budget.disjoint
+
+
+@pytest.mark.parametrize(
+    ("privacy", "says"),
+    [
+        (
+            {"lifetime_epsilon": 3.0, "disjoint": True},
+            r"disjoint must be set under privacy.period \(privacy.period.disjoint\).*a lifetime budget has "
+            "no periods",
+        ),
+        (
+            {"period": {"length": "P1M", "epsilon": 2.0}, "disjoint": True},
+            r"disjoint must be set under privacy.period",
+        ),
+        ({"period": {"length": "P1M", "epsilon": 2.0, "disjoint": "yes"}}, r"privacy.period.disjoint.*bool"),
+    ],
+)
+def test_disjoint_is_refused_outside_a_period_or_when_not_a_boolean(tmp_path, privacy, says):
+    with pytest.raises(SpecError, match=says):
+        _load(tmp_path, **privacy)
+
+
 def test_neither_policy_loads_but_has_none(tmp_path):
     p = _load(tmp_path).privacy
     assert not p.has_policy and p.period_budget is None  # CLI/API releases run without a policy
