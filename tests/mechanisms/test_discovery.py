@@ -251,8 +251,8 @@ def test_with_atoms_off_a_numeric_column_spends_half_its_share_on_each_bound():
 
 def test_discovery_needs_a_delta_only_when_a_partition_selection_runs():
     """δ is spent by the partition selections (categories, atoms): with one, δ = 0 is
-    refused naming --private-delta; with none the plan is pure ε (δ = 0, whatever δ given)."""
-    with pytest.raises(ValueError, match=r"--private-delta \(0.0\) must be > 0 when categories or atoms"):
+    refused naming --delta; with none the plan is pure ε (δ = 0, whatever δ given)."""
+    with pytest.raises(ValueError, match=r"--delta \(0.0\) must be > 0 when categories or atoms"):
         disc.discovery_plan(1.0, 0.0, selections=2)
     assert disc.discovery_plan(1.0, 1e-7, selections=2).delta == 1e-7
     assert disc.discovery_plan(1.0, 0.0, selections=0).delta == 0.0
@@ -261,5 +261,5 @@ def test_discovery_needs_a_delta_only_when_a_partition_selection_runs():
     release = Charge("zcdp", 0.02, 0.9, 1e-6)
     spend = compose_lifetime([Charge("pure", None, pure.epsilon, pure.delta), release], 1e-6)
     assert spend.zcdp == (zcdp_epsilon(0.3**2 / 2 + 0.02, 1e-6), 1e-6)  # converted at δ_L: nothing set aside
-    with pytest.raises(ValueError, match=r"--private-delta \(-1e-07\) must be in \[0, 1\)"):
+    with pytest.raises(ValueError, match=r"--delta \(-1e-07\) must be in \[0, 1\)"):
         disc.discovery_plan(1.0, -1e-7, selections=0)
