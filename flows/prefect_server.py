@@ -203,7 +203,6 @@ def prefect_api(meanwhile: Callable[[], object] | None = None) -> Iterator[Tempo
         finally:
             _ENDED.append(True)
         return
-    from prefect.context import _temporary_global_settings_context, get_settings_context
     from prefect.logging.configuration import ensure_logging_setup
 
     ensure_logging_setup()  # before the first log line (`import prefect` sets it up only later)
@@ -215,20 +214,31 @@ def prefect_api(meanwhile: Callable[[], object] | None = None) -> Iterator[Tempo
         if meanwhile is not None:
             meanwhile()
         server.ready()
-        # every thread sees the server: those that copied this context, and (through the
-        # process-global settings, as Prefect's own test harness does) those that did not
-        with (
-            temporary_settings(updates={PREFECT_API_URL: server.api_url}),
-            _temporary_global_settings_context(get_settings_context()),
-        ):
-            try:
+        try:
+            with _against(server):
                 yield server
-            finally:
-                _drain()
-                _DRAINED.append(True)
+        finally:
+            _DRAINED.append(True)
     finally:
         server.stop()
         _ENDED.append(True)
+
+
+@contextmanager
+def _against(server: TemporaryServer) -> Iterator[TemporaryServer]:
+    """Run the block against ``server``, then send its queued logs and events. Every thread
+    sees the server: those that copied this context, and (through the process-global
+    settings, as Prefect's own test harness does) those that did not."""
+    from prefect.context import _temporary_global_settings_context, get_settings_context
+
+    with (
+        temporary_settings(updates={PREFECT_API_URL: server.api_url}),
+        _temporary_global_settings_context(get_settings_context()),
+    ):
+        try:
+            yield server
+        finally:
+            _drain()
 
 
 def _shared_server() -> TemporaryServer:
@@ -258,18 +268,11 @@ def process_api(meanwhile: Callable[[], object] | None = None) -> Iterator[Tempo
             meanwhile()
         yield None
         return
-    from prefect.context import _temporary_global_settings_context, get_settings_context
     from prefect.logging.configuration import ensure_logging_setup
 
     ensure_logging_setup()
     if meanwhile is not None:
         meanwhile()
     server = _shared_server()
-    with (
-        temporary_settings(updates={PREFECT_API_URL: server.api_url}),
-        _temporary_global_settings_context(get_settings_context()),
-    ):
-        try:
-            yield server
-        finally:
-            _drain()
+    with _against(server):
+        yield server
