@@ -22,7 +22,7 @@ test: $(STAMP) docs
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=40
 
 ## make docs: the documentation site in build/site; every warning (a broken link or anchor) is an error.
 docs: $(STAMP)

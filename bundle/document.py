@@ -132,10 +132,11 @@ def release_document(
 ) -> dict:
     """``public/release.json``: what was released and how; no data path, no raw value.
     ``n_fitted`` < n when ``checks.holdout_fraction`` keeps rows out of the release.
-    ``facts`` are the public facts the synthesis stages reported; ``ledger_record`` where the
-    spend is recorded (``ledger_db.ledger_facts``); ``numerics`` how the noise was sampled
-    (``primitives.sampler_note``); ``engine`` public facts about where the passes ran;
-    ``gates`` the DP gates' public results, decided on ``compared_rows`` real rows.
+    ``facts`` are the public facts the synthesis stages reported; ``ledger_record`` which
+    ledger recorded the spend, by its chain head, never where it is (``ledger.ledger_facts``);
+    ``numerics`` how the noise was sampled (``primitives.sampler_note``); ``engine`` public
+    facts about where the passes ran; ``gates`` the DP gates' public results, decided on
+    ``compared_rows`` real rows.
     Refuses (``BudgetError``) a measurement whose recorded sensitivity is below what the
     public facts give (``ReleaseSpec.sensitivities``, the derivation ``audit verify`` uses)."""
     synth = MECHANISMS[spec.mechanism.name]
@@ -258,6 +259,13 @@ def readme(doc: dict) -> str:
     policy = (doc["privacy"].get("ledger_record") or {}).get("policy")
     if policy:  # bundles from before issue 32 lack it
         lines += ["", f"Privacy unit: {policy['privacy_unit']}.", f"Budget policy: {policy['covers']}."]
+    head = (doc["privacy"].get("ledger_record") or {}).get("chain_head")
+    if head:  # bundles from before issue 38 lack it
+        lines += [
+            "",
+            f"Budget ledger: its chain head was row {head['seq']}, sha256 {head['hash']}, when this bundle "
+            "was sealed; `dprelease audit verify` checks the bundle against it.",
+        ]
     void = ((doc["privacy"].get("ledger_record") or {}).get("dataset_guarantee") or {}).get("void_since")
     if void:
         lines += [

@@ -7,7 +7,8 @@ Layout of ``<out>/<release_id>/``:
 
 * ``public/``: ``synthetic.csv`` and/or ``synthetic.parquet``, ``budget_plan.json``,
   ``release.json``, ``README.txt``, ``manifest.json`` (sha256 of every other public file);
-* ``internal/``: validation reports (with counts), the checks, ``manifest.json`` — for
+* ``internal/``: validation reports (with counts), the checks, ``ledger.json`` (where the
+  ledger that recorded the release is, ``bundle.ledger_record``), ``manifest.json`` — for
   the steward and the auditor only.
 
 Only ``public/`` may be served: ``<release_id>/`` and ``public/`` are 0755 with 0644 files,

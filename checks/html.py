@@ -2,7 +2,8 @@
 per-column marginals, the two association matrices, the DCR histograms, the gates, the
 budget and the dataset's lifetime account. Pictures are matplotlib PNGs embedded as base64;
 a picture with more than one series has a legend on each of its panels and an HTML key.
-Confidential: internal only.
+Column names and categories are drawn as they are (``parse_math=False``: a category such as
+``$50k-$75k`` is not TeX; cut after 40 characters) and escaped in the HTML. Confidential: internal only.
 """
 
 from __future__ import annotations
@@ -59,7 +60,12 @@ def _png(fig: Figure, key: Sequence[tuple[str, str]] = (), *, tight: bool = True
 
 
 def _labels(col) -> list[str]:
-    return col.cell_labels() if isinstance(col, Continuous) else list(col.values)
+    return [_short(v) for v in (col.cell_labels() if isinstance(col, Continuous) else col.values)]
+
+
+def _short(label: str, most: int = 40) -> str:
+    """A label as a figure shows it: at most ``most`` characters (a category may have 1,000)."""
+    return label if len(label) <= most else label[: most - 1] + "…"
 
 
 def _marginals(real: np.ndarray, syn: np.ndarray, schema: Schema) -> str:
@@ -81,8 +87,10 @@ def _marginals(real: np.ndarray, syn: np.ndarray, schema: Schema) -> str:
             ax.bar(x + 0.2, q, 0.4, color=syn_color, label=syn_label)
         labels = _labels(c)
         ticks = x if k <= 20 else x[:: max(1, k // 8)]
-        ax.set_xticks(ticks, [labels[t] for t in ticks], rotation=45, ha="right", fontsize=7)
-        ax.set_title(f"{c.name} ({c.kind})", fontsize=10)
+        ax.set_xticks(
+            ticks, [labels[t] for t in ticks], rotation=45, ha="right", fontsize=7, parse_math=False
+        )
+        ax.set_title(f"{_short(c.name)} ({c.kind})", fontsize=10, parse_math=False)
         ax.set_ylim(0, 1.3 * max(p.max(), q.max()))  # room for the legend above the series
         ax.legend(fontsize=7, framealpha=0.7)
     for ax in list(axes.flat)[len(schema) :]:
@@ -103,8 +111,9 @@ def _heatmaps(utility: dict, schema: Schema) -> str:
         im = ax.imshow(np.ma.masked_invalid(a), vmin=-1, vmax=1, cmap=cmap)
         rows, cols = np.nonzero(~np.isfinite(a))
         ax.scatter(cols, rows, marker="x", color="#555555", s=12, linewidths=0.8)
-        ax.set_xticks(range(len(schema)), schema.names, rotation=90, fontsize=7)
-        ax.set_yticks(range(len(schema)), schema.names, fontsize=7)
+        names = [_short(n) for n in schema.names]
+        ax.set_xticks(range(len(schema)), names, rotation=90, fontsize=7, parse_math=False)
+        ax.set_yticks(range(len(schema)), names, fontsize=7, parse_math=False)
         ax.set_title(f"{key} association", fontsize=11)
     fig.colorbar(im, ax=axes, shrink=0.8)
     return _png(fig)

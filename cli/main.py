@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -19,10 +20,10 @@ from dprelease.cli.draft import discover, init
 from dprelease.cli.records import audit_app, ledger_app
 from dprelease.cli.recovery import notify, recover, settle
 from dprelease.cli.summary import print_summary
-from dprelease.flows.run import PREFECT_DEFAULTS as _PREFECT_DEFAULTS
 from dprelease.mechanisms.errors import DPReleaseError
 
 if TYPE_CHECKING:
+    from dprelease.flows.rehearsal import Rehearsal
     from dprelease.spec import ReleaseSpec
 
 from dprelease.flows import DEMO_SPEC
@@ -71,9 +72,51 @@ LedgerOpt = Annotated[
         "moved there before Prefect starts, so it never reaches Prefect's database or logs.",
     ),
 ]
+NewDatasetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--new-dataset",
+        metavar="REASON",
+        help="Declare this dataset new although another dataset name in the ledger has the same public "
+        "schema (column names and kinds), and say why, e.g. 'the 2026 survey wave: a new sample'; the "
+        "reason is recorded in the ledger. Without it such a release is refused (exit 4): a new name for "
+        "the same data would start a fresh budget.",
+    ),
+]
 VerboseOpt = Annotated[
     bool, typer.Option("--verbose", help="Show Prefect's INFO logs (no data values are logged).")
 ]
+MemoryOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--max-memory",
+        envvar="DPRELEASE_MAX_MEMORY_GB",
+        min=0.001,
+        help="The most memory (GB) the rehearsal and the release may be forecast to need; overrides the "
+        "spec's resources.max_memory_gb (default: the smaller of 8 GB and 3/4 of this machine's memory). "
+        "A spec forecast above it is refused before anything is read or reserved.",
+    ),
+]
+SecondsOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--max-seconds",
+        envvar="DPRELEASE_MAX_SECONDS",
+        min=0.001,
+        help="The most time (seconds) the rehearsal and the release may each be forecast to need; "
+        "overrides the spec's resources.max_seconds (default: 3600).",
+    ),
+]
+
+
+def _ceilings(memory: float | None, seconds: float | None) -> None:
+    """The command line's ceilings, where the forecast reads them (``spec.resources``): the
+    environment of this process, which the release flow runs in."""
+    from dprelease.spec.resources import MEMORY_ENV, SECONDS_ENV
+
+    for env, value in ((MEMORY_ENV, memory), (SECONDS_ENV, seconds)):
+        if value is not None:
+            os.environ[env] = repr(value)
 
 
 class _QuietRunErrors(logging.Filter):
@@ -110,16 +153,24 @@ def _warn(text: str) -> None:
 
 
 def _run_release(
-    spec: Path, out: Path, release_id: str | None, seed: int | None, ledger: str | None, verbose: bool
+    spec: Path,
+    out: Path,
+    release_id: str | None,
+    seed: int | None,
+    ledger: str | None,
+    verbose: bool,
+    new_dataset: str | None = None,
+    ceilings: tuple[float | None, float | None] = (None, None),
 ) -> None:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from dprelease.flows import run
 
-    run.prefect_defaults(verbose)
+    run.prefect_logging(verbose)
+    _ceilings(*ceilings)
     try:  # what can be checked without reading a value should not wait for Prefect to start
         url = run.flow_ledger(ledger, out)
-        run.before_prefect(spec, out, release_id, url, say=_say)
+        run.before_prefect(spec, out, release_id, url, say=_say, new_dataset=new_dataset)
     except DPReleaseError as e:
         code = exit_code(e)
         fail(
@@ -161,7 +212,15 @@ def _run_release(
         set_progress(on_stage)
         try:  # a temporary server that dies with the CLI
             path = run.run_flow(
-                spec, out, release_id, seed, url, api=prefect_api, warn=_warn, meanwhile=import_the_flow
+                spec,
+                out,
+                release_id,
+                seed,
+                url,
+                api=prefect_api,
+                warn=_warn,
+                meanwhile=import_the_flow,
+                new_dataset=new_dataset,
             )
         except DPReleaseError as e:
             progress.stop()
@@ -177,7 +236,7 @@ def _failed(e: DPReleaseError, out: Path) -> None:
     """The error panel of a release that started: the message, what to do next, and the exit
     code of ``e``'s class (``console.exit_codes``)."""
     from dprelease.engines.inputs import InputRefused
-    from dprelease.flows.run import PrefectUnreachable, UnexpectedFailure
+    from dprelease.flows.run import PrefectNotStarted, PrefectUnreachable, UnexpectedFailure
     from dprelease.ledger import BudgetRefused
 
     code = exit_code(e)
@@ -186,6 +245,12 @@ def _failed(e: DPReleaseError, out: Path) -> None:
         hint = (
             "fix the data or the spec's schema, or declare out_of_bounds: clip / unknown: other "
             "for the columns named; nothing was published or spent."
+        )
+    elif isinstance(e, PrefectNotStarted):
+        message = str(e)
+        hint = (
+            "export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=300 (or more), or set PREFECT_API_URL "
+            "to a running Prefect server, and run again; nothing was read or spent."
         )
     elif isinstance(e, PrefectUnreachable):
         message = str(e)
@@ -227,10 +292,31 @@ def _undelivered(out: Path, release_id: str) -> None:
         )
 
 
+def _rehearsing(s: ReleaseSpec, rehearse: Callable[[ReleaseSpec], Rehearsal]) -> Rehearsal:
+    """``rehearse(s)``, saying on the terminal (stderr) which step it is at, and every few
+    seconds of a long step how long it has run."""
+    from dprelease.flows.progress import set_progress
+
+    def on_step(stage: str, detail: str | None) -> None:
+        if detail is not None:
+            console.print(f"[dim]rehearsal: {shown(detail)}[/dim]", soft_wrap=True)
+
+    set_progress(on_step)
+    try:
+        return rehearse(s)
+    finally:
+        set_progress(None)
+
+
 def _chosen(s: ReleaseSpec) -> ReleaseSpec:
     """Say what ``mechanism: auto`` chose (on stderr) and why; the spec as it is."""
     if s.auto_choice is not None:
         console.print(f"mechanism auto chose [bold]{s.mechanism.name}[/bold]: {s.auto_choice.reason}")
+        if s.engine.streaming and s.checks.holdout_fraction:
+            console.print(
+                "(on the memory engine's fitted count: a streaming release holds each row out by a coin and "
+                "chooses on the rows it then fits, a few more or fewer)"
+            )
     return s
 
 
@@ -242,6 +328,9 @@ def release(
     insecure_seed: SeedOpt = None,
     ledger: LedgerOpt = None,
     verbose: VerboseOpt = False,
+    new_dataset: NewDatasetOpt = None,
+    max_memory: MemoryOpt = None,
+    max_seconds: SecondsOpt = None,
 ) -> None:
     """Run a release: reserve the budget in the ledger, validate, synthesise, write the bundle.
 
@@ -254,11 +343,14 @@ def release(
 
     3  a gate failed: budget spent, nothing published
 
-    4  refused by the ledger (lifetime budget, or a release_id that already spent): nothing read or spent
+    4  refused by the ledger (budget policy, a release_id that already spent, or another dataset
+    name with the same schema): nothing read or spent
 
     1  an unexpected error
     """
-    _run_release(spec, out, release_id, insecure_seed, ledger, verbose)
+    _run_release(
+        spec, out, release_id, insecure_seed, ledger, verbose, new_dataset, (max_memory, max_seconds)
+    )
 
 
 @app.command()
@@ -267,9 +359,13 @@ def demo(
     insecure_seed: SeedOpt = None,
     ledger: LedgerOpt = None,
     verbose: VerboseOpt = False,
+    new_dataset: NewDatasetOpt = None,
+    max_memory: MemoryOpt = None,
+    max_seconds: SecondsOpt = None,
 ) -> None:
-    """Release the embedded UCI Adult data (factor_gauss, epsilon = 1, delta = 1e-6)."""
-    _run_release(DEMO_SPEC, out, None, insecure_seed, ledger, verbose)
+    """Release the embedded UCI Adult data (factor_gauss, epsilon = 1, delta = 1e-6), as
+    dataset 'adult'."""
+    _run_release(DEMO_SPEC, out, None, insecure_seed, ledger, verbose, new_dataset, (max_memory, max_seconds))
 
 
 @app.command()
@@ -283,21 +379,26 @@ def validate(
             "(confidential), to this JSON file.",
         ),
     ] = None,
+    max_memory: MemoryOpt = None,
+    max_seconds: SecondsOpt = None,
 ) -> None:
-    """Check the spec (and rehearse its release on a table drawn from the public schema
-    alone, as a release does before it reserves any budget), then its data against the
-    public schema. Spends no budget."""
-    for k, v in _PREFECT_DEFAULTS.items():
-        os.environ.setdefault(k, v)
+    """Check the spec and forecast the memory and time its rehearsal and its release would
+    need (refused above the ceilings), rehearse its release on a table drawn from the public
+    schema alone (as a release does before it reserves any budget), then check its data
+    against the public schema. Spends no budget."""
+    _ceilings(max_memory, max_seconds)
     from dprelease.bundle.files import write_json
-    from dprelease.engines.inputs import check_rows, failing_rules, read_input, resolve_mechanism
+    from dprelease.engines.inputs import check_rows, failing_rules, fitted_rows, read_input, resolve_mechanism
     from dprelease.flows.rehearsal import rehearse
     from dprelease.spec import load_spec
+    from dprelease.spec.resources import check_resources, forecast_resources
 
     try:
         s = _chosen(resolve_mechanism(load_spec(spec)))
         schema = s.public_schema()
-        rehearsal = rehearse(s)  # before any value is read, as the release flow does before its reserve
+        for line in check_resources(s).lines():  # before the rehearsal, as the release flow does
+            console.print(f"forecast: {shown(line)}", soft_wrap=True)
+        rehearsal = _rehearsing(s, rehearse)  # before any value is read, as the release flow does
         df, changed = read_input(s)  # the release's policies (clip, other) apply here too
         from dprelease.expectations.suite import validate_table
 
@@ -329,7 +430,7 @@ def validate(
             2,
         )
     try:
-        warnings = check_rows(s, len(df))
+        warnings = check_rows(s, len(df))  # refuses too few rows, noise ≥ n, and the resources with n
     except DPReleaseError as e:
         fail(str(e), "fix what the message names and run `dprelease validate` again.", exit_code(e))
     report_out.print(
@@ -337,6 +438,9 @@ def validate(
         f"alone in {rehearsal.seconds:.1f} s (no data read, no budget reserved)",
         soft_wrap=True,
     )
+    fitted = fitted_rows(s, len(df))
+    need = forecast_resources(s, fitted).lines()[-1]
+    report_out.print(f"forecast for the input's {fitted:,} fitted rows: {shown(need)}", soft_wrap=True)
     for w in [*rehearsal.warnings, *warnings]:
         console.print(f"[yellow]warning:[/yellow] {shown(w)}")
     if s.draft is not None:

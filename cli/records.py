@@ -35,7 +35,8 @@ LedgerReadOpt = Annotated[
         "--ledger",
         help="The budget ledger: a database URL (sqlite:///PATH or postgresql+psycopg://USER@HOST/DB), "
         "a SQLite ledger file, or a release folder holding ledger.db. audit: default the SQLite ledger "
-        "named in the bundle; ledger show: OUT/ledger.db.",
+        "the bundle's internal/ledger.json names, else ledger.db beside the bundle; ledger show: "
+        "OUT/ledger.db.",
     ),
 ]
 
@@ -44,13 +45,14 @@ LedgerReadOpt = Annotated[
 def audit_verify(bundle: BundleArg, ledger: LedgerReadOpt = None) -> None:
     """Recompute every sha256, the budget arithmetic and the hash chain; cross-check the
     ledger. Exit 0 only if every check holds; 1 names what does not."""
-    from dprelease.ledger import ledger_url, redact
-    from dprelease.records.audit import choose_ledger, load_document, verify_bundle
+    from dprelease.ledger import ledger_url
+    from dprelease.records.audit import load_document, verify_bundle
+    from dprelease.records.ledger_choice import choose_ledger
 
     try:
         given = None if ledger is None else ledger_url(ledger, bundle)
         checks = verify_bundle(bundle, given)
-        chosen = choose_ledger(load_document(bundle)[0], given)
+        chosen = choose_ledger(bundle, load_document(bundle)[0], given)
     except (FileNotFoundError, DPReleaseError) as e:
         fail(
             str(e),
@@ -63,7 +65,7 @@ def audit_verify(bundle: BundleArg, ledger: LedgerReadOpt = None) -> None:
     for c in checks:
         table.add_row(c.group, shown(c.name), "[green]ok" if c.ok else "[red]FAIL", shown(c.detail))
     Console().print(table)
-    said = f"checked against the ledger {redact(chosen.url)}" if chosen.url else "no ledger was checked"
+    said = f"checked against the ledger {chosen.shown}" if chosen.url else "no ledger was checked"
     console.print(f"{shown(said)} ({shown(chosen.origin)})", soft_wrap=True)
     failed = [c for c in checks if not c.ok]
     if failed:
@@ -185,6 +187,12 @@ def audit_show(
         )
     else:
         out.print(f"no lifetime budget is set for '{shown(doc['dataset'])}'")
+    head = record.get("chain_head")
+    if head:  # bundles from before issue 38 name the ledger's URL instead
+        out.print(
+            f"ledger: chain head row {shown(str(head['seq']))}, sha256 {shown(head['hash'])} when the bundle "
+            f"was sealed; {len(record.get('rows', []))} row(s) of this release (`audit verify` checks both)"
+        )
 
 
 def _discovered(out: Console, discovered: dict) -> None:
@@ -198,6 +206,8 @@ def _discovered(out: Console, discovered: dict) -> None:
             rule = f"private quantiles {found['quantile_level']:.3g} and {1 - found['quantile_level']:.3g}"
         else:
             values = ", ".join(found["categories"]) or "(none passed the threshold)"
+            if found.get("withheld"):
+                values += f" ({found['withheld']} more withheld: a spec cannot declare them)"
             rule = f"partition selection, threshold {found['threshold']:.4g}, delta {found['delta']:.3g}"
         table.add_row(shown(name), shown(values), shown(rule))
     out.print(table)
@@ -223,6 +233,7 @@ def _shown(doc: dict) -> dict:
         "totals": book["totals"],
         "lifetime": record.get("lifetime"),
         "dataset_guarantee": record.get("dataset_guarantee"),
+        "chain_head": record.get("chain_head"),
         **({"discovered": doc["discovered"]} if doc.get("discovered") else {}),
     }
 
@@ -297,6 +308,7 @@ def ledger_show(
     screen.print(table)
     for name, account in summary.accounts.items():
         life, spend, void, room = account.lifetime, account.spent, account.void_since, account.headroom
+        _print_schema(screen, name, account.schema)
         if void is not None:
             screen.print(
                 f"[bold red]{shown(name)}: guarantee VOID since release '{shown(void['release_id'])}' "
@@ -335,6 +347,23 @@ def ledger_show(
             "are refused until then.",
             1,
         )
+
+
+def _print_schema(screen: Console, name: str, events: tuple[dict, ...]) -> None:
+    """A dataset's declarations as a new dataset (another name had its schema) and the
+    changes of its schema, each with its release and time."""
+    for e in events:
+        where = f"release '{shown(e['release_id'])}' ({shown(e['time'][:19])})"
+        if "new_dataset" in e:
+            screen.print(
+                f"{shown(name)}: declared a new dataset at {where} although another dataset name has its "
+                f"schema; reason: {shown(e['new_dataset'])}"
+            )
+        if "schema_before" in e:
+            screen.print(
+                f"{shown(name)}: its public schema changed at {where} (column names or kinds; fingerprint "
+                f"{shown(e['schema_before'][:12])} -> {shown(e['schema'][:12])})"
+            )
 
 
 def _print_periods(screen: Console, name: str, account: DatasetAccount, room: Headroom) -> None:

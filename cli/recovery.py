@@ -62,17 +62,12 @@ def notify(out: OutDir = Path("releases")) -> None:
     PREFECT_API_URL; a published release's flow run is also marked Completed if Prefect still
     shows it otherwise. Every release into --out does this first. Exit codes: 0 nothing left
     queued; 1 some could not be sent (the server is still unreachable); 2 no PREFECT_API_URL."""
-    import os
-
-    from dprelease.cli.main import _PREFECT_DEFAULTS
     from dprelease.flows.delivery import UNDELIVERED, send_undelivered
 
     queued = sorted((out / UNDELIVERED).glob("*.json"))
     if not queued:
         console.print(f"nothing queued in '{shown(str(out / UNDELIVERED))}'")
         return
-    for k, v in _PREFECT_DEFAULTS.items():
-        os.environ.setdefault(k, v)
     from prefect.settings import PREFECT_API_URL
 
     if not PREFECT_API_URL.value():

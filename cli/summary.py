@@ -1,5 +1,6 @@
-"""What ``dprelease release`` prints after a release: the budget by stage, the gates' noisy
-values, the (ε, δ) statement and the quality verdict (``checks.verdict``)."""
+"""What ``dprelease release`` prints after a release: what ``mechanism: auto`` chose, the
+budget by stage, the gates' noisy values, the (ε, δ) statement and the quality verdict
+(``checks.verdict``)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,10 @@ def print_summary(bundle: Path) -> None:
     import json
 
     doc = json.loads((bundle / "public" / "release.json").read_text())
+    chosen = doc["mechanism"].get("chosen_by")
+    if chosen is not None:  # the flow chose after its ledger pre-check: the CLI hears it here
+        name, reason = shown(chosen["mechanism"]), shown(chosen["reason"])
+        console.print(f"mechanism auto chose [bold]{name}[/bold]: {reason}")
     t = doc["privacy"]["ledger"]["totals"]
     table = Table(title=f"release {shown(doc['release_id'])}", show_header=True)
     for col in ("stage", "statistics", "spent", "allocated"):

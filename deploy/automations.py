@@ -3,11 +3,13 @@
     PREFECT_API_URL=http://127.0.0.1:4200/api python deploy/automations.py \\
         --webhook-url https://alerts.example.org/dprelease --window-hours 768
 
-Five automations, each notifying the same target:
+Seven automations; six notify the same target:
 
 * **failed or crashed**: a ``dprelease.release.failed`` event (the flow's body or its
-  ``on_failure`` / ``on_crashed`` hook, ``flows/events.py``): the release id, dataset, error
-  type, stage and where its failure record is;
+  ``on_failure`` / ``on_crashed`` hook, ``flows/hooks.py``; a worker runs the latter when a
+  run's process is killed): the release id, dataset, error type, stage, what the release
+  was charged and what the ledger holds of it (still reserved until ``dprelease ledger
+  settle``, or closed), and where its failure record is;
 * **refused or gated**: a ``dprelease.release.refused`` (the ledger's reason: the budget
   policy or the rerun rule) or ``dprelease.release.gated`` (a utility or linkage gate stopped
   the release) event, with the budget the dataset's next release can take;
@@ -21,14 +23,30 @@ Five automations, each notifying the same target:
   intervals (90 s by default), *not followed* by ``prefect.work-pool.ready`` within
   ``--worker-grace-seconds`` (default 120). A server restarted after an outage of more than
   90 s marks the pool not ready as it starts, and the live worker's next heartbeat (at most
-  one interval, 30 s, later; 14-16 s measured) makes it ready again: no message.
+  one interval, 30 s, later; 14-16 s measured) makes it ready again: no message;
+* **mark a silent release run crashed** (no message; Prefect's "zombie flow run" pattern): a
+  run of the ``dp-release`` flow sends a ``prefect.flow-run.heartbeat`` event every
+  ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` s (180 by default); one *not followed* by another
+  heartbeat or a final state within ``--heartbeat-window-seconds`` (default 600: three
+  missed beats and a minute) is set Crashed, with the message ``ZOMBIE_MESSAGE``. Its process
+  died with its worker or its machine, so no hook ran: it would show Running for ever. A run
+  cancelled meanwhile (``prefect flow-run cancel``) cannot be set Crashed (Prefect allows a
+  Cancelling run only Cancelled): with no worker to carry the cancellation out, Prefect's
+  server marks it Cancelled after its cancellation time-out (300 s,
+  ``PREFECT_SERVER_SERVICES_CANCELLATION_CLEANUP_CANCELLING_TIMEOUT_SECONDS``; Prefect 3.9),
+  with the message ``CANCEL_TIMEOUT_MESSAGE``;
+* **release run stopped responding**: the ``prefect.flow-run.Crashed`` event of the first, or
+  the ``prefect.flow-run.Cancelled`` event of the second: the release (the run is named by its
+  release id), its deployment, and what to do (its reservation stays charged until
+  ``dprelease recover`` and ``dprelease ledger settle``).
 
 The release automations watch the release events themselves, whoever ran the release: a
 deployment's run or a CLI or Python run against the server. Each event kind raises one alert:
 a failed, refused or gated run of a deployment also enters Prefect's Failed state, which no
 automation watches (it would alert twice). A run whose process was killed before its hooks
-ran (``kill -9``, out of memory) sends no event: the next release into the same ``out_dir``
-records it (``dprelease recover``), and the no-release window catches a schedule that stops.
+ran sends no event of its own: under a worker that lives on (``kill -9``, out of memory) the
+worker runs the crash hook, which sends ``.failed``; when the worker or the machine died too,
+the heartbeat automations report it.
 
 The target is a ``CustomWebhookNotificationBlock`` named ``dprelease-alerts`` posting JSON
 ``{"subject": …, "body": …}`` to ``--webhook-url``, or an existing notification block
@@ -60,7 +78,8 @@ from uuid import UUID
 
 from prefect.automations import Automation
 from prefect.blocks.notifications import CustomWebhookNotificationBlock
-from prefect.events.actions import SendNotification
+from prefect.client.schemas.objects import StateType
+from prefect.events.actions import ChangeFlowRunState, SendNotification
 from prefect.events.schemas.automations import EventTrigger, Posture
 
 PREFIX = "dprelease: "
@@ -69,31 +88,64 @@ WORK_POOL = "dprelease-process"  # deploy/prefect.yaml
 # How long a pool may stay not ready before anyone is told: covers a server restart (the
 # worker's next heartbeat, at most its 30 s interval after the server is back).
 WORKER_GRACE = timedelta(seconds=120)
+FLOW = "dp-release"  # flows/release.py
+# How long a release run may send no heartbeat (Prefect's PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+# 180 s by default) before it is marked Crashed: three missed beats and a minute.
+HEARTBEAT_WINDOW = timedelta(seconds=600)
+# The state message of a run marked Crashed for want of heartbeats: fixed, so that the alert
+# on that Crashed state (and not on a crash the worker or the hook already reported) finds it.
+ZOMBIE_MESSAGE = (
+    "dprelease: no heartbeat from this flow run within the automation's window; its process, its "
+    "worker or its machine is gone (deploy/automations.py)"
+)
+# Prefect's own message when no one carried out a cancellation in time
+# (prefect/server/services/cancellation_cleanup.py; tests/deploy/test_automations.py keeps it equal).
+CANCEL_TIMEOUT_MESSAGE = "Flow run cancellation timed out; marked this flow run as Cancelled."
 
 FAILED = PREFIX + "release failed or crashed"
 REFUSED = PREFIX + "release refused or gated"
 PUBLISHED = PREFIX + "release published"
 WINDOW = PREFIX + "no release in the window"
 POOL = PREFIX + "work pool has no ready worker"
-NAMES = (FAILED, REFUSED, PUBLISHED, WINDOW, POOL)
-SUBJECTS = {
+ZOMBIE = PREFIX + "mark a silent release run crashed"
+SILENT = PREFIX + "release run stopped responding"
+NAMES = (FAILED, REFUSED, PUBLISHED, WINDOW, POOL, ZOMBIE, SILENT)
+SUBJECTS = {  # every automation but ZOMBIE, which changes a state and notifies no one
     FAILED: PREFIX + "a release run failed or crashed",
     REFUSED: PREFIX + "a release was refused or gated",
     PUBLISHED: PREFIX + "a release was published",
     WINDOW: PREFIX + "no release completed in the expected window",
     POOL: PREFIX + "the work pool has no ready worker",
+    SILENT: PREFIX + "a release run stopped responding",
 }
 
 _WHEN = "{{ event.occurred.strftime('%Y-%m-%d %H:%M:%S UTC') }}"
 _RELEASE = (
-    "release {{ event.resource.name }} of dataset {{ event.resource.get('dprelease.dataset', 'unknown') }}"
+    "{% if event.payload.release_id is none %}release run that had no release id yet (its spec or its "
+    "release_id was refused){% else %}release {{ event.resource.name }}"
+    "{% if event.resource.get('dprelease.dataset') %} of dataset {{ event.resource['dprelease.dataset'] }}"
+    "{% else %} (its dataset is not known: its spec did not load){% endif %}{% endif %}"
     "{% set run = event.resource_in_role.get('flow-run') %}{% if run %} (flow run {{ run.name }}){% endif %}"
 )
+# The ledger's state of a failed attempt (flows/events.py: attempt_facts): still reserved
+# (a crash: charged its whole plan until it is settled), or closed at the stages it spent.
+_ATTEMPT = (
+    "{% set p = event.payload %}{% set n = p.stages_planned | length %}"
+    "{% set spent = 'all %d stages spent' % n if p.stages_spent | length == n else "
+    "'%d of %d stages spent' % (p.stages_spent | length, n) %}"
+    "{% if p.ledger_status == 'reserved' %} ({{ spent }}; the attempt stays reserved, charged its whole "
+    "plan, until `dprelease ledger settle {{ p.release_id }}` closes it at what it spent)"
+    "{% elif p.ledger_status == 'failed' %} ({{ spent }}; the ledger closed it as failed, charged "
+    "those stages){% endif %}"
+)
 _CHARGED = (
-    "{% if event.payload.epsilon_spent is number %} It was charged "
+    "{% if 'ledger_status' in event.payload and event.payload.ledger_status is none %} Nothing was "
+    "reserved or spent: the ledger has no attempt of this release."
+    "{% elif event.payload.epsilon_spent is number %} It was charged "
     "ε = {{ '%.6g' | format(event.payload.epsilon_spent) }}"
     "{% if event.payload.delta_spent is number %}, δ = {{ '%.6g' | format(event.payload.delta_spent) }}"
-    "{% endif %}.{% endif %}"
+    "{% endif %}" + _ATTEMPT + ".{% elif event.payload.crashed %} What it was charged: "
+    "`dprelease ledger show` (the ledger could not be read).{% endif %}"
 )
 # What the dataset's budget policy still admits (ledger/facts.py: budget_facts; a period budget's
 # account is that of the period the release fell in): public ledger facts.
@@ -119,9 +171,12 @@ _RECORD = (
 # our rule-naming messages say that some record broke a rule: that stays in the failure
 # record and the Prefect UI).
 FAILED_BODY = (
-    "The " + _RELEASE + " failed at " + _WHEN + " in stage {{ event.payload.stage or 'unknown' }} with "
-    "{{ event.payload.error or 'an error' }}." + _CHARGED + _NEXT + " Its failure record (the error's "
-    "message, the stage, internal reports) is in " + _RECORD + "; the run is in the Prefect UI and "
+    "The " + _RELEASE + "{% if event.payload.crashed %} crashed at " + _WHEN + ": its process died or was "
+    "interrupted ({{ event.payload.error or 'no error recorded' }})"
+    "{% if event.payload.stage %} in stage {{ event.payload.stage }}{% endif %}."
+    "{% else %} failed at " + _WHEN + " in stage {{ event.payload.stage or 'unknown' }} with "
+    "{{ event.payload.error or 'an error' }}.{% endif %}" + _CHARGED + _NEXT + " Its failure record (the "
+    "error's message, the stage, internal reports) is in " + _RECORD + "; the run is in the Prefect UI and "
     "`dprelease ledger show` says what it spent."
 )
 # Reactive, on dprelease.release.refused or .gated (flows/events.py). A refusal's reason is the
@@ -176,10 +231,36 @@ POOL_BODY = (
 )
 
 
+def silent_body(heartbeat_window: timedelta) -> str:
+    """The alert on a run the heartbeat automation marked Crashed (its ``prefect.flow-run.Crashed``
+    event, which names the run: the flow names each run by its release id)."""
+    return (
+        "The release {{ event.resource.name }}{% set dep = event.resource_in_role.get('deployment') %}"
+        "{% if dep %} (deployment {{ dep.name }}){% endif %}"
+        "{% if event.event == 'prefect.flow-run.Cancelled' %} was being cancelled, and nothing carried "
+        "the cancellation out, so Prefect marked its run Cancelled at " + _WHEN + " (its cancellation "
+        "time-out)"
+        "{% else %} sent Prefect no heartbeat for "
+        f"{heartbeat_window.total_seconds():g} s, so Prefect marked its run Crashed at "
+        + _WHEN
+        + "{% endif %}"
+        ": its process died with its worker or its machine (a worker stopped during the release, a host "
+        "lost), and nothing recorded the crash. Whatever it reserved in the ledger stays charged, its "
+        "whole plan (fail closed): `dprelease ledger show` says what it reserved and spent. On the "
+        "host that ran it, `dprelease recover --out OUT_DIR` turns its staging folder into a failure "
+        "record, then `dprelease ledger settle {{ event.resource.name }} --reason …` closes the "
+        "reservation at the stages it spent (docs/operator/recovery.md)."
+    )
+
+
 def build(
-    block_id: UUID, window: timedelta, work_pool: str = WORK_POOL, grace: timedelta = WORKER_GRACE
+    block_id: UUID,
+    window: timedelta,
+    work_pool: str = WORK_POOL,
+    grace: timedelta = WORKER_GRACE,
+    heartbeat_window: timedelta = HEARTBEAT_WINDOW,
 ) -> list[Automation]:
-    """The five automations, not yet created."""
+    """The seven automations, not yet created."""
 
     def notify(name: str, body: str) -> list[SendNotification]:
         return [SendNotification(block_document_id=block_id, subject=SUBJECTS[name], body=body)]
@@ -248,6 +329,52 @@ def build(
             ),
             actions=notify(POOL, POOL_BODY),
         ),
+        Automation(
+            name=ZOMBIE,
+            description=(
+                f"A run of {FLOW} that sent no heartbeat for {heartbeat_window} (and did not end) is Crashed."
+            ),
+            # Prefect's documented pattern (docs: "Detect zombie flows"), for this flow's runs:
+            # each heartbeat opens a window (one per run: for_each) that the next heartbeat or a
+            # final state closes. Not "Cancelling": a run cancelled after its worker died has
+            # no one left to cancel it, and is Crashed too.
+            trigger=EventTrigger(
+                after={"prefect.flow-run.heartbeat"},
+                expect={
+                    "prefect.flow-run.heartbeat",
+                    "prefect.flow-run.Completed",
+                    "prefect.flow-run.Failed",
+                    "prefect.flow-run.TimedOut",
+                    "prefect.flow-run.Crashed",
+                    "prefect.flow-run.Cancelled",
+                },
+                match={"prefect.resource.id": "prefect.flow-run.*"},
+                match_related={"prefect.resource.role": "flow", "prefect.resource.name": FLOW},
+                for_each={"prefect.resource.id"},
+                posture=Posture.Proactive,
+                threshold=1,
+                within=heartbeat_window,
+            ),
+            actions=[ChangeFlowRunState(state=StateType.CRASHED, message=ZOMBIE_MESSAGE)],
+        ),
+        Automation(
+            name=SILENT,
+            description=(
+                "A release run was marked Crashed for want of heartbeats, or Cancelled because nothing "
+                "carried its cancellation out: no process recorded its end."
+            ),
+            trigger=EventTrigger(
+                expect={"prefect.flow-run.Crashed", "prefect.flow-run.Cancelled"},
+                match={
+                    "prefect.resource.id": "prefect.flow-run.*",
+                    "prefect.state-message": [ZOMBIE_MESSAGE, CANCEL_TIMEOUT_MESSAGE],
+                },
+                match_related={"prefect.resource.role": "flow", "prefect.resource.name": FLOW},
+                posture=Posture.Reactive,
+                threshold=1,
+            ),
+            actions=notify(SILENT, silent_body(heartbeat_window)),
+        ),
     ]
 
 
@@ -302,6 +429,14 @@ def main(argv: list[str] | None = None) -> int:
         help="alert only when the pool stays without a ready worker this long (default "
         f"{WORKER_GRACE.total_seconds():g}: a server restart; Prefect's minimum is 10 s)",
     )
+    parser.add_argument(
+        "--heartbeat-window-seconds",
+        type=float,
+        default=HEARTBEAT_WINDOW.total_seconds(),
+        help="mark a release run Crashed, and alert, when it sent no heartbeat for this long (default "
+        f"{HEARTBEAT_WINDOW.total_seconds():g}: three of Prefect's 180 s heartbeats and a minute; keep it "
+        "above 3 x PREFECT_FLOWS_HEARTBEAT_FREQUENCY of the worker)",
+    )
     args = parser.parse_args(argv)
     block_id = notification_block(args.webhook_url, args.notification_block)
     automations = build(
@@ -309,6 +444,7 @@ def main(argv: list[str] | None = None) -> int:
         timedelta(hours=args.window_hours),
         args.work_pool,
         timedelta(seconds=args.worker_grace_seconds),
+        timedelta(seconds=args.heartbeat_window_seconds),
     )
     for a, i in zip(automations, install(automations), strict=True):
         print(f"{i}  {a.name}")

@@ -17,7 +17,7 @@ What is backed up (each defaults to the environment the services use):
   blocks (a Secret block's value too: keep the backups as secret as the database).
 
 Each backup is ``DEST/<kind>/<kind>-<UTC time>.{sqlite,dump}`` and its manifest ``.json``
-(sha256, size, source without password, ledger head and chain check), written last, so a
+(sha256, size, the source's URL rebuilt with no secret, ledger head and chain check), written last, so a
 backup without a manifest is incomplete and never counted. ``--keep N`` deletes all but the
 newest N complete backups of a kind, and only after this run's backup of that kind succeeded
 with an intact chain. Files are created mode 0600 in 0700 folders.
@@ -54,7 +54,9 @@ from sqlalchemy import inspect, select, text
 from sqlalchemy.engine import URL, make_url
 
 from dprelease.ledger.chain import chain_problems
-from dprelease.ledger.database import HEAD, PASSWORD_ENV, open_engine, redact
+from dprelease.ledger.database import HEAD, open_engine
+from dprelease.ledger.errors import LedgerError
+from dprelease.ledger.url import ALLOWED_KEYS, PASSWORD_ENV, shown_url
 
 __all__ = ["backup", "main", "prune", "restore"]
 
@@ -82,7 +84,8 @@ def _url(url: str) -> URL:
         return make_url(url)
     except Exception:
         raise BackupError(
-            f"{redact(url)!r} is not a database URL (sqlite:///PATH or postgresql://USER@HOST/DB)"
+            "a URL given is not a database URL (sqlite:///PATH or postgresql://USER@HOST/DB); it is not "
+            "shown: it may hold a password"
         ) from None
 
 
@@ -97,13 +100,17 @@ def _prefect_password(u: URL) -> str | None:
 
 
 def _libpq(u: URL, password: str | None) -> tuple[str, dict[str, str]]:
-    """A libpq connection string for pg_dump/pg_restore without the password, and the
-    environment that carries it."""
+    """A libpq connection string for pg_dump/pg_restore (on their command line: ``ps``
+    shows it), rebuilt from ``u``'s user, host, port, database and the query keys libpq takes
+    that hold no secret (``ALLOWED_KEYS``), and the environment that carries the password."""
     env = dict(os.environ)
     if password is not None:
         env["PGPASSWORD"] = password
-    conninfo = u.set(drivername="postgresql", password=None).render_as_string(hide_password=False)
-    return conninfo, env
+    kept = {k: v for k, v in u.query.items() if k in ALLOWED_KEYS}
+    rebuilt = URL.create(
+        "postgresql", username=u.username, host=u.host, port=u.port, database=u.database, query=kept
+    )
+    return rebuilt.render_as_string(hide_password=False), env
 
 
 def _pg_tool(name: str) -> str:
@@ -205,7 +212,7 @@ def backup(kind: str, url: str, dest: Path) -> dict:
     backend = u.get_backend_name()
     path = _new_name(folder, kind, ".sqlite" if backend == "sqlite" else ".dump")
     partial = path.with_name(path.name + ".partial")
-    manifest: dict = {"kind": kind, "source": redact(url), "started": started.isoformat()}
+    manifest: dict = {"kind": kind, "source": shown_url(url), "started": started.isoformat()}
     try:
         if backend == "sqlite":
             source = Path(u.database or "")
@@ -223,7 +230,7 @@ def backup(kind: str, url: str, dest: Path) -> dict:
                 _run([_pg_tool("pg_dump"), "-Fc", "-f", str(partial), "--dbname", conninfo], env)
             manifest["format"] = "pg_dump-custom"
         else:
-            raise BackupError(f"{redact(url)}: only sqlite and postgresql databases are backed up")
+            raise BackupError(f"{shown_url(url)}: only sqlite and postgresql databases are backed up")
         os.replace(partial, path)
     except BaseException:
         partial.unlink(missing_ok=True)
@@ -314,7 +321,7 @@ def restore(manifest_path: Path, to: str, replace: bool = False) -> dict:
             password = os.environ.get(PASSWORD_ENV) or None
         if not _is_empty_pg(u, password):
             raise BackupError(
-                f"{redact(to)} is not empty: restore into a new database (createdb -O OWNER NAME), "
+                f"{shown_url(to)} is not empty: restore into a new database (createdb -O OWNER NAME), "
                 "then point the services at it"
             )
         conninfo, env = _libpq(u, password)
@@ -323,7 +330,7 @@ def restore(manifest_path: Path, to: str, replace: bool = False) -> dict:
             env,
         )
     else:
-        raise BackupError(f"{redact(to)}: only sqlite and postgresql databases are restored")
+        raise BackupError(f"{shown_url(to)}: only sqlite and postgresql databases are restored")
     if kind != "ledger":
         return {}
     pw = None if u.password is not None else os.environ.get(PASSWORD_ENV) or None
@@ -350,8 +357,8 @@ def _cmd_backup(args: argparse.Namespace) -> int:
                 continue
             try:
                 m = backup(kind, url, args.dest)
-            except (BackupError, OSError, sqlite3.Error) as e:
-                print(f"FAIL  {kind}: {redact(url)}: {e}")
+            except (BackupError, LedgerError, OSError, sqlite3.Error) as e:
+                print(f"FAIL  {kind}: {shown_url(url)}: {e}")
                 failed = True
                 continue
             problems = m.get("ledger", {}).get("chain_problems") or []
@@ -381,10 +388,10 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_restore(args: argparse.Namespace) -> int:
     try:
         found = restore(args.manifest, args.to, args.replace)
-    except (BackupError, OSError, sqlite3.Error, KeyError, ValueError) as e:
+    except (BackupError, OSError, sqlite3.Error, KeyError, ValueError) as e:  # a LedgerError is a ValueError
         print(f"FAIL  restore: {e}")
         return 1
-    print(f"ok    restored {args.manifest.name} into {redact(args.to)}")
+    print(f"ok    restored {args.manifest.name} into {shown_url(args.to)}")
     if not found:
         return 0
     head = found["head"]

@@ -7,16 +7,25 @@ Order, as in a release: whatever can fail without a value of the data fails firs
 ledger's and the bundle folder's places, ``_check_places``); then the whole plan is
 reserved in the ledger before a value is read (a refusal reads and spends nothing); the
 stage is recorded as spent before the noise is drawn; the closing ``released`` row seals
-the bundle's manifest. Columns are discovered only where the kind is known from public
-facts (a Parquet type or ``--kind``): whether a CSV column parses as numbers is a
-property of the values, so it is never guessed.
+the bundle's manifests (``public/``; ``internal/``, which says where the ledger is).
+Columns are discovered only where the kind is known from public facts (a Parquet type or
+``--kind``): whether a CSV column parses as numbers is a property of the values, so it is
+never guessed.
+
+Only what a spec can declare is published (``declarable``): a category the spec's rule for
+text refuses (``spec.text``: a control character, a lone surrogate, more than 1,000
+characters...) or spelled as the draft's placeholder ``FILL`` is withheld from the bundle and
+the draft, and its rows map to the draft's ``(other)``; the bundle and the draft say how many
+were. The categories are the output of a DP selection, so filtering them and counting what
+was withheld is post-processing: it costs no budget.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,7 +33,8 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
-from dprelease.bundle.files import PUBLIC_DIR, make_dir, sha256, write_json
+from dprelease.bundle.files import PRIVATE_DIR, PUBLIC_DIR, make_dir, sha256, write_json
+from dprelease.bundle.ledger_record import LEDGER_RECORD, write_ledger_record
 from dprelease.bundle.staging import check_out
 from dprelease.bundle.write import io_error
 from dprelease.engines.header import DataError, input_format
@@ -42,7 +52,9 @@ from dprelease.mechanisms.discovery import (
 from dprelease.mechanisms.errors import DPReleaseError
 from dprelease.mechanisms.primitives import Measurement
 from dprelease.mechanisms.randomness import noise_rngs
+from dprelease.spec.draft import FILL, is_placeholder
 from dprelease.spec.sections import DISCOVERY, MAX_NAME, STAMP, DatasetSpec
+from dprelease.spec.text import text_problem
 
 __all__ = ["DISCOVERABLE", "Discovery", "discover"]
 
@@ -53,7 +65,8 @@ MECHANISM = "schema_discovery"
 @dataclass(frozen=True)
 class Discovery:
     """What a discovery published: ``atoms`` holds the numeric columns whose atoms were
-    discovered (none when ``--atom-share`` is 0)."""
+    discovered (none when ``--atom-share`` is 0); ``categories`` the declarable categories
+    (``declarable``), and ``withheld`` how many others each column's selection returned."""
 
     release_id: str
     bundle: Path
@@ -62,6 +75,23 @@ class Discovery:
     categories: dict[str, DiscoveredCategories]
     epsilon: float
     delta: float
+    withheld: dict[str, int] = field(default_factory=dict)
+
+
+WITHHELD = (
+    "text the spec refuses (a control character, a lone surrogate, a line separator, a bidirectional "
+    "control, a noncharacter or more than 1,000 characters) or the draft's placeholder FILL"
+)
+"""What a spec cannot declare as a category: what ``declarable`` withholds."""
+
+
+def declarable(found: DiscoveredCategories) -> tuple[DiscoveredCategories, int]:
+    """``found`` with only the categories a spec can declare (the rule for text of
+    ``spec.text``, and not the placeholder ``FILL``), and how many were withheld.
+    Post-processing of the DP selection: the measurement, which the ledger records, is
+    kept whole."""
+    kept = tuple(c for c in found.categories if text_problem(c) is None and not is_placeholder(c))
+    return dataclasses.replace(found, categories=kept), len(found.categories) - len(kept)
 
 
 def _read(path: Path, kinds: dict[str, str]) -> dict[str, np.ndarray]:
@@ -139,16 +169,17 @@ def _check_places(out: Path, ledger_url: str) -> None:
     check_out(out)
 
 
-def _write_bundle(bundle: Path, doc: dict) -> Path:
-    """``<bundle>/public/`` (world-readable: 0755, files 0644) with release.json and its
-    manifest; returns the manifest."""
+def _write_bundle(bundle: Path, doc: dict, ledger_url: str) -> tuple[Path, Path]:
+    """``<bundle>/public/`` (world-readable: 0755, files 0644) with release.json, and
+    ``<bundle>/internal/`` (its owner's only: 0700, 0600) with where the ledger is
+    (``write_ledger_record``), each with its manifest; returns both manifests."""
     public = make_dir(make_dir(bundle, PUBLIC_DIR) / "public", PUBLIC_DIR)
+    internal = make_dir(bundle / "internal", PRIVATE_DIR)
     write_json(public / "release.json", doc)
-    write_json(
-        public / "manifest.json",
-        {"algorithm": "sha256", "files": {"release.json": sha256(public / "release.json")}},
-    )
-    return public / "manifest.json"
+    write_ledger_record(internal, ledger_url)
+    for folder, name in ((public, "release.json"), (internal, LEDGER_RECORD)):
+        write_json(folder / "manifest.json", {"algorithm": "sha256", "files": {name: sha256(folder / name)}})
+    return public / "manifest.json", internal / "manifest.json"
 
 
 def discovery_release_id(dataset: str, now: datetime | None = None) -> str:
@@ -213,12 +244,13 @@ def discover(
         bounds: dict[str, DiscoveredBounds] = {}
         atoms: dict[str, DiscoveredAtoms] = {}
         categories: dict[str, DiscoveredCategories] = {}
+        withheld: dict[str, int] = {}
         made = []
         with led.spending(release_id, ["schema"], plan) as record:
             for (name, kind), budget in zip(kinds.items(), share, strict=True):
                 if kind == "nominal":
                     found = discover_categories(values[name], budget, delta_each, name, rng=rng)
-                    categories[name] = found
+                    categories[name], withheld[name] = declarable(found)
                     made.append(found.measurement)
                 else:
                     b, a = discover_numeric(
@@ -236,17 +268,20 @@ def discover(
                         atoms[name] = a
                         made.append(a.measurement)
             record(made)
-        found_all = Discovery(release_id, bundle, bounds, atoms, categories, epsilon, plan.delta)
+        found_all = Discovery(release_id, bundle, bounds, atoms, categories, epsilon, plan.delta, withheld)
         doc = _document(found_all, dataset, stamp, n, plan, made, delta_each, seed)
         doc["privacy"]["ledger_record"] = ledger_facts(led, dataset, release_id)
         try:
-            manifest = _write_bundle(bundle, doc)
+            manifests = _write_bundle(bundle, doc, led.url)
         except OSError as e:  # e.g. a full disk: the places were checked before the reserve
             shutil.rmtree(bundle, ignore_errors=True)
             led.finish(release_id, "failed", {"stage": "write_bundle", "error": type(e).__name__})
             spent = " (the budget this discovery spent stays spent: its noise was drawn)"
             raise io_error("writing the discovery bundle", out, e, spent) from None
-        led.finish(release_id, "released", {"public_manifest_sha256": sha256(manifest)})
+        public, internal = map(sha256, manifests)
+        led.finish(
+            release_id, "released", {"public_manifest_sha256": public, "internal_manifest_sha256": internal}
+        )
     return found_all
 
 
@@ -320,6 +355,8 @@ def _document(
                     "kind": "categories",
                     "categories": list(c.categories),
                     **_selection(c.threshold, c.measurement, delta_each),
+                    "withheld": found.withheld.get(name, 0),
+                    "withheld_rule": f"categories a spec cannot declare are not published: {WITHHELD}",
                 }
                 for name, c in found.categories.items()
             },
@@ -422,13 +459,29 @@ def draft_entries(found: Discovery, kinds: dict[str, str]) -> dict[str, tuple[st
             + (_atoms_note(a, atoms, dropped) if a is not None else ""),
         )
     for name, c in found.categories.items():
-        if not c.categories:
+        kept = [v for v in c.categories if v != OTHER]  # the draft adds (other) itself
+        withheld = found.withheld.get(name, 0)
+        if not kept and withheld:  # the kind's placeholder stays, saying why
+            out[name] = (
+                f"type: nominal, categories: {FILL}",
+                f"categories {where}: none a spec can declare",
+                f"categories {where}: the {withheld} found cannot be declared in a spec ({WITHHELD}); "
+                "fill the categories from a codebook",
+            )
+        if not kept:
             continue
-        listed = ", ".join(yaml_scalar(v) for v in (*c.categories, OTHER))
+        listed = ", ".join(yaml_scalar(v) for v in (*kept, OTHER))
         out[name] = (
             f"type: nominal, categories: [{listed}], unknown: other, other: {yaml_scalar(OTHER)}",
             f"categories {where}",
             f"categories {where}: only those with about {c.threshold:.0f} or more rows were found; "
-            f"rarer ones are mapped to {OTHER}. Add any a codebook lists",
+            f"rarer ones are mapped to {OTHER}"
+            + (
+                f"; {withheld} more passed the selection but a spec cannot declare them ({WITHHELD}): their "
+                f"rows map to {OTHER}"
+                if withheld
+                else ""
+            )
+            + ". Add any a codebook lists",
         )
     return out

@@ -10,12 +10,22 @@ The project's folders (``mechanisms/``, ``spec/``, ``engines/``, ``ledger/``, ``
 installed as the subpackages ``dprelease.mechanisms`` ... ``dprelease.flows``; nothing else
 is installed at the top level. The API's names are imported on first use, so that the
 command line starts without them.
+
+Importing dprelease puts the project's Prefect defaults in the process environment, each only
+where neither the environment nor the active Prefect profile sets it
+(``dprelease.flows.defaults``): Prefect reads its settings when it is first imported, and
+every entry (the command line, the Python API, a worker loading the flow) imports dprelease
+before it imports Prefect.
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
+
+from dprelease.flows.defaults import apply_defaults
+
+apply_defaults()  # before anything imports Prefect
 
 if TYPE_CHECKING:
     from dprelease import audit, errors, ledger

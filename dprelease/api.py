@@ -32,12 +32,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dprelease.errors import DPReleaseError, UnexpectedFailure
+from dprelease.engines.frames import frame_input, write_frame
+from dprelease.errors import DPReleaseError, SpecError, UnexpectedFailure
 from dprelease.flows import DEMO_SPEC as _DEMO
 from dprelease.spec import ReleaseSpec, load_spec, spec_from_mapping
+from dprelease.spec.document import plain_document, spec_text
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
 
     from dprelease.ledger import DatasetAccount
 
@@ -67,7 +70,11 @@ class Spec:
         """Read and validate a spec: a YAML file, or a mapping of the same fields.
 
         A file's relative ``dataset.path`` resolves against the file's folder; a mapping's
-        against the current directory.
+        against the current directory. A mapping meets a file's limits (``spec.document``): at
+        most 16 levels deep, 200,000 values and 2,000,000 characters of text, a list or
+        mapping used in several places counted in each, none holding itself; its keys are
+        text; numpy numbers, ``Decimal`` and ``Fraction`` are read as the float or int they
+        are, so that the spec file ``release`` writes reads back as the same spec.
 
         Args:
             spec: The path of a release YAML, or a dict of its fields.
@@ -80,8 +87,13 @@ class Spec:
                 ``dprelease validate`` prints it.
         """
         if isinstance(spec, Mapping):
-            raw = copy.deepcopy(dict(spec))
+            raw = plain_document(spec, _MAPPING)
             return cls(spec_from_mapping(raw, Path.cwd(), _MAPPING), _MAPPING, raw)
+        if not isinstance(spec, str | os.PathLike):
+            raise SpecError(
+                f"spec must be a Spec, the path of a release YAML or a mapping of its fields, not "
+                f"{type(spec).__name__}"
+            )
         from dprelease.spec import read_spec_mapping
 
         path = Path(spec)
@@ -136,22 +148,16 @@ class Spec:
         return Spec(spec_from_mapping(raw, Path.cwd(), self.source), self.source, raw)
 
     def _write(self, path: Path) -> Path:
-        """The spec as a file the flow reads (JSON, which YAML reads), its dataset path absolute."""
+        """The spec as a file the flow reads (``spec_text``: JSON, which YAML reads back as the
+        same document), its dataset path absolute."""
         raw = {**self._raw, "dataset": {**self._raw["dataset"], "path": str(self.data_path.resolve())}}
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(raw, f, default=_plain)
+            f.write(spec_text(raw))
         return path
 
     def __repr__(self) -> str:
         return f"Spec({self.source!r}: dataset {self.dataset!r}, {self.mechanism}, epsilon={self.epsilon:g})"
-
-
-def _plain(value: Any) -> Any:
-    """A spec value JSON does not write (a tuple, a Path, a date) as JSON writes its kind."""
-    if isinstance(value, tuple | set | frozenset):
-        return list(value)
-    return str(value)
 
 
 @dataclass(frozen=True)
@@ -245,21 +251,11 @@ def _private_folder() -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _data_file(data: pd.DataFrame | str | os.PathLike[str], folder: Path) -> Path:
-    """``data`` as a file the engines read: a path as it is; a DataFrame written to Parquet in
-    ``folder`` (0600), which keeps its column types (numbers, text, missing values) as given."""
-    import pandas as pd
-
-    if not isinstance(data, pd.DataFrame):
-        return Path(data).resolve()
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    path = folder / "data.parquet"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        pq.write_table(pa.Table.from_pandas(data, preserve_index=False), f)
-    return path
+def _data_file(source: Path | pa.Table, folder: Path) -> Path:
+    """``frame_input``'s answer as a file the engines read: a path as it is; a DataFrame's
+    table written to Parquet in ``folder`` (0600), which keeps its column types (numbers,
+    text, missing values) as given."""
+    return source if isinstance(source, Path) else write_frame(source, folder)
 
 
 def _as_spec(spec: Spec | str | os.PathLike[str] | Mapping[str, Any]) -> Spec:
@@ -274,6 +270,7 @@ def release(
     ledger: str | None = None,
     release_id: str | None = None,
     insecure_seed: int | None = None,
+    new_dataset: str | None = None,
 ) -> Release:
     """Run a release, as ``dprelease release`` does: reserve the budget in the ledger, read
     and validate the data, synthesise, run the gates and checks, write the bundle.
@@ -288,6 +285,8 @@ def release(
         data: The confidential table, replacing the spec's ``dataset.path``: a pandas
             DataFrame (written to a private temporary Parquet file, removed afterwards, so its
             column types are kept) or the path of a CSV/Parquet file. Default: the spec's file.
+            A DataFrame's columns are checked first (``engines.frames``): names of text, each
+            once; numbers, booleans, text or dates (an ``object`` column of one kind).
         out: The folder that receives ``<release_id>/public``, ``<release_id>/internal`` and
             ``failures/``, and by default the ledger ``ledger.db``.
         ledger: The budget ledger: a database URL, a SQLite file, or a folder holding
@@ -296,14 +295,22 @@ def release(
             ``<dataset>-<UTC time>``).
         insecure_seed: Fix the noise seed (numpy's samplers instead of OpenDP's): the bundle
             then says it is not fit for publication.
+        new_dataset: Why this dataset is new although another dataset name in the ledger has
+            the same public schema (column names and kinds), e.g. ``"the 2026 survey wave: a
+            new sample"``; recorded in the ledger. Without it such a release is refused:
+            a new name for the same data would start a fresh budget.
 
     Returns:
         The published release.
 
     Raises:
         SpecError: The spec breaks a rule.
-        BudgetRefused: The ledger refuses the release (lifetime budget, or a release_id that
-            already spent); nothing was read or spent.
+        DataError: ``data`` is not a DataFrame or a path, or a DataFrame holds a column the
+            engines cannot read (the message names each column and its rule); raised before
+            Prefect starts: nothing was reserved, read or spent.
+        BudgetRefused: The ledger refuses the release (its budget policy, a release_id that
+            already spent, or another dataset name with the same schema without
+            ``new_dataset``); nothing was read or spent.
         ReleaseIdTaken: The release's folder exists.
         InputRefused: The data breaks the public schema (``.detail`` names the columns and
             rules); nothing was spent.
@@ -311,25 +318,42 @@ def release(
         UnexpectedFailure: Anything else; nothing was published (the failure record in
             ``<out>/failures/`` holds the traceback).
     """
+    s, folder = _as_spec(spec), Path(out)
+    source = None if data is None else frame_input(data)  # refused here, before Prefect is imported
     from dprelease.flows import run
+
+    run.prefect_logging(verbose=False)  # before this call imports Prefect, if nothing did
     from dprelease.flows.prefect_server import process_api
     from dprelease.ledger import ledger_url
 
-    s, folder = _as_spec(spec), Path(out)
-    run.prefect_defaults(verbose=False)
     try:
         with _private_folder() as tmp:
-            if data is not None:
-                s = s.with_data(_data_file(data, tmp))
+            if source is not None:
+                s = s.with_data(_data_file(source, tmp))
             spec_file = s._write(tmp / "spec.yaml")
             url = run.flow_ledger(ledger, folder)
-            run.before_prefect(spec_file, folder, release_id, url, say=_log.info)
-            bundle = run.run_flow(
-                spec_file, folder, release_id, insecure_seed, url, api=process_api, warn=_warn
-            )
+            run.before_prefect(spec_file, folder, release_id, url, say=_log.info, new_dataset=new_dataset)
+            try:
+                bundle = run.run_flow(
+                    spec_file,
+                    folder,
+                    release_id,
+                    insecure_seed,
+                    url,
+                    api=process_api,
+                    warn=_warn,
+                    new_dataset=new_dataset,
+                )
+            except DPReleaseError:
+                raise
+            except Exception as e:  # Prefect's own, outside the flow's body: recorded as the docs say
+                record = run.record_not_started(e, spec_file, folder, release_id, "prefect")
+                raise UnexpectedFailure(
+                    f"the release failed unexpectedly ({type(e).__name__}); the failure record is {record}"
+                ) from e
     except DPReleaseError:
         raise
-    except Exception as e:  # a bug, or Prefect's own: the type only (its message may quote anything)
+    except Exception as e:  # a bug: the type only (its message may quote anything)
         raise UnexpectedFailure(f"the release failed unexpectedly ({type(e).__name__})") from e
     return Release._of(bundle, url or ledger_url(None, folder))
 
@@ -366,8 +390,9 @@ def synthesize(
 
     Raises:
         SpecError: The spec breaks a rule.
-        DataError: The data breaks the public schema (the message names the columns and
-            rules), or has too few rows for the mechanism.
+        DataError: ``data`` is not a DataFrame or a path, a DataFrame holds a column the
+            engines cannot read, or the data breaks the public schema (the message names the
+            columns and rules), or has too few rows for the mechanism.
     """
     from dprelease.bundle.published import Layout, publishable
     from dprelease.engines.inputs import (
@@ -382,8 +407,10 @@ def synthesize(
     from dprelease.mechanisms.primitives import release_streams
     from dprelease.mechanisms.registry import MECHANISMS
 
+    given = _as_spec(spec)
+    source = frame_input(data)
     with _private_folder() as tmp:
-        s = resolve_mechanism(_as_spec(spec).with_data(_data_file(data, tmp)).model)
+        s = resolve_mechanism(given.with_data(_data_file(source, tmp)).model)
         schema = s.public_schema()
         table, _ = read_input(s)
     refuse_input(failing_rules(validate_table(table, schema, "input")[1]))

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from dprelease.errors import BundleNotFound
 from dprelease.records import audit as _audit
-from dprelease.records.audit import Check, LedgerChoice
+from dprelease.records.audit import Check
+from dprelease.records.ledger_choice import LedgerChoice, choose_ledger
 
 __all__ = ["AuditResult", "Check", "LedgerChoice", "verify"]
 
@@ -27,7 +28,8 @@ class AuditResult:
         bundle: The bundle folder.
         checks: Each check: its group (files, identity, arithmetic, sensitivities, status,
             ledger), its name, whether it holds, and a detail.
-        ledger: The ledger checked (``url`` None: none was found) and where its URL came from.
+        ledger: The ledger checked (``url`` None: none was found; ``shown``: its URL with no
+            password) and where its URL came from.
     """
 
     bundle: Path
@@ -52,7 +54,8 @@ def verify(bundle: str | os.PathLike[str], *, ledger: str | None = None) -> Audi
     Args:
         bundle: A release bundle folder, ``<out>/<release_id>``.
         ledger: The ledger to cross-check: a database URL, a SQLite file or a folder holding
-            ``ledger.db``; default the SQLite ledger the bundle names, if it is here.
+            ``ledger.db``; default the SQLite ledger the bundle's ``internal/ledger.json``
+            names, if it is here, else ``ledger.db`` beside the bundle.
 
     Returns:
         The checks; ``.passed`` only if every one holds.
@@ -70,4 +73,4 @@ def verify(bundle: str | os.PathLike[str], *, ledger: str | None = None) -> Audi
         checks = _audit.verify_bundle(folder, given)
     except FileNotFoundError as e:
         raise BundleNotFound(str(e)) from None
-    return AuditResult(folder, checks, _audit.choose_ledger(doc, given))
+    return AuditResult(folder, checks, choose_ledger(folder, doc, given))

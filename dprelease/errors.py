@@ -4,7 +4,8 @@ what to do next, never a data value or a count from the data.
 
 The command line maps them to exit codes through one table (``dprelease.cli.console.exit_codes``):
 3 for ``GateError``; 4 for ``BudgetRefused`` and ``ReleaseIdTaken``; 1 for
-``PrefectUnreachable`` and ``UnexpectedFailure``; 2 for every other ``DPReleaseError``.
+``PrefectUnreachable`` (and its ``PrefectNotStarted``) and ``UnexpectedFailure``; 2 for every
+other ``DPReleaseError``.
 
 Example:
     >>> import dprelease
@@ -21,7 +22,7 @@ from dprelease.bundle.staging import ReleaseIdTaken
 from dprelease.checks.gates import GateError
 from dprelease.engines.header import DataError
 from dprelease.engines.inputs import InputRefused, InputValidationError
-from dprelease.flows.run import PrefectUnreachable, UnexpectedFailure
+from dprelease.flows.run import PrefectNotStarted, PrefectUnreachable, UnexpectedFailure
 from dprelease.ledger import BudgetRefused, LedgerError, LedgerLocked, NoLedger
 from dprelease.mechanisms.errors import BudgetError, DPReleaseError, SchemaError
 from dprelease.spec import SpecError
@@ -38,6 +39,7 @@ __all__ = [
     "LedgerError",
     "LedgerLocked",
     "NoLedger",
+    "PrefectNotStarted",
     "PrefectUnreachable",
     "ReleaseIdTaken",
     "SchemaError",

@@ -48,7 +48,6 @@ __all__ = [
     "Scan",
     "add_counts",
     "block_bytes",
-    "count_rows",
     "local_chunks",
     "read_csv_range",
     "read_row_group",
@@ -100,17 +99,6 @@ def local_chunks(path: Path, chunk_rows: int) -> Iterator[pa.Table]:
                 yield _parse((header or b"") + pending)
     except (pa.ArrowInvalid, OSError) as e:
         raise _unreadable(path, e) from None
-
-
-def count_rows(path: Path, chunk_rows: int) -> int:
-    """The input's rows (public under replace-one): a Parquet file's metadata, or a pass
-    over a CSV file's chunks as the local engine reads them."""
-    if input_format(path) == "parquet":
-        try:
-            return int(pq.ParquetFile(path).metadata.num_rows)
-        except (pa.ArrowInvalid, OSError) as e:
-            raise _unreadable(path, e) from None
-    return sum(chunk.num_rows for chunk in local_chunks(path, chunk_rows))
 
 
 def _unreadable(path: Path, e: Exception) -> DataError:

@@ -8,12 +8,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dprelease.engines.chunks import count_rows
+from dprelease.engines.header import data_lines
 from dprelease.engines.tables import DataError, clip_to_bounds, map_unknown, read_table
 from dprelease.mechanisms.auto import AUTO
 from dprelease.mechanisms.errors import DPReleaseError
 from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.mechanisms.rowkeys import RowKeys, held_out
 from dprelease.spec import ReleaseSpec, forecast
+from dprelease.spec.resources import check_resources
 
 __all__ = [
     "InputRefused",
@@ -22,7 +24,7 @@ __all__ = [
     "failing_rules",
     "fitted_rows",
     "holdout_split",
-    "input_rows",
+    "public_rows",
     "read_input",
     "refuse_input",
     "refuse_output",
@@ -122,45 +124,65 @@ def holdout_split(
     return table.iloc[kept].reset_index(drop=True), table.iloc[held].reset_index(drop=True)
 
 
-def fitted_rows(spec: ReleaseSpec, n: int) -> int:
-    """Rows the release is fitted on: n − ⌊holdout_fraction·n⌋, as the flow's holdout split."""
+def fitted_rows(spec: ReleaseSpec, n: int, keys: RowKeys | None = None) -> int:
+    """Rows a release of n input rows fits: n − ⌊holdout_fraction·n⌋ on the memory engine
+    (``holdout_split``). On a streaming engine, given the release's row ``keys``, n less the
+    rows its per-row coin holds out (``rowkeys.held_out``: the keys and n decide it, no row
+    is read); without them, the memory engine's count (a preview: ``dprelease validate``)."""
+    if spec.engine.streaming and keys is not None:
+        return n - held_out(keys.holdout, n, spec.checks.holdout_fraction)
     return n - int(spec.checks.holdout_fraction * n)
 
 
-def input_rows(spec: ReleaseSpec) -> int:
-    """The input's n, read the way the release's engine reads it, so that it is the n the
-    release fits and publishes: the memory engine's reader (``read_table``, which falls back
-    to pandas where pyarrow refuses a file), or the streaming engines' chunks
-    (``count_rows``). Public under replace-one; its errors name the file's kind, never a row."""
-    if spec.engine.streaming:
-        return count_rows(spec.data_path, spec.engine.chunk_rows)
-    schema = spec.public_schema()
-    return len(
-        read_table(spec.data_path, schema, spec.missing_tokens(), spec.ignored_columns(), spec.one_hot())
-    )
+def public_rows(spec: ReleaseSpec) -> int:
+    """The input's n without parsing a value (``header.data_lines``: a Parquet footer, or a
+    CSV file's lines), public under replace-one: what ``mechanism: auto`` chooses on, and
+    what a forecast of the release may use. Counting reads the file, so a release calls
+    it after the ledger's pre-check; its only outcomes are n or an error naming the file's
+    kind, whatever a record holds. The readers must then find n records (``check_rows``)."""
+    return data_lines(spec.data_path)
 
 
-def resolve_mechanism(spec: ReleaseSpec) -> ReleaseSpec:
-    """The spec with ``mechanism: auto`` resolved (``ReleaseSpec.resolve``) on the public
-    n (``input_rows``), before anything is reserved. A spec that names its mechanism is
-    returned as it is, without opening the file."""
+def resolve_mechanism(spec: ReleaseSpec, keys: RowKeys | None = None) -> ReleaseSpec:
+    """The spec with ``mechanism: auto`` resolved (``ReleaseSpec.resolve``) on the public n
+    (``public_rows``) and the rows the release fits (``fitted_rows``; ``keys``: a streaming
+    release's row keys, so the rule sees the very count it fits). A release calls it after
+    the ledger's pre-check and before the rehearsal and the reserve. A spec that names its
+    mechanism is returned as it is, without opening the file."""
     if spec.mechanism.name != AUTO:
         return spec
-    return spec.resolve(fitted_rows(spec, input_rows(spec)))
+    n = public_rows(spec)
+    return spec.resolve(fitted_rows(spec, n, keys), rows=n)
 
 
 def check_rows(spec: ReleaseSpec, n: int, fitted: int | None = None) -> list[str]:
     """Refuse, before any noise is drawn, a table of n rows that is too small for the
     mechanism (``Synthesizer.min_rows`` on the fitted rows), for the post-release checks,
     for ``privacy.delta`` (δ ≥ 1/n), or for the budget: noise whose s.d. per count reaches
-    the fitted rows (``spec.forecast``, from public facts). n is public under replace-one,
+    the fitted rows (``spec.forecast``, from public facts); under ``mechanism: auto``, one
+    whose reader found other than the n lines the rule counted (``public_rows``), so that the
+    n and fitted rows the rule chose on are the release's. n is public under replace-one,
     so the message may quote it. ``fitted``: the streaming engines' fitted count (their
     holdout coin is per row); default n − ⌊holdout_fraction·n⌋. Returns the forecast's
-    warnings (columns the noise will blur badly, and the ε that would not)."""
+    warnings (columns the noise will blur badly, and the ε that would not). Last, the
+    resource forecast with n (``spec.resources.check_resources``): ``ResourceRefused``."""
+    choice = spec.auto_choice
+    if choice is not None and choice.rows != n:
+        raise InputValidationError(
+            "mechanism auto chose on the input's lines, counted before the budget was reserved, but the "
+            "reader found another number of records: a value holds a line break, or a line holds only "
+            "spaces. Make each record one line without line breaks in values, or name the mechanism in "
+            "the spec; nothing was spent."
+        )
     if n < 1:
         raise InputValidationError("the input has no data rows; nothing was spent")
     synth = MECHANISMS[spec.mechanism.name]
     fitted = fitted_rows(spec, n) if fitted is None else fitted
+    if choice is not None and choice.n_fitted != fitted:
+        raise DPReleaseError(
+            f"internal error: mechanism auto chose on {choice.n_fitted} fitted rows; "
+            f"the release fits {fitted}"
+        )
     fraction = spec.checks.holdout_fraction
     held = f" ({n - fitted} held out by checks.holdout_fraction {fraction:g})" if fraction else ""
     more = "supply more rows" + (" or lower checks.holdout_fraction" if fraction else "")
@@ -204,4 +226,5 @@ def check_rows(spec: ReleaseSpec, n: int, fitted: int | None = None) -> list[str
             + "\n  ".join(problems)
             + "\nNothing was spent."
         )
+    check_resources(spec, fitted)  # the memory and time forecast, now with n (public)
     return [] if ahead is None else ahead.warnings

@@ -24,15 +24,14 @@ import numpy as np
 import pandas as pd
 
 from dprelease.mechanisms.calendar import to_iso
-from dprelease.mechanisms.registry import MECHANISMS
 from dprelease.mechanisms.schema import Continuous, Schema
 from dprelease.spec import ReleaseSpec
 from dprelease.spec.columns import DerivedSpec, DropSpec, IdSpec, OneHotSpec
+from dprelease.spec.resources import rehearsal_rows
 
 __all__ = ["REHEARSAL_SEED", "model_values", "rehearsal_rows", "write_rehearsal_file"]
 
 REHEARSAL_SEED = 20261126  # public: the permutations of the cells
-_MIN_ROWS = 32
 
 
 def _cells(c: Continuous) -> np.ndarray:
@@ -49,18 +48,6 @@ def _bounds(c: Continuous) -> tuple[float, float]:
     if c.integer:
         return float(math.ceil(c.lower)), float(math.floor(c.upper))
     return c.lower, c.upper
-
-
-def rehearsal_rows(spec: ReleaseSpec) -> int:
-    """The rehearsal table's row count: every cell of the widest column plus the two bound
-    rows, enough fitted rows for the mechanism (``min_rows``) and a non-empty holdout."""
-    schema = spec.public_schema()
-    need = MECHANISMS[spec.mechanism.name].min_rows(schema, spec.mechanism_params())
-    rows = max(max(schema.n_bins) + 2, 2 * need + 2, _MIN_ROWS)
-    fraction = spec.checks.holdout_fraction
-    if fraction:
-        rows = max(rows, math.ceil(2 / fraction))
-    return rows
 
 
 def model_values(schema: Schema, rows: int) -> pd.DataFrame:

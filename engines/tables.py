@@ -71,7 +71,8 @@ def read_table(
             df[c.name] = calendar_units(df[c.name], c)
     for name in (c.name for c in schema.columns if not isinstance(c, Continuous)):
         col = df[name]
-        if not (pd.api.types.is_string_dtype(col) or col.isna().all()):
+        categorical = isinstance(col.dtype, pd.CategoricalDtype)  # a Parquet dictionary: fixed categories
+        if categorical or not (pd.api.types.is_string_dtype(col) or col.isna().all()):
             df[name] = col.astype("string").astype(str).where(col.notna())
         if name in missing:
             df[name] = df[name].fillna(missing[name])

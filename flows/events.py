@@ -14,13 +14,11 @@ reacts to them.
 
 Notices are sent, or queued when Prefect cannot be reached, by ``flows.delivery``.
 
-The flow body records its own failures (it knows the stage and the staging folder). The
-``on_failure`` / ``on_crashed`` hooks cover what the body could not: a failure before the
-release started (an invalid spec, an existing folder) or a crash; they write the failure
-record to ``<out>/failures/``, close the ledger reservation as ``failed`` (charged the
-stages spent) and send ``.failed``, or ``.refused`` for a budget refusal the body raised
-before its own record (a deployment's run whose spec has no budget policy). They need no
-server.
+The flow body records its own failures (it knows the stage and the staging folder): the
+run's ``RunRecord`` says what the ``on_failure`` / ``on_crashed`` hooks (``flows/hooks.py``)
+must still record. A failure event also carries the ledger's state of the attempt
+(``ledger_status``: reserved, failed, ...; the stages spent and planned), and ``crashed``
+when the run's process died or was interrupted.
 """
 
 from __future__ import annotations
@@ -35,18 +33,18 @@ from uuid import UUID, uuid4
 from dprelease.bundle.write import write_failure_record
 from dprelease.checks.gates import GateError
 from dprelease.flows.delivery import deliver
-from dprelease.ledger import BudgetRefused, Ledger, NoLedger, budget_facts
+from dprelease.ledger import BudgetRefused, Ledger, budget_facts
 from dprelease.mechanisms.errors import DPReleaseError
 from dprelease.spec import RELEASE_ID  # re-exported: the flow and the hooks check release ids with it
 
 __all__ = [
     "RELEASE_ID",
     "RunRecord",
+    "forget",
     "notice",
-    "on_crashed",
-    "on_failure",
     "record_failure",
     "release_event",
+    "run_label",
     "track",
     "untrack",
 ]
@@ -83,6 +81,22 @@ def untrack(flow_run_id: Any) -> None:
         _RUNS.pop(UUID(str(flow_run_id)), None)
 
 
+def forget(flow_run_id: Any) -> RunRecord | None:
+    """The record of flow run ``flow_run_id`` kept by its body in this process, forgotten
+    (None: the body never ran here, e.g. the run's process died and a worker runs its hook)."""
+    return _RUNS.pop(UUID(str(flow_run_id)), None)
+
+
+def run_label(flow_run: Any) -> str:
+    """What names a run whose release id is not known (its spec or ``release_id`` was
+    refused before the body named it): ``flow-run-<its name>`` (Prefect's, e.g.
+    ``witty-fox``), or ``flow-run-<its id>``; safe as a folder name, never a release id."""
+    name = getattr(flow_run, "name", None)
+    if isinstance(name, str) and RELEASE_ID.fullmatch(name):
+        return f"flow-run-{name}"
+    return f"flow-run-{getattr(flow_run, 'id', None) or 'outside-prefect'}"
+
+
 # ---------------------------------------------------------------- notices: what is sent
 
 
@@ -116,7 +130,7 @@ def _run_related(flow_run: Any = None) -> list[dict[str, str]]:
 def release_event(
     kind: str,
     *,
-    release_id: str,
+    release_id: str | None,
     dataset: str | None,
     ledger: Ledger | None,
     error: BaseException | None = None,
@@ -124,9 +138,14 @@ def release_event(
     where: dict[str, str] | None = None,
     failure_record: Path | None = None,
     flow_run: Any = None,
+    crashed: bool = False,
+    no_ledger: bool = False,
 ) -> dict[str, Any]:
     """The event ``dprelease.release.<kind>`` as JSON (``emit_event``'s arguments); never
     raises for want of the ledger (its facts are then left out, with a warning).
+    ``release_id`` None: the run failed before it had one (its resource is then
+    ``dprelease.release.<run_label>``, and the payload's ``release_id`` null). ``no_ledger``:
+    there is no ledger where the run had its own, so it reserved nothing.
 
     A refusal carries the ledger's message (budgets and release ids: public). A failure
     carries only the error's type and the stage: even our rule-naming messages say that
@@ -138,11 +157,17 @@ def release_event(
     if kind not in KINDS:
         raise ValueError(f"event kind {kind!r} must be one of {KINDS}")
     payload: dict[str, Any] = {"release_id": release_id, "dataset": dataset, "status": kind}
-    if ledger is not None and dataset is not None:
+    if ledger is not None and dataset is not None and release_id is not None:
         try:
             payload.update(budget_facts(ledger, dataset, release_id))
+            if kind == "failed":
+                payload.update(attempt_facts(ledger, release_id))
         except Exception as e:  # the ledger holds the truth; the event goes without it
             _log.warning("the ledger's facts are left out of the %s event (%s)", kind, type(e).__name__)
+    if no_ledger and kind == "failed":
+        payload.update(ledger_status=None, stages_spent=[], stages_planned=[])
+    if crashed:
+        payload["crashed"] = True
     if isinstance(payload.get("epsilon_spent"), float | int):
         payload["spent"] = _for_people(payload["epsilon_spent"], payload.get("delta_spent"))
     if error is not None:
@@ -156,7 +181,8 @@ def release_event(
         payload["bundle_host"] = where["host"]
         if "url" in where:
             payload["bundle_url"] = where["url"]
-    resource = {"prefect.resource.id": f"dprelease.release.{release_id}", "prefect.resource.name": release_id}
+    named = release_id or run_label(flow_run if flow_run is not None else _this_run())
+    resource = {"prefect.resource.id": f"dprelease.release.{named}", "prefect.resource.name": named}
     if dataset is not None:
         resource["dprelease.dataset"] = dataset
     return {
@@ -167,6 +193,25 @@ def release_event(
         "occurred": datetime.now(UTC).isoformat(),
         "id": str(uuid4()),
     }
+
+
+def _this_run() -> Any:
+    from prefect.context import FlowRunContext
+
+    return getattr(FlowRunContext.get(), "flow_run", None)
+
+
+def attempt_facts(ledger: Ledger, release_id: str) -> dict[str, Any]:
+    """The ledger's state of the attempt (public): its status (``reserved`` while open, and
+    then charged its whole plan; ``failed`` once closed, charged the stages spent; None when
+    it never reserved), the stages it spent, and those it planned."""
+    attempt = ledger.attempt(release_id)
+    if attempt is None:
+        return {"ledger_status": None, "stages_spent": [], "stages_planned": []}
+    rows = ledger.entries(release_id=release_id)
+    reserved = [r for r in rows if r["kind"] == "release" and r["status"] == "reserved"]
+    plan = [stage for stage, *_ in (reserved[-1]["detail"] or {}).get("plan", [])] if reserved else []
+    return {"ledger_status": attempt["status"], "stages_spent": attempt["spent"], "stages_planned": plan}
 
 
 def _for_people(epsilon: float, delta: float | None) -> str:
@@ -203,59 +248,6 @@ def notice(
 # ---------------------------------------------------------------- failures
 
 
-def _record_unhandled(flow_run: Any, state: Any, what: str) -> None:
-    record = _RUNS.pop(UUID(str(flow_run.id)), None)
-    if record is not None and record.handled:
-        return
-    params = dict(getattr(flow_run, "parameters", None) or {})
-    if record is None:
-        rid = params.get("release_id")
-        safe = isinstance(rid, str) and RELEASE_ID.fullmatch(rid) is not None  # it names a folder
-        record = RunRecord(Path(params.get("out_dir") or "releases"), rid if safe else None)
-    result = state.result(raise_on_failure=False)
-    error = result if isinstance(result, BaseException) else RuntimeError(state.message or what)
-    rid = record.release_id or "unknown-release"
-    ledger = None
-    try:
-        if record.ledger_url is not None:
-            try:  # never created here: a run that failed before its reserve has nothing to record
-                ledger = Ledger(record.ledger_url, create=False, password=record.ledger_password)
-            except NoLedger:
-                ledger = None
-            if ledger is not None and record.reserved:
-                ledger.finish(
-                    rid, "failed", {"stage": record.stage, "error": type(error).__name__, "state": what}
-                )
-        path = write_failure_record(record.out, rid, f"{record.stage} ({what})", error, None)
-        kind = "refused" if isinstance(error, BudgetRefused) else "failed"  # e.g. a deployment with no policy
-        event = release_event(
-            kind,
-            release_id=rid,
-            dataset=record.dataset,
-            ledger=ledger,
-            error=error,
-            stage=record.stage,
-            failure_record=path,
-            flow_run=flow_run,
-        )
-        deliver(record.out, notice(rid, kind, events=[event], flow_run=flow_run))
-    except Exception as e:  # a hook must not hide the run's own failure
-        _log.warning("the %s hook could not record the failure (%s)", what, type(e).__name__)
-    finally:
-        if ledger is not None:
-            ledger.close()
-
-
-def on_failure(flow: Any, flow_run: Any, state: Any) -> None:
-    """``on_failure`` hook: record a failure the flow body did not (e.g. an invalid spec)."""
-    _record_unhandled(flow_run, state, "failed")
-
-
-def on_crashed(flow: Any, flow_run: Any, state: Any) -> None:
-    """``on_crashed`` hook: record a crash (the process was interrupted or terminated)."""
-    _record_unhandled(flow_run, state, "crashed")
-
-
 def record_failure(
     record: RunRecord,
     ledger: Ledger | None,
@@ -269,7 +261,8 @@ def record_failure(
     """The body's own failure record: close the reservation (charged the stages spent),
     write ``<out>/failures/`` (returned), deliver ``.gated``, ``.refused`` or ``.failed``
     (with the ``artifacts`` a gated release still has)."""
-    rid = record.release_id or "unknown-release"  # the flow names the release before it can fail here
+    rid = record.release_id
+    assert rid is not None  # the body names the release before it can fail here
     if record.reserved and ledger is not None:
         _close_failed(ledger, rid, record.stage, error, sealed)
     path = write_failure_record(record.out, rid, record.stage, error, staging if staging.exists() else None)

@@ -33,6 +33,7 @@ from prefect import get_run_logger
 from prefect.runtime import flow_run
 
 from dprelease.bundle.document import release_document
+from dprelease.bundle.ledger_record import write_ledger_record
 from dprelease.bundle.published import Layout, publishable
 from dprelease.engines.inputs import InputRefused, check_rows, holdout_split
 from dprelease.engines.runners import open_engine
@@ -45,9 +46,9 @@ from dprelease.mechanisms.errors import DPReleaseError
 from dprelease.mechanisms.gates import GATES_STAGE, GateResult
 from dprelease.mechanisms.primitives import Measurement, Streams, sampler_note
 from dprelease.mechanisms.registry import MECHANISMS
-from dprelease.mechanisms.rowkeys import RowKeys
 from dprelease.mechanisms.synthesizer import Stage
 from dprelease.spec import ReleaseSpec
+from dprelease.spec.resources import REHEARSAL_CHECK_ROWS
 from dprelease.tasks.budget import allocate_budget
 from dprelease.tasks.post_release import check_gates, check_linkage, check_utility, write_report
 from dprelease.tasks.publish import write_bundle
@@ -67,32 +68,34 @@ __all__ = ["Outcome", "Run", "release_steps"]
 
 _log = logging.getLogger("dprelease.release")
 
-REHEARSAL_CHECK_ROWS = 200
-"""The rows of each table the advisory checks see in a rehearsal (every column, not every cell)."""
-
 
 @dataclass
 class Run:
     """Where the steps run: the spec, the ledger, the release id and the run's record.
-    ``rehearsal``: the steps run as plain functions (no Prefect task runs, no progress
-    display, no row-count refusals, which are about the real n). ``plan`` is set by the
-    reserve, ``outcome`` just before the bundle is written, ``sealed`` once the ledger
-    has sealed the bundle."""
+    ``rehearsal``: the steps run as plain functions (no Prefect task runs, no row-count
+    refusals, which are about the real n; ``tell`` is told each step, for the display).
+    ``new_dataset``: the steward's reason why the dataset is new though another dataset name
+    holds its schema (``ledger.identity``). ``plan`` is set by the reserve, ``outcome`` just
+    before the bundle is written, ``sealed`` once the ledger has sealed the bundle."""
 
     spec: ReleaseSpec
     ledger: Ledger
     rid: str
     record: RunRecord
     rehearsal: bool = False
+    new_dataset: str | None = None
+    tell: Callable[[str], None] | None = None
     plan: BudgetPlan = field(init=False)
     outcome: Outcome | None = None
     sealed: bool = False
 
     def at(self, step: str) -> None:
-        """The run reached ``step``: the stage a failure names (and, in a release, the
-        progress display)."""
+        """The run reached ``step``: the stage a failure names, and the progress display (a
+        rehearsal's through ``tell``)."""
         if self.rehearsal:
             self.record.stage = step
+            if self.tell is not None:
+                self.tell(f"step '{step}'")
         else:
             step_reached(self.record, step)
 
@@ -206,7 +209,7 @@ def _synthesise_streaming(r: Run, staging: Path, streams: Streams) -> _Fitted:
     rows drawn, decoded, validated and written chunk by chunk. The checks see samples."""
     spec = r.spec
     schema, params, steps = spec.public_schema(), spec.mechanism_params(), streaming_steps(spec)
-    job = chunk_job(spec, RowKeys.draw(streams.holdout))
+    job = chunk_job(spec, streams.row_keys)  # the keys auto's rule counted the fitted rows with
     engine = open_engine(spec.engine, spec.data_path)
     try:
         r.at("validate_input")
@@ -361,7 +364,7 @@ def release_steps(
     rename (``r.sealed``). Raises whatever a step raises (the caller records the failure)."""
     spec, rid, ledger = r.spec, r.rid, r.ledger
     r.at("allocate_budget")
-    r.plan = r.task(allocate_budget)(spec, staging / "public", ledger, rid)  # before the data is read
+    r.plan = r.task(allocate_budget)(spec, staging / "public", ledger, rid, r.new_dataset)  # before any read
     r.record.reserved = True
     if undeclared := _undeclared_stages(spec, r.plan):
         raise DPReleaseError(
@@ -391,6 +394,7 @@ def release_steps(
         gates=[g.as_dict() for g in gates],
         compared_rows=len(fit.real[0]),
     )
+    write_ledger_record(staging / "internal", ledger.url)  # where the ledger is: internal, never public
     if spec.checks.enabled:
         _advisory_checks(r, fit, gates, document, staging, streams.checks)
     r.at("write_bundle")

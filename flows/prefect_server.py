@@ -9,6 +9,13 @@ session of its own, so a terminal's Ctrl-C reaches only the CLI, which records t
 interrupted run and then stops the server (sharing the CLI's process group, the server
 quit first and the CLI then spent a minute retrying it). On other platforms it is
 Prefect's server unchanged, and ``kill -9`` still orphans it.
+
+Both blocks run under the project's Prefect defaults (``flows/defaults.py``) as Prefect's own
+defaults: ``import dprelease`` put them in the environment, but Prefect reads its settings
+once, when first imported, which may have been before dprelease (a notebook). The server's
+start waits the time-out read in that block (the user's, or the project's 90 s), given to it
+explicitly; a server that does not answer in time is stopped, and ``PrefectNotStarted`` says
+which setting to raise.
 """
 
 from __future__ import annotations
@@ -35,6 +42,9 @@ from prefect.settings import (
     PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
     temporary_settings,
 )
+
+from dprelease.flows.defaults import PREFECT_DEFAULTS
+from dprelease.flows.run import PrefectNotStarted
 
 __all__ = ["prefect_api", "prefect_drained", "process_api"]
 
@@ -146,10 +156,11 @@ class TemporaryServer:
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/api"
 
-    def ready(self) -> None:
-        """Wait until the server answers ``/health`` (Prefect's start loop: a port taken
-        meanwhile, exit code 3, is retried on another port)."""
-        deadline = time.monotonic() + PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()
+    def ready(self, timeout: float) -> None:
+        """Wait up to ``timeout`` s until the server answers ``/health`` (Prefect's start
+        loop: a port taken meanwhile, exit code 3, is retried on another port). A server
+        that does not is stopped, and ``PrefectNotStarted`` says what to do."""
+        deadline = time.monotonic() + timeout
         with httpx.Client() as client:
             while time.monotonic() < deadline:
                 code = self.server_process.poll()
@@ -157,14 +168,24 @@ class TemporaryServer:
                     self.port = _free_port()
                     self.server_process = _start_uvicorn(self.port)
                 elif code is not None:
-                    raise RuntimeError(f"Prefect's temporary server exited with code {code} while starting")
+                    raise PrefectNotStarted(
+                        f"Prefect's temporary server exited with code {code} while starting (its output is "
+                        "above); set PREFECT_API_URL to a running Prefect server instead. The release did "
+                        "not start: nothing was read or spent."
+                    )
                 try:
                     if client.get(f"{self.api_url}/health").status_code == 200:
                         return
                 except httpx.TransportError:
                     pass
                 time.sleep(0.1)
-        raise RuntimeError("Timed out while attempting to connect to Prefect's temporary server")
+        self.stop()
+        raise PrefectNotStarted(
+            f"Prefect's temporary server did not answer within {timeout:g} s "
+            "(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS); the machine may be busy: raise it, or set "
+            "PREFECT_API_URL to a running Prefect server. The release did not start: nothing was read "
+            "or spent."
+        )
 
     def stop(self) -> None:
         """Prefect's stop waits up to 5 s for uvicorn's graceful exit (about 2 s of a demo
@@ -195,33 +216,51 @@ def prefect_api(meanwhile: Callable[[], object] | None = None) -> Iterator[Tempo
     every case, before the block. Prefect's server module is never imported here: it takes
     1.7 s, and the server runs in its own process.
     """
-    if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
-        if meanwhile is not None:
-            meanwhile()
-        try:
-            yield None
-        finally:
-            _ENDED.append(True)
-        return
-    from prefect.logging.configuration import ensure_logging_setup
+    with _project_defaults():
+        if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+            if meanwhile is not None:
+                meanwhile()
+            try:
+                yield None
+            finally:
+                _ENDED.append(True)
+            return
+        from prefect.logging.configuration import ensure_logging_setup
 
-    ensure_logging_setup()  # before the first log line (`import prefect` sets it up only later)
-    port = _free_port()
-    get_logger().info(f"Starting temporary server on http://127.0.0.1:{port}")
-    server = TemporaryServer(port)  # first: ``meanwhile`` overlaps its start
-    atexit.register(server.stop)
-    try:
-        if meanwhile is not None:
-            meanwhile()
-        server.ready()
+        ensure_logging_setup()  # before the first log line (`import prefect` sets it up only later)
+        port = _free_port()
+        get_logger().info(f"Starting temporary server on http://127.0.0.1:{port}")
+        server = TemporaryServer(port)  # first: ``meanwhile`` overlaps its start
+        atexit.register(server.stop)
         try:
-            with _against(server):
-                yield server
+            if meanwhile is not None:
+                meanwhile()
+            server.ready(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
+            try:
+                with _against(server):
+                    yield server
+            finally:
+                _DRAINED.append(True)
         finally:
-            _DRAINED.append(True)
-    finally:
-        server.stop()
-        _ENDED.append(True)
+            server.stop()
+            _ENDED.append(True)
+
+
+@contextmanager
+def _project_defaults() -> Iterator[None]:
+    """The block runs with the project's Prefect defaults (``flows/defaults.py``) as Prefect's
+    own: any source of Prefect's settings (environment, profile, ``prefect.toml``) overrides
+    them. ``import dprelease`` put them in the environment; this also holds when Prefect read
+    its settings before that."""
+    import prefect.settings
+
+    defaults = {
+        getattr(prefect.settings, name): value
+        for name, value in PREFECT_DEFAULTS.items()
+        if name.startswith("PREFECT_")
+    }
+    with temporary_settings(set_defaults=defaults):
+        yield
 
 
 @contextmanager
@@ -242,14 +281,19 @@ def _against(server: TemporaryServer) -> Iterator[TemporaryServer]:
 
 
 def _shared_server() -> TemporaryServer:
-    """The process's temporary server: started on first use (or again if it died), stopped
-    at interpreter exit (``atexit``)."""
+    """The process's temporary server: started on first use (or again if it died or did not
+    start), stopped at interpreter exit (``atexit``)."""
     if _SHARED and _SHARED[0].server_process.poll() is None:
         return _SHARED[0]
     _SHARED.clear()
     server = TemporaryServer(_free_port())
     atexit.register(server.stop)
-    server.ready()
+    try:
+        server.ready(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
+    except BaseException:
+        server.stop()  # never left running, nor kept: the next call starts a fresh one
+        atexit.unregister(server.stop)
+        raise
     _SHARED.append(server)
     return server
 
@@ -263,16 +307,17 @@ def process_api(meanwhile: Callable[[], object] | None = None) -> Iterator[Tempo
     Prefect refuses as usual when temporary servers are disabled), and sends its queued logs
     and events when it ends; unlike it, the server outlives the block and stops at exit.
     ``meanwhile`` runs before the block (while the server starts, the first time)."""
-    if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+    with _project_defaults():
+        if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+            if meanwhile is not None:
+                meanwhile()
+            yield None
+            return
+        from prefect.logging.configuration import ensure_logging_setup
+
+        ensure_logging_setup()
         if meanwhile is not None:
             meanwhile()
-        yield None
-        return
-    from prefect.logging.configuration import ensure_logging_setup
-
-    ensure_logging_setup()
-    if meanwhile is not None:
-        meanwhile()
-    server = _shared_server()
-    with _against(server):
-        yield server
+        server = _shared_server()
+        with _against(server):
+            yield server

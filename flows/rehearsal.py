@@ -37,6 +37,7 @@ from dprelease.bundle.staging import prepare_staging
 from dprelease.engines.rehearsal import rehearsal_rows, write_rehearsal_file
 from dprelease.flows.events import RunRecord
 from dprelease.flows.pipeline import Run, release_steps
+from dprelease.flows.progress import heartbeat
 from dprelease.ledger import Ledger
 from dprelease.mechanisms.errors import DPReleaseError
 from dprelease.mechanisms.primitives import release_streams
@@ -172,24 +173,31 @@ def rehearse(
 ) -> Rehearsal:
     """Rehearse a release of ``spec`` (as ``release_id``, default the spec's); raises
     ``RehearsalError`` naming the step (and the column) where it fails. ``insecure_seed``:
-    the release's, so the rehearsal draws noise as the release will (vetted or seeded)."""
+    the release's, so the rehearsal draws noise as the release will (vetted or seeded).
+    The progress display (``flows.progress``) is told each step, and the time a long one
+    has run every ``HEARTBEAT_SECONDS``."""
     from prefect.logging import disable_run_logger
 
     started = time.monotonic()
     rid = release_id or spec.resolved_release_id()
-    with tempfile.TemporaryDirectory(prefix="dprelease-rehearsal-") as tmp:
+    with (
+        heartbeat("rehearse") as tell,
+        tempfile.TemporaryDirectory(prefix="dprelease-rehearsal-") as tmp,
+    ):
         folder = Path(tmp)
+        rows = rehearsal_rows(spec)
+        tell(f"writing a {rows}-row table drawn from the public schema")
         path, model = write_rehearsal_file(spec, folder)
         warnings = _derived(spec, model)
         _identifiers(spec)
-        rows = rehearsal_rows(spec)
         out = folder / "out"
         record = RunRecord(out, rid, spec.dataset.name)
         try:
             with disable_run_logger(), Ledger(f"sqlite:///{folder / 'ledger.db'}") as ledger:
                 held = prepare_staging(out, rid)
                 try:
-                    run = Run(_rehearsal_spec(spec, path, rows), ledger, rid, record, rehearsal=True)
+                    rehearsed = _rehearsal_spec(spec, path, rows)
+                    run = Run(rehearsed, ledger, rid, record, rehearsal=True, tell=tell)
                     release_steps(
                         run,
                         held.path,

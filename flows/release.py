@@ -1,4 +1,6 @@
-"""The release flow, in the order of the design card. First the rehearsal
+"""The release flow, in the order of the design card. Under ``mechanism: auto``, first the
+ledger's refusal (recorded), then the rule's choice on the rows counted without parsing a
+value (``_choose``). Then the rehearsal
 (``flows/rehearsal.py``): the whole path that needs no confidential value, run on a table
 drawn from the public schema alone, so that a spec that would fail after the noise is
 drawn is refused (exit 2) before anything is reserved. Then budget allocation (the plan
@@ -39,22 +41,25 @@ from dprelease.flows.events import (
     RELEASE_ID,
     RunRecord,
     notice,
-    on_crashed,
-    on_failure,
     record_failure,
     release_event,
     track,
     untrack,
 )
+from dprelease.flows.hooks import on_crashed, on_failure
 from dprelease.flows.pipeline import Run, release_steps
 from dprelease.flows.progress import STAGES, set_progress, step_reached
 from dprelease.flows.rehearsal import rehearse
-from dprelease.ledger import PASSWORD_ENV, BudgetRefused, Ledger, default_url, split_password
+from dprelease.flows.run import refuse_first
+from dprelease.ledger import PASSWORD_ENV, BudgetRefused, Ledger, NoLedger, default_url, parse_url
+from dprelease.ledger.identity import checked_reason
+from dprelease.mechanisms.auto import AUTO
 from dprelease.mechanisms.errors import DPReleaseError
-from dprelease.mechanisms.primitives import release_streams
+from dprelease.mechanisms.primitives import Streams, release_streams
 from dprelease.records.artifacts import bundle_location, check_public_url, release_artifacts
 from dprelease.records.recovery import log_recovered, published_by_run, recover
-from dprelease.spec import load_spec
+from dprelease.spec import ReleaseSpec, load_spec
+from dprelease.spec.resources import check_resources
 from dprelease.spec.sections import NEEDS_POLICY
 from dprelease.tasks.scrub import scrub
 
@@ -116,6 +121,31 @@ def _in_place(sealed: bool, dest: Path, staging: Path) -> bool:
     return sealed and os.path.isdir(dest) and not dest.is_symlink() and not staging.exists()
 
 
+def _choose(
+    spec: ReleaseSpec, record: RunRecord, rid: str, streams: Streams, new_dataset: str | None
+) -> ReleaseSpec:
+    """``mechanism: auto`` resolved in a sound order. First the ledger's refusal, recorded
+    (``flows.run.refuse_first``: neither the rerun rule nor the budget policy depends on the
+    choice), whatever the data file holds; then the rule on the public n, counted without
+    parsing a value (``engines.inputs.public_rows``), and the rows the release fits: on a
+    streaming engine those its holdout coin keeps with the release's own row keys. Then the
+    rehearsal and the reserve run the chosen mechanism's plan."""
+    url = record.ledger_url or default_url(record.out)
+    try:
+        book = Ledger(url, create=False, password=record.ledger_password)
+    except NoLedger:  # a first release: nothing to refuse yet (the reserve still decides)
+        book = None
+    if book is not None:
+        with book:
+            log_recovered(recover(record.out, book))  # what dead runs left holds budget until recovered
+            refuse_first(book, spec, rid, rid, new_dataset)
+    chosen = resolve_mechanism(spec, streams.row_keys if spec.engine.streaming else None)
+    # the reason quotes the count, which the readers confirm only after the reserve (check_rows):
+    # release.json states it then; Prefect hears the name, which the reserved plan shows anyway
+    get_run_logger().info("mechanism auto chose %s (release.json states why)", chosen.mechanism.name)
+    return chosen
+
+
 def _retried(record: RunRecord, out: Path, rid: str) -> Path | None:
     """This flow run already published ``rid`` (a retry of a run whose end Prefect could not
     record, or a run retried by hand): its bundle, after checking it against the ledger's
@@ -153,6 +183,7 @@ def release(
     ledger_url: str | None = None,
     ledger_password_secret: str | None = None,
     public_url: str | None = None,
+    new_dataset: str | None = None,
 ) -> str:
     """Run one release of the spec at ``spec_path`` into ``out_dir``; returns the bundle.
 
@@ -167,7 +198,10 @@ def release(
     ``https://data.example.org/releases``); the artifacts and the event then name
     ``<public_url>/<release_id>/public/`` beside the bundle's absolute path and host.
     Serve only the ``<release_id>/public/`` folders, never ``out_dir`` as a whole: its
-    ``internal/`` folders, ``failures/`` and ``ledger.db`` are confidential.
+    ``internal/`` folders, ``failures/`` and ``ledger.db`` are confidential. ``new_dataset``:
+    the steward's reason why this dataset is new though another dataset name in the ledger
+    has the same public schema (recorded in the ledger; without it such a release is
+    refused before any read, ``ledger.identity``).
 
     Once the ledger has sealed the bundle and it is in place, the release is published:
     the artifacts and the event are sent best effort (``flows.delivery.deliver``: queued in
@@ -177,7 +211,14 @@ def release(
     _OUTCOME.clear()
     try:
         path = _run(
-            spec_path, out_dir, release_id, insecure_seed, ledger_url, ledger_password_secret, public_url
+            spec_path,
+            out_dir,
+            release_id,
+            insecure_seed,
+            ledger_url,
+            ledger_password_secret,
+            public_url,
+            new_dataset,
         )
     except BaseException as e:
         # Prefect logs and persists what the flow raises: never an unscrubbed message
@@ -198,6 +239,7 @@ def _run(
     ledger_url: str | None,
     ledger_password_secret: str | None,
     public_url: str | None,
+    new_dataset: str | None,
 ) -> str:
     """The flow's body (``release``)."""
     started = _NAMED_AT.pop(str(flow_run.id), None) or datetime.now(UTC)  # the time in the run's name
@@ -206,23 +248,22 @@ def _run(
     if release_id is not None and not RELEASE_ID.fullmatch(release_id):
         raise DPReleaseError(f"release_id ({release_id!r}) must match [a-z0-9][a-z0-9-]*")
     public_url = check_public_url(public_url)
+    new_dataset = checked_reason(new_dataset)
     record.release_id = release_id  # only once it is safe as a folder name
     spec = load_spec(spec_path)
     spec.refuse_draft()
-    spec = resolve_mechanism(spec)  # mechanism: auto, on the public n, before anything is reserved
-    if spec.auto_choice is not None:
-        get_run_logger().info("mechanism auto chose %s: %s", spec.mechanism.name, spec.auto_choice.reason)
     rid = release_id or spec.resolved_release_id(_slot_time(started))
     record.release_id, record.dataset, record.stage = rid, spec.dataset.name, "prepare"
     if deployment.id is not None and not spec.privacy.has_policy:  # a scheduled release: before any read
         raise BudgetRefused(NEEDS_POLICY)
-    if ledger_url is not None and split_password(ledger_url)[1] is not None:
+    given = None if ledger_url is None else parse_url(ledger_url)  # refuses any other secret
+    if given is not None and given.password is not None:
         raise DPReleaseError(
             "ledger_url must not contain a password (Prefect stores flow parameters); set "
             f"{PASSWORD_ENV} in the flow's environment or name a Prefect Secret block with "
             "ledger_password_secret"
         )
-    record.ledger_url = ledger_url or default_url(out)
+    record.ledger_url = default_url(out) if given is None else given.url
     if ledger_password_secret is not None:
         from prefect.blocks.system import Secret
 
@@ -238,12 +279,15 @@ def _run(
         send_undelivered(out)
         untrack(flow_run.id)
         return str(done)
+    streams = release_streams(insecure_seed)
+    if spec.mechanism.name == AUTO:
+        spec = _choose(spec, record, rid, streams, new_dataset)
+    check_resources(spec)  # before the rehearsal: the memory and time it and the release would need
     step_reached(record, "rehearse")
     for warning in rehearse(spec, rid, insecure_seed=insecure_seed).warnings:  # before the reserve
         get_run_logger().warning(warning)
     held = prepare_staging(out, rid)  # locked while this run lives (bundle/staging.py)
     dest, staging = held.dest, held.path
-    streams = release_streams(insecure_seed)
     ledger: Ledger | None = None
     run: Run | None = None
     slot = DatasetSlot(spec.dataset.name)  # one release of a dataset at a time (flows/concurrency.py)
@@ -253,7 +297,7 @@ def _run(
             ledger = Ledger(record.ledger_url, password=record.ledger_password)
             log_recovered(recover(out, ledger))  # what dead runs left in this --out
             send_undelivered(out)  # what earlier runs could not tell Prefect
-            run = Run(spec, ledger, rid, record)
+            run = Run(spec, ledger, rid, record, new_dataset=new_dataset)
             release_steps(run, staging, dest, streams, started=started, insecure_seed=insecure_seed)
         except BaseException as e:
             sealed = run is not None and run.sealed

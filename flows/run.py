@@ -5,8 +5,9 @@
    environment, because Prefect stores flow parameters.
 2. :func:`before_prefect`: what can be refused without reading a data value, before
    Prefect starts: the spec, the release id, the output folder, what dead runs left there,
-   the ledger's refusal (recorded as the flow records it), and last the data file's header.
-   A refusal raises a ``DPReleaseError``; nothing was read or spent.
+   the ledger's refusal (recorded as the flow records it: :func:`refuse_first`, which the
+   flow also calls before ``mechanism: auto`` counts the rows), and last the data file's
+   header. A refusal raises a ``DPReleaseError``; nothing was read or spent.
 3. :func:`run_flow`: the flow (``flows/release.py``) against a Prefect API (the caller says
    which: one temporary server per CLI run, one per Python process for the API), and what
    its body did when Prefect's API went away after it ended (``run_outcome``).
@@ -23,31 +24,26 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dprelease.mechanisms.auto import AUTO
 from dprelease.mechanisms.errors import DPReleaseError
 
 if TYPE_CHECKING:
+    from dprelease.ledger import Ledger
     from dprelease.spec import ReleaseSpec
 
 __all__ = [
     "API_LOST",
-    "PREFECT_DEFAULTS",
+    "PrefectNotStarted",
     "PrefectUnreachable",
     "UnexpectedFailure",
     "before_prefect",
     "flow_ledger",
-    "prefect_defaults",
+    "prefect_logging",
+    "record_not_started",
+    "refuse_first",
     "run_flow",
 ]
 
-PREFECT_DEFAULTS = {
-    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
-    "GX_ANALYTICS_ENABLED": "false",
-    # Each failed call to Prefect's API is retried with exponential back-off: 5 retries (Prefect's
-    # default) wait about a minute per call when the server is down; 2 wait about 6 s. Once the
-    # flow has published, Prefect's API no longer changes a release's outcome (flows/events.py).
-    "PREFECT_CLIENT_MAX_RETRIES": "2",
-}
 API_LOST: list[str] = []  # set when Prefect's API went away during a run (the CLI's exit reads it)
 
 Say = Callable[[str], None]
@@ -58,16 +54,21 @@ class PrefectUnreachable(DPReleaseError):
     """Prefect's API could not be reached, so the release did not start (nothing read or spent)."""
 
 
+class PrefectNotStarted(PrefectUnreachable):
+    """Prefect's temporary server did not answer in time (or exited while starting), so the
+    release did not start: nothing was read or spent. The message names the setting to raise."""
+
+
 class UnexpectedFailure(DPReleaseError):
     """The release failed unexpectedly (a bug, or Prefect itself): nothing was published. The
     message names the stage and the exception's type only; the failure record in
     ``<out>/failures/`` holds the traceback."""
 
 
-def prefect_defaults(verbose: bool) -> None:
-    """Set Prefect's defaults for a release (each only where the environment has none)."""
-    for k, v in PREFECT_DEFAULTS.items():
-        os.environ.setdefault(k, v)
+def prefect_logging(verbose: bool) -> None:
+    """Prefect's log level for a release, where the environment sets none: INFO with
+    ``verbose``, else WARNING. It takes effect only before Prefect is imported; the other
+    defaults were set by ``import dprelease`` (``flows/defaults.py``)."""
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
 
 
@@ -84,36 +85,49 @@ def flow_ledger(ledger: str | None, out: Path) -> str | None:
     return url
 
 
-def before_prefect(spec: Path, out: Path, release_id: str | None, ledger_url: str | None, say: Say) -> None:
+def before_prefect(
+    spec: Path,
+    out: Path,
+    release_id: str | None,
+    ledger_url: str | None,
+    say: Say,
+    new_dataset: str | None = None,
+) -> None:
     """The checks that read no data value, before Prefect starts (issue 18: in about 3 s,
-    not after Prefect's start): the spec; the release id; the output folder (and
-    the release's final folder, when its id is known now); the recovery of what dead runs
-    left in ``out`` (``records/recovery.py``); the ledger (reachable) and whether it would
-    refuse the release (rerun rule, budget policy); last, the data file. A refusal is
+    not after Prefect's start): the spec; the release id; ``new_dataset`` (a reason, when
+    given); the output folder (and the release's final folder, when its id is known now);
+    the recovery of what dead runs left in ``out`` (``records/recovery.py``); the ledger
+    (reachable) and whether it would refuse the release (rerun rule, the schema's binding
+    to the dataset name, budget policy); last, the data file. A refusal is
     recorded as the flow records it: a ``refused`` ledger row (by ``Ledger.reserve``) and a
     failure record. The data file: it exists, is readable, has a supported format, and its
-    header line (structure, not a record) holds the schema's columns."""
+    header line (structure, not a record) holds the schema's columns. Nothing else of it is
+    read: ``mechanism: auto`` is resolved by the flow, after its own pre-check. After the
+    spec, a named mechanism's resource forecast: a release forecast to need more memory or
+    time than the ceilings is refused (``spec.resources``; under ``auto`` the flow forecasts
+    once it has chosen, before its rehearsal)."""
     from dprelease.bundle.staging import check_destination, check_out
     from dprelease.engines.header import check_columns, read_header
-    from dprelease.engines.inputs import resolve_mechanism
+    from dprelease.ledger.identity import checked_reason
     from dprelease.spec import RELEASE_ID, load_spec
+    from dprelease.spec.resources import check_resources
 
     s = load_spec(spec)
     s.refuse_draft()
-    s = resolve_mechanism(s)
-    if s.auto_choice is not None:
-        say(f"mechanism auto chose {s.mechanism.name}: {s.auto_choice.reason}")
+    if s.mechanism.name != AUTO:
+        check_resources(s)  # the memory and time it would need, against the ceilings
     rid = release_id or s.release_id
     if release_id is not None and not RELEASE_ID.fullmatch(release_id):
         raise DPReleaseError(
             f"--release-id ({release_id!r}) must be lowercase letters, digits and '-', starting with a "
             "letter or digit, at most 80 characters"
         )
+    new_dataset = checked_reason(new_dataset)
     if rid is None:
         check_out(out)
     else:
         check_destination(out, rid)
-    _refused_by_the_ledger(s, out, rid, ledger_url, say)
+    _refused_by_the_ledger(s, out, rid, ledger_url, say, new_dataset)
     check_columns(  # last: a refused release never opens it
         read_header(s.data_path),
         s.public_schema(),
@@ -124,13 +138,12 @@ def before_prefect(spec: Path, out: Path, release_id: str | None, ledger_url: st
 
 
 def _refused_by_the_ledger(
-    s: ReleaseSpec, out: Path, rid: str | None, ledger_url: str | None, say: Say
+    s: ReleaseSpec, out: Path, rid: str | None, ledger_url: str | None, say: Say, new_dataset: str | None
 ) -> None:
     """Recover what dead runs left in ``out``, then raise ``BudgetRefused`` if the ledger
-    would refuse this release, recorded as the flow records it. A first release finds no
-    ledger (it is opened, not created) and nothing to refuse."""
-    from dprelease.ledger import Ledger, NoLedger, default_url
-    from dprelease.mechanisms.registry import MECHANISMS
+    would refuse this release (``refuse_first``), with a failure record. A first release
+    finds no ledger (it is opened, not created) and nothing to refuse."""
+    from dprelease.ledger import BudgetRefused, Ledger, NoLedger, default_url
 
     try:
         book = Ledger(ledger_url or default_url(out), create=False)
@@ -142,25 +155,38 @@ def _refused_by_the_ledger(
 
             for r in recover(out, book):
                 say(f"recovered: {r.describe()}")
-        p = s.privacy
-        plan = s.budget_plan()
-        facts: dict[str, Any] = {
-            "dataset": s.dataset.name,
-            "plan": plan,
-            "lifetime": p.lifetime,
-            "period": p.period_budget,
-            "not_dp": MECHANISMS[s.mechanism.name].defects(s.mechanism_params()),
-        }
-        if book.refusal(release_id=rid, **facts) is not None:
+        named = rid or s.resolved_release_id()
+        try:
+            refuse_first(book, s, rid, named, new_dataset)
+        except BudgetRefused as e:
             from dprelease.bundle.write import write_failure_record
-            from dprelease.ledger import BudgetRefused
 
-            named = rid or s.resolved_release_id()
-            try:  # records the refused row and raises, as the flow's allocate_budget does
-                book.reserve(release_id=named, mechanism=s.mechanism.name, **facts)
-            except BudgetRefused as e:
-                write_failure_record(out, named, "allocate_budget", e, None)
-                raise
+            write_failure_record(out, named, "allocate_budget", e, None)
+            raise
+
+
+def refuse_first(
+    book: Ledger, s: ReleaseSpec, rid: str | None, named: str, new_dataset: str | None = None
+) -> None:
+    """Raise ``BudgetRefused`` if the ledger would refuse this release now (the rerun rule,
+    when its id ``rid`` is known, the schema's binding to the dataset name (``new_dataset``:
+    the steward's reason to declare it new), then the budget policy), recording the refusal as the
+    flow's reserve records it: a ``refused`` row for ``named``. Neither rule depends on the
+    mechanism ``auto`` will choose: the rerun rule ignores it, and the budget policy judges
+    ``ReleaseSpec.ledger_plan`` (the candidates' largest charge), so under ``auto`` this
+    comes before the rows are counted and the row names the mechanism ``auto``."""
+    p = s.privacy
+    facts: dict[str, Any] = {
+        "dataset": s.dataset.name,
+        "plan": s.ledger_plan(),
+        "lifetime": p.lifetime,
+        "period": p.period_budget,
+        "not_dp": s.mechanism_defects(),
+        "schema": s.public_schema().fingerprint,
+        "new_dataset": new_dataset,
+    }
+    if book.refusal(release_id=rid, **facts) is not None:  # records the refused row and raises
+        book.reserve(release_id=named, mechanism=s.mechanism.name, **facts)
 
 
 def run_flow(
@@ -173,15 +199,18 @@ def run_flow(
     api: ApiBlock,
     warn: Say,
     meanwhile: Callable[[], object] | None = None,
+    new_dataset: str | None = None,
 ) -> Path:
     """Run the release flow on ``spec`` into ``out`` inside ``api(meanwhile=meanwhile)`` (a
     Prefect API block: ``prefect_server.prefect_api`` or ``process_api``); the bundle's path.
+    ``new_dataset``: the steward's reason for a new dataset (the flow's parameter).
 
     Raises what the flow's body raised (a ``DPReleaseError``: ``BudgetRefused``,
     ``InputRefused``, ``GateError``, ...); ``PrefectUnreachable`` when Prefect's API was
-    gone before the release started; ``UnexpectedFailure`` for a step's unexpected error
-    (scrubbed: its message names the step and the exception's type only). An error of
-    Prefect's own, outside the flow's body, is raised as it is."""
+    gone before the release started, ``PrefectNotStarted`` when its temporary server did not
+    start (recorded in ``<out>/failures/``: nothing read or spent); ``UnexpectedFailure`` for a
+    step's unexpected error (scrubbed: its message names the step and the exception's type
+    only). An error of Prefect's own, outside the flow's body, is raised as it is."""
     from dprelease.tasks.scrub import UnexpectedError
 
     try:
@@ -191,13 +220,35 @@ def run_flow(
             flow.forget_outcome()  # what an earlier flow run in this process did is not this one's
             try:
                 path = flow.release(
-                    str(spec), str(out), release_id=release_id, insecure_seed=seed, ledger_url=ledger_url
+                    str(spec),
+                    str(out),
+                    release_id=release_id,
+                    insecure_seed=seed,
+                    ledger_url=ledger_url,
+                    new_dataset=new_dataset,
                 )
             except Exception as e:
                 path = _what_the_flow_did(e, warn)
     except UnexpectedError as e:  # scrubbed: its message names the stage and the type only
         raise UnexpectedFailure(str(e)) from e
+    except PrefectNotStarted as e:  # before the flow: nothing was read or spent
+        record = record_not_started(e, spec, out, release_id, "start_prefect")
+        raise PrefectNotStarted(f"{e} (failure record: {record})") from e
     return Path(path)
+
+
+def record_not_started(
+    error: BaseException, spec: Path, out: Path, release_id: str | None, stage: str
+) -> Path:
+    """The failure record (``<out>/failures/``) of a release that failed before its flow
+    started (Prefect's server, or Prefect itself): its id is the one the release would have
+    had, and it says that nothing was read or spent."""
+    from dprelease.bundle.write import write_failure_record
+    from dprelease.spec import load_spec
+
+    named = release_id or load_spec(spec).resolved_release_id()  # checked by before_prefect
+    facts = {"data_read": False, "budget_spent": False}
+    return write_failure_record(out, named, stage, error, None, facts)
 
 
 def _what_the_flow_did(error: Exception, warn: Say) -> str:

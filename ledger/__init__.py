@@ -2,32 +2,31 @@
 spend, in a real database (SQLite by default, PostgreSQL by URL).
 
 ``ledger.store.Ledger`` reads and writes it; ``ledger.charges`` says what a release costs
-(pure functions of its rows); ``ledger.chain`` checks the hash chain; ``ledger.database``
-holds the tables, the connection and the write lock; ``ledger.facts`` the figures a
-release publishes; ``ledger.summary`` (``show``) what ``dprelease ledger show`` reports,
-as data. It sits below the Prefect tasks and imports only ``mechanisms``.
+(pure functions of its rows); ``ledger.windows`` the one rule for the window an attempt is
+charged to; ``ledger.decision`` whether a reservation is admitted (the rerun rule,
+``ledger.identity``'s schema binding, ``ledger.policy``'s budget policy); ``ledger.chain``
+checks the hash chain; ``ledger.url`` reads the ledger's URL as its driver does and rebuilds
+what may be shown; ``ledger.database`` holds the tables, the connection and the write lock;
+``ledger.facts`` the figures a release publishes; ``ledger.summary`` (``show``) what
+``dprelease ledger show`` reports, as data. It sits below the Prefect tasks and imports only
+``mechanisms``.
 """
 
 from dprelease.ledger.charges import UNPROTECTED, spent_charge, void_since
-from dprelease.ledger.database import (
-    FIELDS,
-    LOCK_WAIT,
-    PASSWORD_ENV,
-    BudgetRefused,
-    LedgerError,
-    LedgerLocked,
-    LedgerURL,
-    NoLedger,
-    default_url,
-    ledger_url,
-    parse_url,
-    redact,
-    row_hash,
-    split_password,
-)
+from dprelease.ledger.database import FIELDS, LOCK_WAIT, row_hash
+from dprelease.ledger.errors import BudgetRefused, LedgerError, LedgerLocked, NoLedger
 from dprelease.ledger.facts import budget_facts, ledger_facts
 from dprelease.ledger.store import Ledger
 from dprelease.ledger.summary import DatasetAccount, LedgerSummary, show
+from dprelease.ledger.url import (
+    PASSWORD_ENV,
+    LedgerURL,
+    default_url,
+    ledger_url,
+    parse_url,
+    shown_url,
+    split_password,
+)
 
 __all__ = [
     "FIELDS",
@@ -47,9 +46,9 @@ __all__ = [
     "ledger_facts",
     "ledger_url",
     "parse_url",
-    "redact",
     "row_hash",
     "show",
+    "shown_url",
     "spent_charge",
     "split_password",
     "void_since",

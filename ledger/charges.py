@@ -5,9 +5,10 @@ plan while it is reserved (running, or a run that died: fail closed), else what 
 closing row recorded (``spent_charge`` at the time). A release that is not differentially
 private is reserved with accountant ``void``; once its synthesis starts (an
 ``unprotected`` stage row) it costs ``Charge.void()``, and no composed (ε, δ) statement
-holds for its dataset from then on (``void_since``). ``budget_refusal`` is the budget
-policy's decision (a lifetime, or a period: ``mechanisms.periods``) on the dataset's release
-and budget rows.
+holds for its dataset from then on (``void_since``). A release_id is reserved again only
+after attempts that drew no noise (``rerun_refusal``); the re-run closes an open one that
+died (``abandoned``). Which window an attempt is charged to is ``ledger.windows``; the
+budget policy's decision is ``ledger.policy``.
 """
 
 from __future__ import annotations
@@ -15,27 +16,23 @@ from __future__ import annotations
 import math
 import os
 import socket
-from datetime import datetime
 
-from dprelease.mechanisms.accounting import BudgetPlan, zcdp_epsilon
-from dprelease.mechanisms.errors import BudgetError
-from dprelease.mechanisms.lifetime import Charge, compose_lifetime, headroom
-from dprelease.mechanisms.periods import Period
+from dprelease.mechanisms.accounting import zcdp_epsilon
+from dprelease.mechanisms.lifetime import Charge
 
 __all__ = [
     "STATES",
     "UNPROTECTED",
     "Policy",
-    "budget_refusal",
+    "abandoned",
     "by_release",
     "charge_of",
-    "charged_in",
     "held_budget",
     "last_state",
+    "listing",
     "policy_name",
     "public_row",
     "rerun_refusal",
-    "reserved_at",
     "same_release",
     "spent_charge",
     "stored",
@@ -158,6 +155,22 @@ def rerun_refusal(release_id: str, rows: list[dict]) -> str | None:
     return None
 
 
+def abandoned(rows: list[dict]) -> dict | None:
+    """The row a re-run writes to close the open attempt among ``rows`` (its release_id's)
+    whose process is gone and which drew no noise (``rerun_refusal`` admits no other):
+    ``failed``, charged what it spent, in that attempt's dataset; None when none is open."""
+    last = last_state(rows)
+    if last is None or last["status"] != "reserved":
+        return None
+    return {
+        **same_release(last),
+        "kind": "release",
+        "status": "failed",
+        **stored(spent_charge(rows)),
+        "detail": {"reason": "abandoned: its process is gone and it drew no noise"},
+    }
+
+
 def public_row(row: dict) -> dict:
     """A row for display and JSON: no host/pid details beyond what the row says."""
     return {k: v for k, v in row.items() if k != "prev_hash"}
@@ -191,146 +204,39 @@ def policy_name(policy: Policy, dataset: str = "") -> str:
     return f"{kind} of dataset '{dataset}' ({terms}){calendar}" if dataset else f"{kind} {terms}{calendar}"
 
 
-def reserved_at(group: list[dict]) -> datetime:
-    """When a release_id was first reserved: the period it is charged to."""
-    first = next(r for r in group if r["kind"] == "release" and r["status"] in STATES)
-    return datetime.fromisoformat(first["time"])
-
-
-def charged_in(
-    rows: list[dict], period: Period | None, at: datetime, exclude: str = ""
-) -> dict[str, list[dict]]:
-    """The release_ids among ``rows`` with a reservation (refused attempts cost nothing),
-    but ``exclude``; with a ``period``, only those reserved in the window that holds ``at``."""
-    charged = {i: g for i, g in by_release(rows).items() if i != exclude and last_state(g) is not None}
-    if period is None:
-        return charged
-    window = period.window(at)
-    return {i: g for i, g in charged.items() if period.window(reserved_at(g)) == window}
-
-
-def budget_refusal(
-    rows: list[dict],
-    dataset: str,
-    release_id: str,
-    plan: BudgetPlan,
-    declared: Policy | None,
-    at: datetime,
-    not_dp: bool = False,
-) -> tuple[str | None, Policy | None, list[dict]]:
-    """The budget policy's decision on ``rows``, the dataset's release and budget rows, for a
-    release reserved at ``at``: (reason to refuse or None, a policy to record or None, the
-    rows the decision used, which the caller checks against the hash chain; none when no
-    policy applies). ``declared``: the spec's policy (``Policy``); once recorded, a policy is
-    fixed, the periods' declared disjointness included. Under a period policy the
-    release is charged with the releases reserved in the same UTC calendar period."""
-    held = held_budget(rows)
-    if held is not None and declared is not None and tuple(declared) != held:
-        return (
-            f"dataset '{dataset}' has {policy_name(held)} in the ledger, but the spec says "
-            f"{policy_name(declared)}; make the spec match the ledger (a budget policy is fixed when first "
-            "declared)",
-            None,
-            rows,
+def listing(rows: list[dict]) -> list[dict]:
+    """One dict per release_id among ``rows`` (chain order): dataset, release_id, status,
+    what it is charged (``charge_of``: epsilon, delta, rho), times, its stage rows
+    (measurements nested) and its release rows (``events``)."""
+    out = []
+    for rid, mine in by_release(rows).items():
+        states = [r for r in mine if r["kind"] == "release" and r["status"] in STATES]
+        charge = charge_of(mine)
+        stages = [
+            {
+                **public_row(r),
+                "measurements": [
+                    public_row(m) for m in mine if m["kind"] == "measurement" and m["stage"] == r["stage"]
+                ],
+            }
+            for r in mine
+            if r["kind"] == "stage"
+        ]
+        out.append(
+            {
+                "dataset": mine[0]["dataset"],
+                "release_id": rid,
+                "status": states[-1]["status"] if states else "refused",
+                "mechanism": mine[0]["mechanism"],
+                "accountant": charge.notion if states else None,
+                "epsilon": None if charge.is_void else charge.epsilon,
+                "delta": None if charge.is_void else charge.delta,
+                "rho": charge.rho,
+                "differentially_private": not charge.is_void,
+                "started": mine[0]["time"],
+                "last_update": mine[-1]["time"],
+                "stages": stages,
+                "events": [public_row(r) for r in mine if r["kind"] == "release"],
+            }
         )
-    limit = held or declared
-    if limit is None:
-        return None, None, []  # no policy: the decision read nothing of the dataset
-    void = void_since([r for r in rows if r["release_id"] != release_id])
-    if void is not None:
-        return (
-            f"dataset '{dataset}' has had a release that was not differentially private "
-            f"('{void['release_id']}', from {void['time']}): since then no composed (epsilon, delta) "
-            f"guarantee holds for this dataset, so its {policy_name(limit)} cannot be honoured. Nothing was "
-            "read or spent; a DP release of it can still run without a budget policy, and its bundle will "
-            "say the dataset's guarantee is void",
-            None,
-            rows,
-        )
-    if not_dp:
-        return (
-            f"this release is not differentially private and dataset '{dataset}' has a "
-            f"{policy_name(limit)}: a non-DP release would void every guarantee about the dataset. "
-            "Nothing was read or spent; run comparisons on another dataset name (a copy of the data)",
-            None,
-            rows,
-        )
-    reason = _over_budget(rows, dataset, release_id, plan, limit, at)
-    return reason, (None if held or reason else limit), rows
-
-
-def _over_budget(
-    rows: list[dict],
-    dataset: str,
-    release_id: str,
-    plan: BudgetPlan,
-    limit: Policy,
-    at: datetime,
-) -> str | None:
-    """Why this release does not fit the policy's account (lifetime, or ``at``'s period)."""
-    period = None if limit[2] is None else Period.parse(limit[2])
-    budget = (limit[0], limit[1])
-    this = (
-        Charge("zcdp", plan.spent_rho, plan.spent_epsilon, plan.delta)
-        if plan.notion == "zcdp"
-        else Charge("pure", None, plan.spent_epsilon, plan.delta)
-    )
-    charged = charged_in(rows, period, at, exclude=release_id)
-    charges = [charge_of(g) for g in charged.values()]  # no void here
-    try:
-        before = compose_lifetime(charges, budget[1])
-        after = compose_lifetime([*charges, this], budget[1])
-    except BudgetError as e:
-        return f"dataset '{dataset}': {e}"
-    if after.epsilon <= budget[0]:
-        return None
-    running = sum((last_state(g) or {}).get("status") == "reserved" for g in charged.values())
-    where = "" if period is None else f" in period {period.label(at)}"
-    return (
-        f"{policy_name(limit, dataset)} would be exceeded{where}: {len(charges)} earlier "
-        f"release(s){where}"
-        + (f" ({running} of them still open, charged its whole plan until it closes)" if running else "")
-        + f" spent epsilon={before.epsilon:.4g}; this release needs epsilon={this.epsilon:.4g}, which "
-        f"would make {after.epsilon:.4g} ({after.rule}). "
-        + _what_is_left(charges, budget, plan, running, None if period is None else period.window(at)[1])
-    )
-
-
-def _what_is_left(
-    charges: list[Charge],
-    limit: tuple[float, float],
-    plan: BudgetPlan,
-    running: int,
-    resets: datetime | None = None,
-) -> str:
-    """What the next release can still take (``headroom``); that the budget is used up
-    (for now, if ``running`` open reservations may still close without spending their
-    plans); or, when no release like this one fits but a pure one does, how much that takes.
-    ``resets``: when a period budget's account starts again at zero."""
-    room = headroom(charges, limit, plan.notion, plan.delta)
-    name = "lifetime budget" if resets is None else "period budget"
-    until = "" if resets is None else f" until the period resets at {resets:%Y-%m-%dT%H:%MZ}"
-    if room.used_up:
-        return f"The {name} is used up: no further release of this dataset fits in it{until}. " + (
-            "Wait for the open release(s) to close (one that fails before drawing noise gives its plan "
-            "back; `dprelease ledger settle` closes one whose process died); nothing was read or spent"
-            if running
-            else ("Stop releasing this dataset" if resets is None else "Wait for the next period")
-            + "; nothing was read or spent"
-        )
-    if room.epsilon <= 0 and plan.notion == "zcdp":
-        pure = headroom(charges, limit, "pure")
-        return (
-            f"No zCDP release at delta={room.delta:g} fits any more{until} (the earlier releases' deltas "
-            f"leave too little of the {name}'s delta); a pure-DP release (privacy.accountant: pure, "
-            f"delta: 0) can take epsilon up to {pure.epsilon:.4g}, a zCDP one at a smaller delta may fit "
-            "too; nothing was read or spent"
-        )
-    at = f" at delta={room.delta:g}" if room.notion == "zcdp" else " (pure DP)"
-    rho = "" if room.rho is None else f"; rho left under zCDP composition: {room.rho:.4g}"
-    return (
-        f"The largest epsilon the next release can take{at}{until} is {room.epsilon:.4g}{rho} "
-        "(releases compose in rho, not by subtracting epsilons). Lower privacy.epsilon to at most that "
-        + ("or stop releasing this dataset" if resets is None else "or wait for the next period")
-        + "; nothing was read or spent"
-    )
+    return out

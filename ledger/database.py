@@ -1,15 +1,12 @@
 """The ledger's database: its tables, the canonical row hash, the connection (SQLite
-by default, PostgreSQL by URL, via SQLAlchemy), the locked write transaction, and the
-URL helpers that keep a password out of anything Prefect stores.
+by default, PostgreSQL by URL, via SQLAlchemy) and the locked write transaction.
 
 Every row stores sha256(previous row's hash ‖ canonical JSON of its own fields)
 (``row_hash``). All writes are serialised on one lock (SQLite ``BEGIN IMMEDIATE``;
 PostgreSQL ``SELECT … FOR UPDATE`` of the chain head, ``transaction``).
 
-A ledger URL is read once (``parse_url``): its password (user info or ``?password=``)
-is taken out before the URL goes anywhere, and a URL that names another secret
-(``?passfile=``, ``?sslpassword=``) is refused. Messages show URLs through ``redact``,
-which never prints a secret, even of a string that is not a URL. A SQLite ledger file is
+The URL is read by ``ledger.url.parse_url`` (as its driver reads it; the password taken
+out, every other secret refused) before a connection is made. A SQLite ledger file is
 created private (0600; SQLite gives its journal files the file's mode) and waits at most
 ``LOCK_WAIT`` seconds for another process's lock.
 """
@@ -42,10 +39,11 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from dprelease.mechanisms.errors import BudgetError, DPReleaseError
+from dprelease.ledger.errors import BudgetRefused, LedgerError, LedgerLocked, NoLedger
+from dprelease.ledger.url import PASSWORD_ENV, parse_url
 
 __all__ = [
     "CHECKPOINT",
@@ -56,42 +54,21 @@ __all__ = [
     "LOCK_WAIT",
     "METADATA",
     "PASSWORD_ENV",
-    "SECRET_KEYS",
     "BudgetRefused",
     "LedgerError",
     "LedgerLocked",
-    "LedgerURL",
     "NoLedger",
     "Txn",
-    "default_url",
     "driver_error",
-    "ledger_url",
     "now",
     "open_engine",
     "open_problem",
-    "parse_url",
     "raw_rows",
-    "redact",
     "row_hash",
-    "split_password",
     "transaction",
-    "url_password",
 ]
 
 GENESIS = "0" * 64
-
-
-PASSWORD_ENV = "DPRELEASE_LEDGER_PASSWORD"  # the ledger database's password, never in a URL Prefect sees
-
-SECRET_KEYS = ("password", "passfile", "sslpassword")  # libpq's URL keys that hold or point to a secret
-
-_ELSEWHERE = {  # where a secret other than the password goes instead of the URL
-    "passfile": "set PGPASSFILE in the environment instead (libpq reads it)",
-    "sslpassword": "put it in a libpq service file entry (PGSERVICEFILE, then ?service=NAME) or use a "
-    "client key without a passphrase",
-}
-
-_SECRET_VALUE = re.compile(rf"(?i)\b({'|'.join(SECRET_KEYS)})\s*=[^&;#]*")
 
 LOCK_WAIT = 30.0  # seconds a SQLite ledger waits for another process's lock (a release holds it < 1 s)
 
@@ -147,170 +124,6 @@ FIELDS = [c.name for c in ENTRIES.columns]
 _FLOATS = [c.name for c in ENTRIES.columns if isinstance(c.type, Double)]
 
 
-class LedgerError(DPReleaseError):
-    """The ledger cannot be reached or used."""
-
-
-class NoLedger(LedgerError):
-    """The database holds no ledger yet (opened with ``create=False``)."""
-
-
-class LedgerLocked(LedgerError):
-    """Another process held the SQLite ledger's lock for longer than ``LOCK_WAIT``."""
-
-
-class BudgetRefused(BudgetError):
-    """The ledger refused a release (lifetime budget, or a rerun that would spend twice);
-    nothing was read and nothing was spent."""
-
-
-def default_url(out_dir: Path | str) -> str:
-    """``sqlite:///<out>/ledger.db`` (absolute)."""
-    return f"sqlite:///{Path(out_dir).resolve() / 'ledger.db'}"
-
-
-def ledger_url(given: str | None, out_dir: Path | str) -> str:
-    """The ledger as a steward names it: a database URL (``sqlite:///…``,
-    ``postgresql+psycopg://…``), a path to a SQLite ledger file, a folder that holds
-    ``ledger.db`` (a release's ``--out``), or nothing: ``<out_dir>/ledger.db``. A database
-    URL missing its ``//``, or a libpq ``key=value`` string with a secret, is refused, not
-    taken for a path (which a bundle would publish).
-
-    >>> ledger_url("postgresql+psycopg://me@db/ledger", "releases")
-    'postgresql+psycopg://me@db/ledger'
-    >>> ledger_url("/srv/releases/ledger.db", "releases")
-    'sqlite:////srv/releases/ledger.db'
-    """
-    if not given:
-        return default_url(out_dir)
-    if "://" in given:
-        return given
-    if re.match(r"(sqlite|postgres(ql)?)(\+\w+)?:", given, re.IGNORECASE) or _SECRET_VALUE.search(given):
-        raise LedgerError(
-            f"--ledger ({redact(given)}) must be a database URL written scheme://…, e.g. "
-            "sqlite:///path/ledger.db or postgresql+psycopg://user@host/db, or a path"
-        )
-    path = Path(given).expanduser()
-    return default_url(path) if path.is_dir() else f"sqlite:///{path.resolve()}"
-
-
-@dataclass(frozen=True)
-class LedgerURL:
-    """A ledger URL read once (``parse_url``): ``safe`` holds no secret (what Prefect's
-    parameters, bundles and messages may hold); ``password`` travels apart
-    (``PASSWORD_ENV``, a Prefect Secret block)."""
-
-    safe: URL
-    password: str | None = field(repr=False)
-
-    @property
-    def url(self) -> str:
-        return self.safe.render_as_string(hide_password=False)
-
-
-def _read(url: str) -> URL | None:
-    """SQLAlchemy's reading of ``url``; None when it is not a URL, or when its host holds
-    '@' (an unencoded '@' in the password: the rest would show as the host)."""
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError):  # e.g. a port that is not a number
-        return None
-    return None if "@" in (parsed.host or "") else parsed
-
-
-def _secret_keys(parsed: URL) -> list[str]:
-    return [k for k in parsed.query if k.lower() in SECRET_KEYS]
-
-
-def parse_url(url: str) -> LedgerURL:
-    """``url`` split into the URL without its password and the password, given either as
-    user info (``user:PW@``) or as ``?password=PW``. Raises ``LedgerError`` (showing the
-    URL redacted) for a string that is not a database URL, for a password given twice, and
-    for ``?passfile=`` / ``?sslpassword=``, which are refused rather than carried: libpq
-    reads the pass file from PGPASSFILE, and a key's passphrase belongs in a service file.
-
-    >>> given = parse_url("postgresql+psycopg://alice@db.example/ledger?password=s3cret&sslmode=require")
-    >>> given.url, given.password
-    ('postgresql+psycopg://alice@db.example/ledger?sslmode=require', 's3cret')
-    """
-    parsed = _read(url)
-    if parsed is None:
-        raise LedgerError(
-            f"ledger URL ({redact(url)}) must be a database URL such as sqlite:///path/ledger.db or "
-            "postgresql+psycopg://user@host/db (write '@', ':' or '/' in a user name or password as %40, "
-            "%3A, %2F)"
-        )
-    keys = _secret_keys(parsed)
-    for key in keys:
-        if key.lower() in _ELSEWHERE:
-            raise LedgerError(
-                f"ledger URL ({redact(url)}) must not hold {key} (Prefect stores the URL and the bundle "
-                f"publishes it); {_ELSEWHERE[key.lower()]}"
-            )
-    given = [parsed.password] if parsed.password is not None else []
-    for key in keys:
-        value = parsed.query[key]
-        given += [value] if isinstance(value, str) else list(value)
-    if len(given) > 1:
-        raise LedgerError(f"ledger URL ({redact(url)}) must give the password once, not {len(given)} times")
-    safe = parsed._replace(username=parsed.username or None, password=None).difference_update_query(keys)
-    return LedgerURL(safe, None if not given else str(given[0]))
-
-
-def redact(url: str) -> str:
-    """``url`` as messages and bundles show it: every secret (user info's password, the
-    values of ``SECRET_KEYS``) as ``***``. A string SQLAlchemy cannot read is masked
-    (``_masked``), never shown as given.
-
-    >>> redact("postgresql+psycopg://alice:s3cret@db.example/ledger")
-    'postgresql+psycopg://alice:***@db.example/ledger'
-    >>> redact("postgresql+psycopg://alice@db.example/ledger?sslmode=require&password=s3cret")
-    'postgresql+psycopg://alice@db.example/ledger?sslmode=require&password=***'
-    >>> redact("postgresql+psycopg://alice:s3cret@db.example:notaport/ledger")
-    'postgresql+psycopg://alice:***@db.example:notaport/ledger'
-    """
-    parsed = _read(url)
-    if parsed is None:
-        return _masked(url)
-    keys = _secret_keys(parsed)
-    shown = parsed.difference_update_query(keys).render_as_string(hide_password=True)
-    hidden = "&".join(f"{k}=***" for k in keys)
-    return shown if not hidden else f"{shown}{'&' if parsed.query.keys() - set(keys) else '?'}{hidden}"
-
-
-def _masked(text: str) -> str:
-    """``text``, which SQLAlchemy cannot read as a URL, with all that may be a secret
-    masked: every ``SECRET_KEYS`` value, and all from the first ':' after the scheme's
-    ``://`` (or from the first ':', without one) to the last '@'."""
-    text = _SECRET_VALUE.sub(r"\1=***", text)
-    start = text.find("://") + 3 if "://" in text else 0
-    colon, at = text.find(":", start), text.rfind("@")
-    return f"{text[: colon + 1]}***{text[at:]}" if 0 <= colon < at else text
-
-
-def split_password(url: str) -> tuple[str, str | None]:
-    """(the URL with no password in it, the password or None): what may be handed to
-    Prefect as a parameter, and what must travel another way (``PASSWORD_ENV``, a Prefect
-    Secret block). ``parse_url`` as a pair; it raises what ``parse_url`` raises.
-
-    >>> split_password("postgresql+psycopg://alice:s3cret@db.example/ledger")
-    ('postgresql+psycopg://alice@db.example/ledger', 's3cret')
-    >>> split_password("sqlite:////srv/releases/ledger.db")
-    ('sqlite:////srv/releases/ledger.db', None)
-    """
-    given = parse_url(url)
-    return given.url, given.password
-
-
-def url_password(url: str) -> str | None:
-    """The password written in ``url`` (user info or ``?password=``), if any; None for a
-    string ``parse_url`` refuses (opening it names the problem)."""
-    try:
-        return parse_url(url).password
-    except LedgerError:
-        return None
-
-
 def row_hash(row: dict) -> str:
     """sha256 of the previous hash and the row's canonical JSON (sorted keys, floats as
     their shortest round-trip repr, no NaN); the ``hash`` field itself is excluded."""
@@ -332,14 +145,16 @@ def open_engine(url: str, create: bool, password: str | None = None) -> Engine:
     (``_private_file``) when ``create``, and it waits ``LOCK_WAIT`` seconds at most for
     another process's lock, then raises ``LedgerLocked``."""
     given = parse_url(url)
-    secret = password if password is not None else given.password
-    backend = given.safe.get_backend_name()
-    if backend == "sqlite":
+    if given.safe.get_backend_name() == "sqlite":
         return _sqlite_engine(given.safe, create)
-    if backend == "postgresql":
-        parsed = given.safe if secret is None else given.safe.set(password=secret)
-        return create_engine(parsed, pool_pre_ping=True)
-    raise LedgerError(f"ledger URL ({given.url}) must be sqlite or postgresql")
+    secret = password if password is not None else given.password
+    try:
+        return create_engine(given.safe.set(password=secret), pool_pre_ping=True)
+    except ArgumentError:  # SQLAlchemy's multi-host form, e.g. ?port= that is not a number
+        raise LedgerError(
+            f"the ledger URL ({given.url}) cannot be used: write its hosts and ports as "
+            "?host=H1:P1&host=H2:P2 or ?host=H1,H2&port=P1,P2"
+        ) from None
 
 
 def _sqlite_engine(parsed: URL, create: bool) -> Engine:
@@ -351,13 +166,7 @@ def _sqlite_engine(parsed: URL, create: bool) -> Engine:
             if not create:
                 raise NoLedger(f"there is no ledger at {shown}; pass the --ledger the releases used")
             _private_file(path)
-    try:
-        engine = create_engine(parsed, connect_args={"timeout": LOCK_WAIT})
-    except ArgumentError:  # e.g. a user name or host in a SQLite URL
-        raise LedgerError(
-            f"ledger URL ({shown}) must be a SQLite URL such as sqlite:///path/ledger.db (no user name, "
-            "password or host)"
-        ) from None
+    engine = create_engine(parsed, connect_args={"timeout": LOCK_WAIT})
     where = parsed.database or ":memory:"
 
     @event.listens_for(engine, "connect")
@@ -433,11 +242,12 @@ _AUTH_FAILED = re.compile(r"authentication failed|no password supplied", re.IGNO
 
 
 def open_problem(e: SQLAlchemyError, url: str) -> str:
-    """Why the ledger at ``url`` could not be opened, for a message: that PostgreSQL refused
-    the login (naming the user, host and port, and where the password goes), else the driver's
-    error type. The driver's text is read to tell which, never shown (it may quote the URL)."""
-    parsed = _read(url)
-    if parsed is None or parsed.get_backend_name() != "postgresql" or not _AUTH_FAILED.search(str(e)):
+    """Why the ledger at ``url`` (which ``parse_url`` reads) could not be opened, for a
+    message: that PostgreSQL refused the login (naming the user, host and port, and where the
+    password goes), else the driver's error type. The driver's text is read to tell which,
+    never shown (it may quote the URL)."""
+    parsed = parse_url(url).safe
+    if parsed.get_backend_name() != "postgresql" or not _AUTH_FAILED.search(str(e)):
         return f"cannot be opened ({driver_error(e)}); check --ledger and that the database is reachable"
     where = f"{parsed.host or 'localhost'}:{parsed.port or 5432}"
     return (
@@ -452,9 +262,10 @@ def raw_rows(conn: Connection, *where) -> list[dict]:
 
 
 @contextmanager
-def transaction(engine: Engine, redacted: str) -> Iterator[Txn]:
+def transaction(engine: Engine, shown: str) -> Iterator[Txn]:
     """The one write lock: a transaction holding the chain head (``FOR UPDATE`` on
-    PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` is taken on ``begin``)."""
+    PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` is taken on ``begin``). ``shown``: the
+    ledger's URL as a message shows it (``shown_url``)."""
     try:
         with engine.begin() as conn:
             q = select(HEAD.c.seq, HEAD.c.hash).where(HEAD.c.id == 1)
@@ -464,5 +275,5 @@ def transaction(engine: Engine, redacted: str) -> Iterator[Txn]:
             yield Txn(conn, seq, head)
     except SQLAlchemyError as e:
         raise LedgerError(
-            f"writing to the ledger at {redacted} failed ({driver_error(e)}); nothing further was drawn"
+            f"writing to the ledger at {shown} failed ({driver_error(e)}); nothing further was drawn"
         ) from None

@@ -1,7 +1,8 @@
 """The ledger's facts a release publishes in ``release.json`` (``ledger_facts``) and in
-its events (``budget_facts``): where the spend is recorded, this release's rows, the
-dataset's account under its budget policy (a lifetime, or a period: this release's period
-and all time), what that policy guarantees, and whether the dataset's guarantee is void."""
+its events (``budget_facts``): which ledger recorded the spend (its chain head, never its
+location), this release's rows, the dataset's account under its budget policy (a lifetime,
+or a period: this release's period and all time), what that policy guarantees, and
+whether the dataset's guarantee is void."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from datetime import datetime
 from typing import Any
 
 from dprelease.ledger import database
-from dprelease.ledger.database import redact
 from dprelease.ledger.store import Ledger
 from dprelease.mechanisms.periods import PeriodBudget
 
@@ -17,14 +17,18 @@ __all__ = ["budget_facts", "ledger_facts"]
 
 
 def ledger_facts(ledger: Ledger, dataset: str, release_id: str) -> dict:
-    """For ``release.json``: where the spend is recorded, the rows of this release (seq and
-    hash, for ``audit verify`` to find and compare), and the dataset's lifetime account
-    with this release included (its whole plan is charged while it runs)."""
+    """For ``release.json``: the ledger's identity, not its location (a file path or a
+    database's host and role is the steward's topology, never public): its chain head
+    (seq and hash) when the document is made, just before the closing row seals the
+    bundle; the rows of this release (seq and hash, for ``audit verify`` to find and
+    compare); and the dataset's lifetime account with this release included (its whole
+    plan is charged while it runs)."""
     rows = ledger.entries(release_id=release_id)
     lifetime = ledger.lifetime(dataset)
     void = ledger.void_since(dataset)
+    seq, digest = ledger.head()
     doc: dict[str, Any] = {
-        "url": redact(ledger.url),
+        "chain_head": {"seq": seq, "hash": digest},
         "rows": [
             {k: r[k] for k in ("seq", "hash", "kind", "status", "stage", "statistic")}
             for r in rows
@@ -119,7 +123,8 @@ def _policy(ledger: Ledger, dataset: str) -> dict:
 
 
 def _period_account(ledger: Ledger, dataset: str, release_id: str, budget: PeriodBudget) -> dict:
-    """The account of this release's period (the one it was first reserved in) and all time."""
+    """The account of this release's period (the window of its latest attempt's reservation,
+    ``ledger.windows``) and all time."""
     at = ledger.reserved_at(release_id) or database.now()
     start, end = budget.length.window(at)
     label = budget.length.label(at)

@@ -16,13 +16,15 @@ Rows (``kind`` / ``status``), in the order a release writes them:
 * ``release`` / ``refused``: a release the budget policy or a rerun rule refused; it
   costs nothing and does not change the state of an earlier attempt.
 
-What a release costs (``ledger.charges``), the chain's checks (``ledger.chain``) and the
-tables (``ledger.database``) live beside this class, which reads and writes the rows.
+A release_id whose attempt drew no noise may be reserved again: a new attempt, charged to
+the window of its own reservation (``ledger.windows``, the one rule every account reads).
+What a release costs (``ledger.charges``), the budget policy's decision (``ledger.policy``),
+the chain's checks (``ledger.chain``) and the tables (``ledger.database``) live beside this
+class, which reads and writes the rows.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from collections.abc import Callable, Iterable, Iterator
@@ -38,58 +40,28 @@ from dprelease.ledger.chain import chain_problems, read_rows_problems, set_check
 from dprelease.ledger.charges import (
     STATES,
     UNPROTECTED,
-    Policy,
-    budget_refusal,
-    by_release,
+    abandoned,
     charge_of,
-    charged_in,
     held_budget,
     last_state,
-    public_row,
-    rerun_refusal,
-    reserved_at,
+    listing,
     same_release,
     spent_charge,
     stored,
     void_since,
 )
-from dprelease.ledger.database import (
-    ENTRIES,
-    GENESIS,
-    HEAD,
-    METADATA,
-    PASSWORD_ENV,
-    BudgetRefused,
-    LedgerError,
-    NoLedger,
-    open_engine,
-    open_problem,
-    redact,
-    transaction,
-    url_password,
-)
+from dprelease.ledger.database import ENTRIES, GENESIS, HEAD, METADATA, open_engine, open_problem, transaction
+from dprelease.ledger.decision import Asked, decide, read_rows
+from dprelease.ledger.errors import BudgetRefused, LedgerError, NoLedger
+from dprelease.ledger.policy import declared_policy, plan_charge, policy_detail
+from dprelease.ledger.url import PASSWORD_ENV, parse_url
+from dprelease.ledger.windows import attempts, composed, in_window, latest_attempt, window_spends
 from dprelease.mechanisms.accounting import BudgetPlan
 from dprelease.mechanisms.lifetime import Charge, Headroom, LifetimeSpend, compose_lifetime, headroom
 from dprelease.mechanisms.periods import Period, PeriodBudget
 from dprelease.mechanisms.primitives import Measurement
 
 __all__ = ["Ledger"]
-
-
-def _declared(lifetime: tuple[float, float] | None, period: PeriodBudget | None) -> Policy | None:
-    """The spec's budget policy as the ledger records it: (ε, δ, None, False) for a lifetime,
-    (ε, δ, length, disjoint) for a period (the spec refuses both)."""
-    if period is not None:
-        return period.epsilon, period.delta, str(period.length), period.disjoint
-    return None if lifetime is None else (lifetime[0], lifetime[1], None, False)
-
-
-def _policy_detail(policy: Policy) -> dict | None:
-    """A ``budget`` row's detail: a period's length, and ``disjoint`` only when declared (a
-    row without it, as before the declaration existed, reads as not disjoint)."""
-    if policy[2] is None:
-        return None
-    return {"period": policy[2], **({"disjoint": True} if policy[3] else {})}
 
 
 class Ledger:
@@ -99,17 +71,16 @@ class Ledger:
         """``create=False`` (audits, ``ledger show``): refuse a database without a ledger
         rather than create one. The database password: ``password``, else the URL's, else
         the environment's ``DPRELEASE_LEDGER_PASSWORD`` (so that a URL passed to Prefect
-        need not hold it)."""
-        self.url = url
-        if password is None and url_password(url) is None:
+        need not hold it). ``url``: the URL rebuilt with no secret (``parse_url``)."""
+        given = parse_url(url)
+        self.url = given.url
+        if password is None and given.password is None:
             password = os.environ.get(PASSWORD_ENV) or None
         self.engine = open_engine(url, create, password)
         try:
             if not create:
                 if not inspect(self.engine).has_table(ENTRIES.name):
-                    raise NoLedger(
-                        f"there is no ledger at {redact(url)}; pass the --ledger the releases used"
-                    )
+                    raise NoLedger(f"there is no ledger at {self.url}; pass the --ledger the releases used")
                 return
             with self.engine.begin() as conn:
                 if self.engine.dialect.name == "postgresql":
@@ -118,7 +89,7 @@ class Ledger:
                 if conn.execute(select(HEAD.c.id)).first() is None:
                     conn.execute(insert(HEAD).values(id=1, seq=0, hash=GENESIS))
         except SQLAlchemyError as e:
-            raise LedgerError(f"the ledger at {redact(url)} {open_problem(e, url)}") from None
+            raise LedgerError(f"the ledger at {self.url} {open_problem(e, self.url)}") from None
 
     def close(self) -> None:
         self.engine.dispose()
@@ -130,7 +101,7 @@ class Ledger:
         self.close()
 
     def _txn(self):
-        return transaction(self.engine, redact(self.url))
+        return transaction(self.engine, self.url)
 
     # reading -------------------------------------------------------------------------
 
@@ -139,13 +110,9 @@ class Ledger:
         where = {k: v for k, v in (("dataset", dataset), ("release_id", release_id)) if v is not None}
         return self._select(None, **where)
 
-    def _read(self, conn: Connection, kinds: tuple[str, ...] | None = None, **where) -> list[dict]:
-        q = select(ENTRIES).order_by(ENTRIES.c.seq)
-        if kinds is not None:
-            q = q.where(ENTRIES.c.kind.in_(kinds))
-        for k, v in where.items():
-            q = q.where(ENTRIES.c[k] == v)
-        return [{**r._asdict(), "detail": json.loads(r.detail)} for r in conn.execute(q)]
+    @staticmethod
+    def _read(conn: Connection, kinds: tuple[str, ...] | None = None, **where) -> list[dict]:
+        return read_rows(conn, kinds, **where)
 
     def _select(self, kinds: tuple[str, ...] | None, **where) -> list[dict]:
         with self.engine.connect() as conn:
@@ -164,14 +131,10 @@ class Ledger:
         return PeriodBudget(Period.parse(held[2]), held[0], held[1], held[3])
 
     def period_spends(self, dataset: str, budget: PeriodBudget) -> dict[str, tuple[LifetimeSpend, int]]:
-        """Each period's composed charges at ``budget.delta`` and how many releases it holds,
-        by period label (``Period.label``), in time order; a release counts in the period in
-        which it was first reserved."""
-        groups: dict[str, list[Charge]] = {}
-        for g in by_release(self._select(("release",), dataset=dataset)).values():
-            if last_state(g) is not None:
-                groups.setdefault(budget.length.label(reserved_at(g)), []).append(charge_of(g))
-        return {k: (compose_lifetime(c, budget.delta), len(c)) for k, c in groups.items()}
+        """Each period's composed charges at ``budget.delta`` and how many releases have an
+        attempt in it, by period label, in time order: each attempt is charged to the
+        period of its own reservation (``ledger.windows``)."""
+        return window_spends(self._select(("release",), dataset=dataset), budget.length, budget.delta)
 
     def period_spend(self, dataset: str, budget: PeriodBudget, at: datetime) -> tuple[LifetimeSpend, int]:
         """The composed charges of the period that holds ``at`` and how many releases it holds."""
@@ -190,14 +153,16 @@ class Ledger:
         return max(spends, key=lambda s: s.epsilon, default=compose_lifetime([], budget.delta))
 
     def reserved_at(self, release_id: str) -> datetime | None:
-        """When ``release_id`` was first reserved (the period it is charged to); None when it
-        never was (refused)."""
-        rows = self._select(("release",), release_id=release_id)
-        return None if last_state(rows) is None else reserved_at(rows)
+        """When ``release_id``'s latest attempt was reserved (the period it is charged to,
+        and the one its bundle states); None when it never was (refused)."""
+        latest = latest_attempt(self._select(("release",), release_id=release_id))
+        return None if latest is None else latest.reserved
 
     def charge(self, release_id: str) -> Charge:
-        """What ``release_id`` costs its dataset now."""
-        return charge_of(self._select(("release",), release_id=release_id))
+        """What ``release_id``'s latest attempt costs its dataset now (earlier attempts of a
+        re-run drew no noise: the rerun rule)."""
+        latest = latest_attempt(self._select(("release",), release_id=release_id))
+        return charge_of([]) if latest is None else latest.charge
 
     def void_since(self, dataset: str) -> dict | None:
         """The dataset's first non-DP release (``void_since``), or None."""
@@ -205,12 +170,11 @@ class Ledger:
 
     def charged_releases(self, dataset: str) -> int:
         """How many release_ids of the dataset have a reservation (refused ones do not count)."""
-        rows = self._select(("release",), dataset=dataset)
-        return sum(any(r["status"] in STATES for r in g) for g in by_release(rows).values())
+        return len({a.release_id for a in attempts(self._select(("release",), dataset=dataset))})
 
-    def spend_so_far(self, dataset: str, delta: float, exclude: str | None = None) -> LifetimeSpend:
-        """The dataset's composed charges (all release_ids but ``exclude``) at ``delta``."""
-        return self._spend(self._select(("release",), dataset=dataset), delta, exclude)
+    def spend_so_far(self, dataset: str, delta: float) -> LifetimeSpend:
+        """The dataset's composed charges, every attempt, at ``delta``."""
+        return composed(attempts(self._select(("release",), dataset=dataset)), delta)
 
     def headroom(self, dataset: str, at: datetime | None = None) -> Headroom | None:
         """What the dataset's budget policy still admits (None: no policy): the largest ε of
@@ -221,52 +185,13 @@ class Ledger:
         if held is None:
             return None
         period = None if held[2] is None else Period.parse(held[2])
-        rows = self._select(("release",), dataset=dataset)
-        charges = [charge_of(g) for g in charged_in(rows, period, at or database.now()).values()]
-        if period is None:  # a lifetime counts every release_id, refused ones at no cost
-            charges = [charge_of(g) for g in by_release(rows).values()]
-        return headroom(charges, held[:2], "zcdp" if held[1] > 0 else "pure")
-
-    @staticmethod
-    def _spend(rows: list[dict], delta: float, exclude: str | None = None) -> LifetimeSpend:
-        groups = by_release(rows)
-        return compose_lifetime([charge_of(g) for i, g in groups.items() if i != exclude], delta)
+        chosen = in_window(self._select(("release",), dataset=dataset), period, at or database.now())
+        return headroom([a.charge for a in chosen], held[:2], "zcdp" if held[1] > 0 else "pure")
 
     def releases(self, dataset: str | None = None) -> list[dict]:
-        """One dict per release_id: dataset, release_id, status, what it is charged
-        (epsilon, delta, rho), times, and its stage rows (measurements nested)."""
-        out = []
-        for rid, mine in by_release(self.entries(dataset=dataset)).items():
-            states = [r for r in mine if r["kind"] == "release" and r["status"] in STATES]
-            charge = charge_of(mine)
-            stages = [
-                {
-                    **public_row(r),
-                    "measurements": [
-                        public_row(m) for m in mine if m["kind"] == "measurement" and m["stage"] == r["stage"]
-                    ],
-                }
-                for r in mine
-                if r["kind"] == "stage"
-            ]
-            out.append(
-                {
-                    "dataset": mine[0]["dataset"],
-                    "release_id": rid,
-                    "status": states[-1]["status"] if states else "refused",
-                    "mechanism": mine[0]["mechanism"],
-                    "accountant": charge.notion if states else None,
-                    "epsilon": None if charge.is_void else charge.epsilon,
-                    "delta": None if charge.is_void else charge.delta,
-                    "rho": charge.rho,
-                    "differentially_private": not charge.is_void,
-                    "started": mine[0]["time"],
-                    "last_update": mine[-1]["time"],
-                    "stages": stages,
-                    "events": [public_row(r) for r in mine if r["kind"] == "release"],
-                }
-            )
-        return out
+        """One dict per release_id (``charges.listing``): dataset, release_id, status, what
+        it is charged (epsilon, delta, rho), times, and its stage rows (measurements nested)."""
+        return listing(self.entries(dataset=dataset))
 
     def head(self) -> tuple[int, str]:
         """(seq, hash) of the last row: publish it elsewhere to anchor the chain."""
@@ -299,20 +224,16 @@ class Ledger:
         lifetime: tuple[float, float] | None,
         not_dp: list[str] | None = None,
         period: PeriodBudget | None = None,
+        schema: str | None = None,
+        new_dataset: str | None = None,
     ) -> str | None:
         """Why ``reserve`` would refuse this release now (the rerun rule, when its id is
-        known, then the budget policy: ``lifetime`` or ``period``), or None; reads only,
-        writes nothing. The CLI asks before Prefect starts; ``reserve`` decides again under
-        the lock."""
-        if release_id is not None:
-            reason = rerun_refusal(release_id, self._select(("release",), release_id=release_id))
-            if reason is not None:
-                return reason
-        rows = self._select(("release", "budget"), dataset=dataset)
-        declared = _declared(lifetime, period)
-        return budget_refusal(rows, dataset, release_id or "", plan, declared, database.now(), bool(not_dp))[
-            0
-        ]
+        known, the schema's binding, then the budget policy: ``lifetime`` or ``period``), or
+        None; reads only, writes nothing. The CLI asks before Prefect starts; ``reserve``
+        decides again under the lock, by the same ``ledger.decision.decide``."""
+        asked = Asked.of(dataset, release_id or "", plan, lifetime, period, not_dp, schema, new_dataset)
+        with self.engine.connect() as conn:
+            return decide(conn, asked, database.now()).reason
 
     def reserve(
         self,
@@ -325,34 +246,31 @@ class Ledger:
         not_dp: list[str] | None = None,
         hold: Callable[[], None] | None = None,
         period: PeriodBudget | None = None,
+        schema: str | None = None,
+        new_dataset: str | None = None,
     ) -> dict:
         """Charge the whole plan to ``release_id`` before any data is read, or refuse.
         ``not_dp``: why the release is not differentially private (its reservation is then
-        ``void``: unbounded, see the module docstring).
+        ``void``: unbounded, see the module docstring). ``schema``: the fingerprint of the
+        release's public schema, which binds the dataset name (``ledger.identity``);
+        ``new_dataset``: the steward's reason why a schema another dataset name holds is a
+        new dataset all the same.
 
         Refuses (a ``refused`` row, then ``BudgetRefused``) when the release_id was
         published or gated, already spent a stage, is running elsewhere, or when the
-        dataset's budget policy (``lifetime``, or ``period``: the releases reserved in this
-        UTC calendar period, the transaction's time) cannot take the plan. ``hold`` runs inside the locked
-        transaction after the checks (tests use it to widen a race window)."""
+        dataset's budget policy (``lifetime``, or ``period``: the attempts reserved in this
+        UTC calendar period, the transaction's time, ``ledger.windows``) cannot take the
+        plan, or when another dataset name holds ``schema`` and this one does not (without
+        ``new_dataset``). A re-run of a release_id whose attempt died before any noise closes that
+        attempt (``abandoned``) and starts a new one, in the window of its own time.
+        ``hold`` runs inside the locked transaction after the checks (tests use it to widen
+        a race window)."""
         base = {"dataset": dataset, "release_id": release_id, "mechanism": mechanism}
+        asked = Asked.of(dataset, release_id, plan, lifetime, period, not_dp, schema, new_dataset)
         with self._txn() as t:
             broken, upto = tail_problems(t)
-            mine = self._read(t.conn, release_id=release_id)
-            reason = rerun_refusal(release_id, mine)
-            budget: Policy | None = None
-            read: list[dict] = []
-            if reason is None:
-                reason, budget, read = budget_refusal(
-                    self._read(t.conn, kinds=("release", "budget"), dataset=dataset),
-                    dataset,
-                    release_id,
-                    plan,
-                    _declared(lifetime, period),
-                    datetime.fromisoformat(t.time),
-                    bool(not_dp),
-                )
-            broken += read_rows_problems(t, [r["seq"] for r in (*mine, *read)], upto)
+            decided = decide(t.conn, asked, datetime.fromisoformat(t.time))
+            broken += read_rows_problems(t, [r["seq"] for r in decided.read], upto)
             if broken:
                 raise BudgetRefused(
                     f"the ledger's hash chain is broken ({'; '.join(broken[:3])}): a ledger that may have "
@@ -362,9 +280,11 @@ class Ledger:
                 )
             if hold is not None:
                 hold()
+            reason = decided.reason
             if reason is not None:
                 t.append(**base, kind="release", status="refused", detail={"reason": reason})
             else:
+                budget = decided.policy
                 if budget is not None:
                     t.append(
                         dataset=dataset,
@@ -372,22 +292,12 @@ class Ledger:
                         status="set",
                         epsilon=budget[0],
                         delta=budget[1],
-                        detail=_policy_detail(budget),
+                        detail=policy_detail(budget),
                     )
-                last = last_state(mine)
-                if last is not None and last["status"] == "reserved":  # died before any noise
-                    t.append(
-                        **base,
-                        kind="release",
-                        status="failed",
-                        **stored(spent_charge(mine)),
-                        detail={"reason": "abandoned: its process is gone and it drew no noise"},
-                    )
-                charge = (
-                    Charge.void()
-                    if not_dp
-                    else Charge(plan.notion, plan.spent_rho, plan.spent_epsilon, plan.delta)
-                )
+                closing = abandoned(decided.mine)
+                if closing is not None:  # died before any noise
+                    t.append(**closing)
+                charge = Charge.void() if not_dp else plan_charge(plan)
                 row = t.append(
                     **base,
                     kind="release",
@@ -396,10 +306,11 @@ class Ledger:
                     detail={
                         "plan": [[s.stage, s.rho, s.epsilon] for s in plan.stages],
                         "lifetime": lifetime,
-                        **({} if period is None else {"period": _declared(None, period)}),
+                        **({} if period is None else {"period": declared_policy(None, period)}),
                         "host": socket.gethostname(),
                         "pid": os.getpid(),
                         **({"not_dp": list(not_dp)} if not_dp else {}),
+                        **decided.schema,
                     },
                 )
             set_checkpoint(t)

@@ -9,12 +9,13 @@ Python API (``dprelease.ledger.show``) returns it.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from dprelease.ledger import database
-from dprelease.ledger.database import ledger_url, redact
 from dprelease.ledger.store import Ledger
+from dprelease.ledger.url import ledger_url
 from dprelease.mechanisms.lifetime import Headroom, LifetimeSpend
 from dprelease.mechanisms.periods import PeriodBudget
 
@@ -27,8 +28,10 @@ class PeriodAccount:
 
     Attributes:
         period: Its name (``2026-11`` for a month of ``P1M``; ``mechanisms.periods``).
-        spent: The composed charge of the releases first reserved in it, at the budget's δ.
-        releases: How many releases it holds.
+        spent: The composed charge of the attempts reserved in it, at the budget's δ: each
+            attempt of a release is charged to the period of its own reservation
+            (``ledger.windows``).
+        releases: How many releases have an attempt in it.
     """
 
     period: str
@@ -55,6 +58,11 @@ class DatasetAccount:
         per_person: Under a period budget, what bounds one person's loss over all periods:
             with the periods declared disjoint, the largest period's spend (parallel
             composition); else ``spent``.
+        schema: What its reservations recorded of its public schema (``ledger.identity``),
+            in chain order: each time the steward declared it a new dataset although
+            another dataset name had its schema (``new_dataset``: the reason), and each
+            change of its schema's fingerprint (``schema_before``); with the
+            ``release_id`` and ``time`` of the reservation.
     """
 
     dataset: str
@@ -66,6 +74,7 @@ class DatasetAccount:
     periods: tuple[PeriodAccount, ...] = ()
     current: str | None = None
     per_person: LifetimeSpend | None = None
+    schema: tuple[dict, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -73,7 +82,7 @@ class LedgerSummary:
     """A ledger's releases and accounts, as ``dprelease ledger show`` reports them.
 
     Attributes:
-        url: The ledger's database URL, its password (if any) redacted.
+        url: The ledger's database URL, rebuilt with no secret in it (``ledger.url.parse_url``).
         releases: One dict per release_id, in chain order: dataset, release_id, status,
             its charge (epsilon, delta, rho), times and its stage rows (``Ledger.releases``).
         accounts: Each dataset's account under its budget policy, by dataset name.
@@ -130,10 +139,23 @@ def show(
                 periods,
                 None if budget is None else budget.length.label(database.now()),
                 None if budget is None else led.all_time_guarantee(name, budget),
+                _schema_events(r for r in releases if r["dataset"] == name),
             )
-        return LedgerSummary(redact(url), releases, accounts, led.verify_chain(), led.head())
+        return LedgerSummary(led.url, releases, accounts, led.verify_chain(), led.head())
 
 
 def _periods(led: Ledger, dataset: str, budget: PeriodBudget) -> tuple[PeriodAccount, ...]:
     """Each period's account under ``budget``, in time order."""
     return tuple(PeriodAccount(k, spend, n) for k, (spend, n) in led.period_spends(dataset, budget).items())
+
+
+def _schema_events(releases: Iterable[dict]) -> tuple[dict, ...]:
+    """The reservations that declared a new dataset or recorded a changed schema."""
+    out = []
+    for r in releases:
+        for e in r["events"]:
+            d = e["detail"]
+            if e["status"] == "reserved" and ("new_dataset" in d or "schema_before" in d):
+                keys = [k for k in ("new_dataset", "schema_before", "schema") if k in d]
+                out.append({"release_id": e["release_id"], "time": e["time"], **{k: d[k] for k in keys}})
+    return tuple(out)

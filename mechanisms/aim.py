@@ -53,6 +53,7 @@ from dprelease.mechanisms.primitives import Measurement, exponential_mechanism, 
 from dprelease.mechanisms.schema import Schema, check_target
 from dprelease.mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Streaming, Synthesizer
 from dprelease.mechanisms.workload import (
+    MAX_PAIR_CELLS,
     Workload,
     chunk_counts,
     decode_groups,
@@ -65,7 +66,15 @@ from dprelease.mechanisms.workload import (
     split_counts,
 )
 
-__all__ = ["SCORE_SENSITIVITY", "SYNTHESIZER", "AIMParams", "run_rounds", "sensitivities", "stage_weights"]
+__all__ = [
+    "SCORE_SENSITIVITY",
+    "SYNTHESIZER",
+    "AIMParams",
+    "check",
+    "run_rounds",
+    "sensitivities",
+    "stage_weights",
+]
 
 SCORE_SENSITIVITY = 2.0
 """Δ∞ of a score w_r(‖C_r − M_r(p̂)‖₁ − bias) with w_r ≤ 1 under replace-one."""
@@ -129,6 +138,24 @@ def stage_weights(schema: Schema, params: AIMParams) -> dict[str, float]:
     rest = 1 - first - target
     weights = {"marginals": first, "select": SELECT_SHARE * rest, "measure": (1 - SELECT_SHARE) * rest}
     return weights if params.target is None else {**weights, "target": target}
+
+
+def check(schema: Schema, params: AIMParams) -> None:
+    """``params.target`` names a nominal or ordinal column, and every column fits a
+    candidate: a column of more than ``MAX_PAIR_CELLS``/2 declared cells is in no pair's
+    table with a column of two cells or more, so aim would model it apart from every other
+    column, at the cost of its one-way table in every estimate (public: the schema)."""
+    check_target(schema, params.target)
+    wide = [c for c in schema.columns if c.n_bins > MAX_PAIR_CELLS // 2]
+    if wide:
+        c = wide[0]
+        raise ValueError(
+            f"name aim cannot model column '{c.name}' ({c.n_bins:,} cells) with any other: a candidate "
+            f"marginal holds at most {MAX_PAIR_CELLS:,} cells, so no pair of it with a column of 2 cells "
+            f"or more fits. Merge its {'categories' if c.kind == 'nominal' else 'levels or bins'} to at "
+            f"most {MAX_PAIR_CELLS // 2:,} (coarsen the code list, or declare bins), declare it type: drop, "
+            "or use mechanism factor_gauss"
+        )
 
 
 def target_pairs(workload: Workload, target: str | None) -> list[tuple[int, int]]:
@@ -402,7 +429,7 @@ SYNTHESIZER = Synthesizer(
     sample=lambda state, params, m, rng: Stage((*_model_stage(state, params).state, m)),
     decode=lambda state, schema, params, rng: _draw(state[:2], state[2], rng),
     sensitivities=sensitivities,
-    check=lambda schema, params: check_target(schema, params.target),
+    check=check,
     streaming=Streaming(
         lambda counts, n, schema, plan, params, rng: _stage(
             encode_counts(counts, n, schema, plan, None, rng, triples_of=params.triples_of())

@@ -52,7 +52,9 @@ AIM_BATCH = 4
 
 @dataclass(frozen=True)
 class AutoChoice:
-    """The mechanism ``auto`` chose, its parameters, and the public facts it was chosen on."""
+    """The mechanism ``auto`` chose, its parameters, and the public facts it was chosen on:
+    ``n_fitted`` the rows the release fits, ``rows`` the input's rows n they were counted
+    from (None when only the fitted count was given, as in the benchmarks)."""
 
     mechanism: str
     params: dict[str, Any]
@@ -61,6 +63,7 @@ class AutoChoice:
     continuous: int
     accountant: str
     reason: str
+    rows: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"rule": rule_text(), **asdict(self)}

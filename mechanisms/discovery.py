@@ -234,9 +234,11 @@ def discover_categories(
     values: np.ndarray, part: StageBudget, delta: float, name: str, *, rng: np.random.Generator
 ) -> DiscoveredCategories:
     """The categories of a column whose noisy count (Laplace, b = 2/ε) exceeds
-    τ = 1 + b·ln(1/δ), sorted (``partition_selection``); missing values are not a category."""
+    τ = 1 + b·ln(1/δ), sorted (``partition_selection``); missing values are not a category.
+    The labels stay Python strings (numpy's fixed-width text would drop trailing NULs,
+    publishing '' for '\x00' and merging 'a\x00' into 'a')."""
     kept = np.asarray([v for v in values if isinstance(v, str) and v != ""], dtype=object)
-    labels, counts = np.unique(kept.astype(str), return_counts=True)
+    labels, counts = np.unique(kept, return_counts=True)
     found, threshold, m = partition_selection(
         labels, counts, part.pure_epsilon, delta, 0.0, f"categories[{name}]", rng
     )

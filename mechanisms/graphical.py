@@ -32,6 +32,7 @@ from dprelease.mechanisms.primitives import Measurement
 __all__ = [
     "ESTIMATION_ITERS",
     "SAMPLE_BLOCK",
+    "SAMPLE_CELLS",
     "Marginal",
     "Model",
     "estimate",
@@ -44,7 +45,11 @@ __all__ = [
 ESTIMATION_ITERS = 1000
 """Mirror-descent iterations per estimate (mbi's default; a warm start needs fewer)."""
 SAMPLE_BLOCK = 100_000
-"""Rows drawn at once (the conditional CDFs of a block are a rows × cells array)."""
+"""Rows drawn at once, at most."""
+SAMPLE_CELLS = 1 << 22
+"""Cells of the conditional CDFs a block of rows compares at once (rows × the column's
+cells, 32 MB of float64): a column of 10,000 cells draws 419 rows at a time, not 100,000
+(8 GB)."""
 
 
 def _mbi() -> Any:
@@ -205,7 +210,8 @@ def sample(model: Model, m: int, rng: np.random.Generator) -> np.ndarray:
     """m fresh rows of group indices (m, p) from the model: ancestral sampling along its
     junction tree (mbi's elimination order, reversed: each column given the columns drawn
     before it in a clique that holds it), from the clique tables, each row drawn from the
-    release's generator, in blocks of ``SAMPLE_BLOCK`` rows."""
+    release's generator, in blocks of at most ``SAMPLE_BLOCK`` rows and ``SAMPLE_CELLS``
+    compared cells (the uniforms are drawn in order, so the block size changes no row)."""
     p = len(model.order)
     out = np.zeros((m, p), dtype=np.int64)
     drawn: list[int] = []
@@ -226,8 +232,9 @@ def sample(model: Model, m: int, rng: np.random.Generator) -> np.ndarray:
             if parents
             else np.zeros(m, dtype=np.int64)
         )
-        for start in range(0, m, SAMPLE_BLOCK):
-            block = slice(start, min(start + SAMPLE_BLOCK, m))
+        rows = max(1, min(SAMPLE_BLOCK, SAMPLE_CELLS // k))
+        for start in range(0, m, rows):
+            block = slice(start, min(start + rows, m))
             u = rng.random(block.stop - block.start)
             out[block, col] = np.minimum((cdf[keys[block]] < u[:, None]).sum(axis=1), k - 1)
         drawn.append(col)

@@ -23,6 +23,7 @@ from typing import Literal
 import numpy as np
 
 from dprelease.mechanisms.errors import BudgetError
+from dprelease.mechanisms.rowkeys import RowKeys
 
 __all__ = [
     "NUMPY_SAMPLER_NOTE",
@@ -87,7 +88,8 @@ def noise_rngs(insecure_seed: int | None, k: int) -> list[np.random.Generator]:
 @dataclass(frozen=True)
 class Streams:
     """The named random streams of one release (independent generators): the four
-    synthesis steps, the holdout split, the gates' noise and the advisory checks."""
+    synthesis steps, the holdout split, the gates' noise and the advisory checks.
+    ``row_keys``: the streaming engines' per-row keys, drawn from ``holdout`` once."""
 
     encode: np.random.Generator
     estimate: np.random.Generator
@@ -96,6 +98,14 @@ class Streams:
     holdout: np.random.Generator
     gates: np.random.Generator
     checks: np.random.Generator
+
+    @functools.cached_property
+    def row_keys(self) -> RowKeys:
+        """The keys of the streaming engines' per-row draws (``mechanisms.rowkeys``), drawn
+        from ``holdout`` on first use and the same ever after: ``mechanism: auto`` counts a
+        streaming release's fitted rows with them before the reserve, and its passes hold
+        out those very rows. The memory engine never draws them (its holdout permutes)."""
+        return RowKeys.draw(self.holdout)
 
 
 def release_streams(insecure_seed: int | None) -> Streams:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["RowKeys", "holdout_mask", "row_uniforms"]
+__all__ = ["RowKeys", "held_out", "holdout_mask", "row_uniforms"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -67,3 +67,12 @@ def holdout_mask(key: int, start: int, n: int, fraction: float) -> np.ndarray:
     if fraction == 0:
         return np.zeros(n, dtype=bool)
     return row_uniforms(key, start, n, 1)[:, 0] < fraction
+
+
+def held_out(key: int, n: int, fraction: float, block: int = 1 << 20) -> int:
+    """How many of rows 0 … n−1 ``holdout_mask`` holds out: the streaming engines' fitted
+    count is n minus it. It depends on the key and n only (no row is read), so it is known
+    before the data is, and ``block`` rows at a time bound the memory."""
+    if fraction == 0:
+        return 0
+    return sum(int(holdout_mask(key, s, min(block, n - s), fraction).sum()) for s in range(0, n, block))

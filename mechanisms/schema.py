@@ -18,6 +18,8 @@ and ``Continuous.from_bins`` map raw values to and from it.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import math
 from dataclasses import dataclass
 from typing import Literal, cast, overload
@@ -464,6 +466,19 @@ class Schema:
             if c.name == name:
                 return c
         raise KeyError(name)
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 of the table's shape: its columns' names, each with the kind of value it
+        holds (number, date, category), sorted by name. Not in it: the columns' order, and
+        the steward's public choices about a column (bounds, bins, transform, atoms,
+        integer, decimals, missing, categories, levels), which change while the data stay
+        the same: a copy of a spec with a bound widened has the same fingerprint."""
+        shape = sorted(
+            (c.name, "category" if not isinstance(c, Continuous) else "date" if c.calendar else "number")
+            for c in self.columns
+        )
+        return hashlib.sha256(json.dumps({"v": 1, "columns": shape}).encode()).hexdigest()
 
 
 def check_target(schema: Schema, target: str | None) -> None:

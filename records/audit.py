@@ -15,10 +15,11 @@ and compares it with what the bundle claims:
   (``ReleaseSpec.sensitivities``); a recorded Δ or noise scale below the derivation, or a
   statistic the derivation does not know, fails;
 * randomness and status: an ``--insecure-seed`` or non-DP release is flagged;
-* ledger: the hash chain, the bundle's rows present with the same hashes, one ledger row
-  per measurement with the same sensitivity/scale/share, and the closing row's seal of
-  both manifests, public and internal (so the files are the ones the pipeline wrote, in
-  the folder of the release that wrote them).
+* ledger: the hash chain, the chain head the bundle names (the ledger's identity: a bundle
+  names no ledger location in public), the bundle's rows present with the same hashes, one
+  ledger row per measurement with the same sensitivity/scale/share, and the closing row's
+  seal of both manifests, public and internal (so the files are the ones the pipeline
+  wrote, in the folder of the release that wrote them). Which ledger: ``choose_ledger``.
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ from typing import TYPE_CHECKING
 
 from dprelease.bundle.files import sha256
 from dprelease.mechanisms.accounting import zcdp_delta, zcdp_epsilon, zcdp_rho
+from dprelease.records.ledger_choice import choose_ledger
 
 if TYPE_CHECKING:
     from dprelease.ledger import Ledger
 
-__all__ = ["Check", "LedgerChoice", "choose_ledger", "load_document", "verify_bundle"]
+__all__ = ["Check", "load_document", "period_checks", "verify_bundle"]
 
 _REL = 1e-9  # relative tolerance for re-derived floats (the files hold repr-exact doubles)
 
@@ -257,15 +259,29 @@ def _ledger(doc: dict, bundle: Path, url: str) -> list[Check]:
 
     out = []
     rid = doc["release_id"]
+    record = doc["privacy"].get("ledger_record") or {}
     try:
         with Ledger(url, create=False) as led:  # an audit never creates a ledger
             problems = led.verify_chain()
+            hashes = {r["seq"]: r["hash"] for r in led.entries()} if record.get("chain_head") else {}
             rows = {r["seq"]: r for r in led.entries(release_id=rid)}
             void = led.void_since(doc["dataset"])
-            period = _period_check(led, doc)
+            period = period_checks(led, doc)
     except LedgerError as e:
         return [Check("ledger", "cross-check", False, str(e))]
     out.append(Check("ledger", "hash chain", not problems, "; ".join(problems) or "intact"))
+    if record.get("chain_head"):  # bundles from before issue 38 name the ledger's URL instead
+        seq, digest = record["chain_head"]["seq"], record["chain_head"]["hash"]
+        same = hashes.get(seq) == digest
+        out.append(
+            Check(
+                "ledger",
+                "the bundle's chain head",
+                same,
+                f"row {seq}, sha256 {digest[:16]}…"
+                + ("" if same else ": not in this ledger (another ledger, or a rewritten chain)"),
+            )
+        )
     out += period
     out.append(
         Check(
@@ -277,7 +293,6 @@ def _ledger(doc: dict, bundle: Path, url: str) -> list[Check]:
             else f"VOID since release '{void['release_id']}' (not differentially private)",
         )
     )
-    record = doc["privacy"].get("ledger_record") or {}
     missing = [r["seq"] for r in record.get("rows", []) if rows.get(r["seq"], {}).get("hash") != r["hash"]]
     out.append(
         Check(
@@ -326,7 +341,7 @@ def _ledger(doc: dict, bundle: Path, url: str) -> list[Check]:
     return out
 
 
-def _period_check(led: Ledger, doc: dict) -> list[Check]:
+def period_checks(led: Ledger, doc: dict) -> list[Check]:
     """A release under a period budget: the ledger holds the bundle's policy, the release was
     reserved in the period the bundle names, and the releases the ledger's rows put in that
     period compose (``compose_lifetime``, at the period's δ) within the period's ε."""
@@ -409,36 +424,13 @@ def _selection_deltas(rows: dict, deltas: dict[str, float], plan_delta: float) -
     return Check("arithmetic", "partition selections' delta", ok, f"{total:g} <= {plan_delta:g}{unlisted}")
 
 
-@dataclass(frozen=True)
-class LedgerChoice:
-    """The ledger an audit cross-checks (None: none found) and where its URL came from."""
-
-    url: str | None
-    origin: str
-
-
-def choose_ledger(doc: dict, given: str | None) -> LedgerChoice:
-    """``given`` (``--ledger``), else the SQLite ledger the bundle's release.json names, if
-    that file is here: a copied bundle may name a ledger that is not the one the auditor
-    means, so the origin is always said. A recorded database of another kind is never
-    opened unasked (its URL holds no password)."""
-    if given is not None:
-        return LedgerChoice(given, "--ledger")
-    recorded = (doc["privacy"].get("ledger_record") or {}).get("url", "")
-    if recorded.startswith("sqlite:///") and Path(recorded.removeprefix("sqlite:///")).is_file():
-        return LedgerChoice(recorded, "from the bundle's release.json; pass --ledger to choose")
-    named = f"the bundle's release.json names {recorded}" if recorded else "the bundle names no ledger"
-    where = ", which is not a SQLite file here" if recorded.startswith("sqlite:///") else ""
-    return LedgerChoice(None, f"{named}{where}; pass --ledger URL")
-
-
 def verify_bundle(bundle: Path, ledger_url: str | None) -> list[Check]:
     """All checks; the bundle passes when every ``ok`` is True. The ledger: ``ledger_url``,
-    else the one the bundle names (``choose_ledger``)."""
+    else the one ``choose_ledger`` finds."""
     doc, _ = load_document(bundle)
     derived = _discovery(doc) if doc.get("kind") == "schema_discovery" else _derived(doc)
     checks = _files(bundle) + _identity(bundle, doc) + _arithmetic(doc) + derived + _status(doc)
-    chosen = choose_ledger(doc, ledger_url)
+    chosen = choose_ledger(bundle, doc, ledger_url)
     if chosen.url is None:
         checks.append(Check("ledger", "cross-check", False, f"ledger not found: {chosen.origin}"))
     else:

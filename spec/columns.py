@@ -11,7 +11,6 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -23,6 +22,7 @@ from pydantic import (
 from dprelease.mechanisms.calendar import DATE_UNITS, DATETIME_UNITS, Unit, to_units
 from dprelease.mechanisms.formula import Formula
 from dprelease.mechanisms.schema import MAX_INTERVALS
+from dprelease.spec.text import CONTROLS, Label, Prose, visible
 
 MAX_VALUES = 256
 MAX_CATEGORIES = 10_000
@@ -36,8 +36,6 @@ DATE_RANGE = (datetime(1678, 1, 1), datetime(2261, 12, 31, 23, 59, 59))
 """The dates a column may span: the whole years inside pandas' datetime64[ns] range
 (1677-09-21 to 2262-04-11), in which the readers parse dates, so a bound floored to any
 resolution stays representable."""
-CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-"""Control characters (C0, DEL, C1): a terminal runs them as escape sequences."""
 
 __all__ = [
     "CONTROLS",
@@ -60,24 +58,6 @@ class Strict(BaseModel):
     """Every spec model: unknown fields are errors, values are frozen."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def visible(text: str) -> str:
-    """``text`` with each control character written as its Python escape, e.g. ``\\x1b``."""
-    return CONTROLS.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
-
-
-def _printable(v: str) -> str:
-    if CONTROLS.search(v):
-        raise ValueError(
-            f"{v!r} must hold no control characters (C0, DEL or C1, which a terminal runs as escape "
-            "sequences); rename it in the file and the spec"
-        )
-    return v
-
-
-Label = Annotated[str, AfterValidator(_printable)]
-"""A column name, category, level or token: text shown on terminals and written to files."""
 
 
 def _few(v: list[str], what: str) -> list[str]:
@@ -204,7 +184,7 @@ class IdSpec(Strict):
     them)."""
 
     type: Literal["id"]
-    format: str = "SYN-{:09d}"
+    format: Prose = "SYN-{:09d}"  # its own rule on its text: _id_format_problem
 
     @field_validator("format")
     @classmethod
@@ -350,7 +330,7 @@ class DerivedSpec(Strict):
     as for continuous columns."""
 
     type: Literal["derived"]
-    formula: str
+    formula: Prose  # its own length limit: mechanisms.formula
     integer: bool = False
     decimals: int | None = Field(default=None, ge=0, le=15, strict=True)
 

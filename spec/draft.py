@@ -9,6 +9,7 @@ and ``dprelease release`` refuses a spec with a ``draft`` section.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -16,12 +17,17 @@ from typing import Any
 import yaml
 from pydantic import Field
 
-from dprelease.spec.columns import CONTROLS, Strict, visible
+from dprelease.spec.columns import Strict
+from dprelease.spec.text import CONTROLS, Label, Prose, visible
 
-__all__ = ["FILL", "DraftSpec", "draft_text", "placeholders", "yaml_scalar"]
+__all__ = ["FILL", "YAML12_FLOAT", "DraftSpec", "draft_text", "is_placeholder", "placeholders", "yaml_scalar"]
 
 FILL = "FILL"
 """The placeholder of a value the steward supplies from public knowledge."""
+YAML12_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)$")
+"""A number with an exponent as YAML 1.2 writes it (``1e-6``), which YAML 1.1 reads as text:
+the spec's reader reads it as a float (``spec.loading``), and the draft's writer quotes text
+that looks like it (``yaml_scalar``)."""
 
 KINDS = "continuous, date, datetime, ordinal, nominal, one_hot, derived, id or drop"
 
@@ -30,16 +36,22 @@ class DraftSpec(Strict):
     """What ``dprelease init`` guessed: ``source`` (what it read) and ``confirm`` (one
     line per guess, e.g. a column's kind from its Parquet type, the default budget)."""
 
-    written_by: str = "dprelease init"
-    source: str
-    confirm: list[str] = Field(default_factory=list)
+    written_by: Label = "dprelease init"
+    source: Prose
+    confirm: list[Prose] = Field(default_factory=list)
+
+
+def is_placeholder(value: str) -> bool:
+    """Whether ``value`` is the placeholder ``FILL`` (spaces around it ignored): a spec
+    holding it anywhere is a draft, so no category or level can be spelled so."""
+    return value.strip() == FILL
 
 
 def placeholders(raw: Any, path: str = "") -> list[str]:
     """The dotted paths of every ``FILL`` left in a raw (YAML-loaded) spec (control
     characters in its keys made visible)."""
     if isinstance(raw, str):
-        return [path] if raw.strip() == FILL else []
+        return [path] if is_placeholder(raw) else []
     if isinstance(raw, Mapping):
         return [
             p
@@ -70,13 +82,24 @@ def _number(v: float) -> str:
     return yaml.safe_dump(float(v)).split("\n")[0]
 
 
+class _Dumper(yaml.SafeDumper):
+    """YAML's safe dumper, which quotes what the spec's reader reads as a number: the text
+    ``1e5`` written plain would come back as the float 100000.0."""
+
+
+_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", YAML12_FLOAT, list("-+.0123456789"))
+
+
 def yaml_scalar(name: str) -> str:
-    """``name`` as one line of YAML: plain or quoted by PyYAML, or, when it holds a control
-    character (a line break in a quoted CSV header), a double-quoted scalar with escapes,
-    which the spec then refuses naming the column."""
+    """``name`` as one line of YAML that the spec's reader reads back as that text, in a block
+    or inside a flow list or mapping (the draft writes ``categories: [a, b]``): plain or
+    quoted by PyYAML as an item of a flow list (``:0`` is plain text alone, not in ``[...]``),
+    or, when it holds a control character (a line break in a quoted CSV header), a
+    double-quoted scalar with escapes, which the spec then refuses naming the column."""
     if CONTROLS.search(name):
         return json.dumps(name)  # a JSON string is a YAML double-quoted scalar
-    return yaml.safe_dump(name, default_flow_style=True, width=1 << 20).strip().removesuffix("...").strip()
+    text = yaml.dump([name], Dumper=_Dumper, default_flow_style=True, width=1 << 20).strip()
+    return text.removeprefix("[").removesuffix("]")
 
 
 def draft_text(

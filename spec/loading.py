@@ -1,19 +1,21 @@
 """Reading a release spec: the YAML file (a safe loader that reads numbers as YAML 1.2 and
-refuses anchors, aliases and repeated keys) or a Python mapping, validated into a
-:class:`~dprelease.spec.release.ReleaseSpec` whose every error names its field."""
+refuses anchors, aliases, repeated keys and a document past the limits of
+``spec.document``) or a Python mapping (made plain within the same limits), validated into
+a :class:`~dprelease.spec.release.ReleaseSpec` whose every error names its field."""
 
 from __future__ import annotations
 
-import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
-from dprelease.spec.columns import visible
-from dprelease.spec.draft import placeholders
+from dprelease.spec.document import MAX_FILE_BYTES, Size, plain_document
+from dprelease.spec.draft import YAML12_FLOAT, placeholders
 from dprelease.spec.release import ReleaseSpec, SpecError
+from dprelease.spec.text import visible
 
 __all__ = ["load_spec", "read_spec_mapping", "spec_from_mapping"]
 
@@ -35,7 +37,13 @@ class _SpecLoader(yaml.SafeLoader):
     It refuses what a release spec never needs and an attacker can use: anchors and aliases
     (``&a``, ``*a``; nested aliases expand exponentially, "billion laughs"), refused as the
     parser meets the first, before anything is built; and a key stated twice in a mapping
-    (YAML keeps the last silently: two ``privacy:`` blocks would load as the second)."""
+    (YAML keeps the last silently: two ``privacy:`` blocks would load as the second).
+    It counts the nodes, their depth and their text as it composes them (``Size``): a
+    document past the limits is refused at the node that passes one, before it is built."""
+
+    def __init__(self, stream: str, size: Size) -> None:
+        super().__init__(stream)
+        self._size, self._depth = size, 0
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         event = self.peek_event()
@@ -44,7 +52,13 @@ class _SpecLoader(yaml.SafeLoader):
                 f"line {event.start_mark.line + 1}: YAML anchors and aliases (&name, *name) are not "
                 "allowed in a release spec; write each value out where it is used"
             )
-        return super().compose_node(parent, index)
+        text = event.value if isinstance(event, yaml.ScalarEvent) else ""
+        self._depth += 1
+        try:
+            self._size.add(self._depth, len(text), lambda: f"line {event.start_mark.line + 1}")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict[Any, int] = {}
@@ -66,11 +80,7 @@ class _SpecLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-_SpecLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)$"),
-    list("-+.0123456789"),
-)
+_SpecLoader.add_implicit_resolver("tag:yaml.org,2002:float", YAML12_FLOAT, list("-+.0123456789"))
 
 
 def load_spec(path: str | Path) -> ReleaseSpec:
@@ -83,8 +93,18 @@ def read_spec_mapping(path: Path) -> dict:
     """The mapping a spec file holds, read with ``_SpecLoader`` (not yet validated)."""
     if not path.is_file():
         raise SpecError(f"spec file '{path}' does not exist; pass the path of a release YAML")
+    with path.open("rb") as f:
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise SpecError(
+            f"spec file '{path}' is too large to be a release spec (more than {MAX_FILE_BYTES:,} bytes)"
+        )
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_SpecLoader)  # a SafeLoader
+        loader = _SpecLoader(data.decode("utf-8"), Size(str(path)))  # a SafeLoader
+        try:
+            raw = loader.get_single_data()
+        finally:
+            loader.dispose()
     except UnicodeDecodeError:
         raise SpecError(f"spec file '{path}' is not UTF-8 text; save the release YAML as UTF-8") from None
     except _Refused as e:
@@ -95,13 +115,15 @@ def read_spec_mapping(path: Path) -> dict:
         raise SpecError(f"spec file '{path}' is nested too deeply to be a release spec") from None
     if not isinstance(raw, dict):
         raise SpecError(f"spec file '{path}' must contain a YAML mapping")
-    return raw
+    return plain_document(raw, str(path))
 
 
-def spec_from_mapping(raw: dict, base_dir: Path, name: str) -> ReleaseSpec:
+def spec_from_mapping(raw: Mapping[str, Any], base_dir: Path, name: str) -> ReleaseSpec:
     """Validate a spec already read as a mapping (``load_spec`` after YAML, or a Python
-    dict); a relative dataset path resolves against ``base_dir``; ``name`` says in the
-    messages which spec it is (a file's path)."""
+    dict), made plain within the limits first (``plain_document``); a relative dataset path
+    resolves against ``base_dir``; ``name`` says in the messages which spec it is (a file's
+    path)."""
+    raw = plain_document(raw, name)
     gaps = placeholders(raw)
     if gaps:
         raise SpecError(

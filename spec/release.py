@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -11,6 +12,7 @@ from typing import Any, Literal
 from pydantic import (
     Field,
     PrivateAttr,
+    field_validator,
     model_validator,
 )
 
@@ -44,15 +46,24 @@ from dprelease.spec.sections import (
     MechanismSpec,
     OutputSpec,
     PrivacySpec,
+    ResourcesSpec,
 )
 
 __all__ = [
+    "MAX_SYNTHETIC_ROWS",
     "RELEASE_ID",
     "ContinuousSpec",
     "EngineSpec",
     "ReleaseSpec",
     "SpecError",
 ]
+
+MAX_SYNTHETIC_ROWS = 10**9
+"""The most rows a spec may ask for (``synthetic_rows``), whatever the machine: more than
+any population register or census file holds (the largest national censuses count about
+1.4·10⁹ people, and their microdata samples a few percent of them), and, at the 8 bytes
+per cell the decoders work in, 8 GB per column before a row is written. Below it, the
+resource forecast (``spec.resources``) weighs the rows against the machine's ceiling."""
 
 RELEASE_ID = re.compile(rf"[a-z0-9][a-z0-9-]{{0,{RELEASE_ID_LENGTH - 1}}}")
 """A release id: it names a folder, so lowercase letters, digits and '-', at most 80."""
@@ -63,20 +74,31 @@ class SpecError(DPReleaseError):
 
 
 class ReleaseSpec(Strict):
-    release_id: str | None = Field(default=None, pattern=rf"^{RELEASE_ID.pattern}$")
+    release_id: Label | None = Field(default=None, pattern=rf"^{RELEASE_ID.pattern}$")
     dataset: DatasetSpec
     columns: dict[Label, ColumnSpec] = Field(alias="schema", min_length=1)
     privacy: PrivacySpec
     mechanism: MechanismSpec = MechanismSpec(name="factor_gauss")
-    allocation: dict[str, float] = Field(default_factory=dict)
+    allocation: dict[Label, float] = Field(default_factory=dict)
     synthetic_rows: int | None = Field(default=None, gt=0, strict=True)
     checks: ChecksSpec = ChecksSpec()
     engine: EngineSpec = EngineSpec()
     output: OutputSpec = OutputSpec()
+    resources: ResourcesSpec = ResourcesSpec()
     draft: DraftSpec | None = None
     base_dir: Path = Path(".")
 
     _choice: AutoChoice | None = PrivateAttr(default=None)
+
+    @field_validator("synthetic_rows")
+    @classmethod
+    def _not_beyond_any_table(cls, v: int | None) -> int | None:
+        if v is not None and v > MAX_SYNTHETIC_ROWS:
+            raise ValueError(
+                f"synthetic_rows ({v:.3g}) must be at most {MAX_SYNTHETIC_ROWS:.0e} (more rows than any "
+                "population holds); lower it, or leave it out to release as many rows as the input has"
+            )
+        return v
 
     @model_validator(mode="after")
     def _consistent(self) -> ReleaseSpec:
@@ -167,10 +189,11 @@ class ReleaseSpec(Strict):
             )
         return tuple(name for name in CANDIDATES if name not in problems)
 
-    def resolve(self, n_fitted: int) -> ReleaseSpec:
+    def resolve(self, n_fitted: int, *, rows: int) -> ReleaseSpec:
         """This spec with ``mechanism: auto`` replaced by the mechanism the public rule of
-        ``mechanisms.auto`` chooses for ``n_fitted`` rows (the spec itself otherwise); the
-        choice and its facts are in ``auto_choice`` and the release document."""
+        ``mechanisms.auto`` chooses for ``n_fitted`` fitted rows of the input's ``rows`` (the
+        spec itself otherwise); the choice and its facts are in ``auto_choice`` and the
+        release document."""
         if self.mechanism.name != AUTO:
             return self
         choice = choose(
@@ -181,11 +204,34 @@ class ReleaseSpec(Strict):
             self.mechanism.params.get("target"),
             self.auto_candidates(),
         )
-        resolved = self.model_copy(
-            update={"mechanism": MechanismSpec(name=choice.mechanism, params=choice.params)}
-        )
-        resolved._choice = choice
+        resolved = self._candidate(choice.mechanism)
+        resolved._choice = replace(choice, rows=rows)
         return resolved
+
+    def _candidate(self, name: str) -> ReleaseSpec:
+        """This ``auto`` spec running candidate ``name`` with the parameters auto gives it."""
+        params = candidate_params(name, self.mechanism.params.get("target"))
+        return self.model_copy(update={"mechanism": MechanismSpec(name=name, params=params)})
+
+    def ledger_plan(self) -> BudgetPlan:
+        """The plan the ledger's pre-check judges (``Ledger.refusal``): ``budget_plan``; under
+        ``mechanism: auto``, before n is known, the candidate plan with the largest charge.
+        The candidates split the same (ε, δ) under the same accountant, so their charges
+        differ only by how each stage's share was rounded down (a few ulps); composition is
+        monotone in the charge, so if the largest fits the policy, the chosen one fits too,
+        and a refusal never depends on n or on the choice."""
+        if self.mechanism.name != AUTO:
+            return self.budget_plan()
+        plans = [self._candidate(name).budget_plan() for name in self.auto_candidates()]
+        return max(plans, key=lambda p: (p.spent_rho or 0.0, p.spent_epsilon))
+
+    def mechanism_defects(self) -> list[str]:
+        """Why the mechanism is not differentially private with these parameters (none: it
+        is); under ``mechanism: auto``, any candidate's (the spec admits no candidate that
+        is not DP unless ``privacy.allow_non_dp``)."""
+        auto = self.mechanism.name == AUTO
+        specs = [self._candidate(n) for n in self.auto_candidates()] if auto else [self]
+        return [d for s in specs for d in MECHANISMS[s.mechanism.name].defects(s.mechanism_params())]
 
     @property
     def auto_choice(self) -> AutoChoice | None:

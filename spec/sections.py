@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -15,9 +14,11 @@ from dprelease.mechanisms.gates import GATEABLE, NOT_GATEABLE
 from dprelease.mechanisms.periods import Period, PeriodBudget
 from dprelease.mechanisms.registry import MECHANISMS
 from dprelease.spec.columns import Strict
+from dprelease.spec.text import Label, PathText
 
 __all__ = [
     "MAX_NAME",
+    "MAX_PERIOD_YEARS",
     "NEEDS_POLICY",
     "RELEASE_ID_LENGTH",
     "STAMP",
@@ -29,6 +30,7 @@ __all__ = [
     "OutputSpec",
     "PeriodSpec",
     "PrivacySpec",
+    "ResourcesSpec",
 ]
 
 
@@ -43,8 +45,8 @@ MAX_NAME = RELEASE_ID_LENGTH - len(DISCOVERY + datetime(2000, 1, 1).strftime(STA
 
 
 class DatasetSpec(Strict):
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
-    path: Path
+    name: Label = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    path: PathText
 
     @field_validator("name")
     @classmethod
@@ -56,6 +58,13 @@ class DatasetSpec(Strict):
             )
         return v
 
+
+MAX_PERIOD_YEARS = 100
+"""The longest ``privacy.period.length``, in years (P100Y, P1200M, P5217W; P9999D, the longest
+count, is 27 years): a budget over a longer window is a lifetime budget
+(``privacy.lifetime_epsilon``). A window must also end within the dates the ledger can name
+(Python's year 9999: P8030Y, from 1970, would not)."""
+_UNIT_YEARS = {"D": 1 / 365.25, "W": 7 / 365.25, "M": 1 / 12, "Y": 1.0}
 
 NEEDS_POLICY = (
     "privacy.period (e.g. {length: P1M, epsilon: 1.0, delta: 1e-6}) or privacy.lifetime_epsilon must be "
@@ -69,7 +78,7 @@ class PeriodSpec(Strict):
     """A period budget: ``epsilon`` (and ``delta``, default the release's) per ``length``
     window of UTC calendar time (``mechanisms.periods``)."""
 
-    length: str
+    length: Label
     epsilon: float = Field(strict=True, gt=0, le=1000, allow_inf_nan=False)
     delta: float | None = Field(strict=True, default=None, ge=0, lt=1, allow_inf_nan=False)
     disjoint: bool = Field(strict=True, default=False)
@@ -80,7 +89,13 @@ class PeriodSpec(Strict):
     @field_validator("length")
     @classmethod
     def _one_unit(cls, v: str) -> str:
-        Period.parse(v)
+        period = Period.parse(v)
+        if period.count * _UNIT_YEARS[period.unit] > MAX_PERIOD_YEARS:
+            raise ValueError(
+                f"length ({v!r}) must be at most {MAX_PERIOD_YEARS} years (P{MAX_PERIOD_YEARS}Y, "
+                f"P{12 * MAX_PERIOD_YEARS}M, P{int(MAX_PERIOD_YEARS * 365.25 / 7)}W); for one budget "
+                "over all time, set privacy.lifetime_epsilon instead of a period"
+            )
         return v
 
 
@@ -170,8 +185,8 @@ class PrivacySpec(Strict):
 
 
 class MechanismSpec(Strict):
-    name: str
-    params: dict[str, Any] = Field(default_factory=dict)
+    name: Label
+    params: dict[Label, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _known(self) -> MechanismSpec:
@@ -213,10 +228,10 @@ class ChecksSpec(Strict):
     this many fitted, held-out and synthetic rows each (the memory engine uses all rows)."""
 
     enabled: bool = True
-    target: str | None = None
+    target: Label | None = None
     holdout_fraction: float = Field(strict=True, default=0.0, ge=0.0, le=0.5)
     sample_rows: int = Field(strict=True, default=50_000, ge=100, le=5_000_000)
-    gates: dict[str, GateSpec] = Field(default_factory=dict)
+    gates: dict[Label, GateSpec] = Field(default_factory=dict)
 
     @field_validator("gates")
     @classmethod
@@ -250,7 +265,7 @@ class EngineSpec(Strict):
 
     name: Literal["memory", "local", "dask"] = "memory"
     chunk_rows: int = Field(strict=True, default=250_000, ge=1_000, le=20_000_000)
-    scheduler: str | None = Field(default=None, min_length=1)
+    scheduler: Label | None = Field(default=None, min_length=1)
     workers: int | None = Field(strict=True, default=None, ge=1, le=256)
 
     @model_validator(mode="after")
@@ -277,4 +292,24 @@ class OutputSpec(Strict):
     def _once(cls, v: list[str] | None) -> list[str] | None:
         if v is not None and len(set(v)) != len(v):
             raise ValueError(f"formats ({v}) must name each format once")
+        return v
+
+
+class ResourcesSpec(Strict):
+    """Ceilings on what a release of this spec may need on the machine that runs it: the
+    forecast peak memory (GB, 2³⁰ bytes) and time (seconds) of its rehearsal and of the
+    release itself (``spec.resources``, from public facts only). A spec forecast above
+    either is refused before the rehearsal and before any budget is reserved. Unset: the
+    defaults, the smaller of 8 GB and ¾ of this machine's memory, and one hour. The
+    command line's ``--max-memory`` and ``--max-seconds`` (or ``DPRELEASE_MAX_MEMORY_GB``,
+    ``DPRELEASE_MAX_SECONDS``) override them."""
+
+    max_memory_gb: float | None = Field(default=None, gt=0, le=4096, allow_inf_nan=False)
+    max_seconds: float | None = Field(default=None, gt=0, le=30 * 86400, allow_inf_nan=False)
+
+    @field_validator("max_memory_gb", "max_seconds", mode="before")
+    @classmethod
+    def _a_number(cls, v: Any) -> Any:
+        if isinstance(v, bool) or not (v is None or isinstance(v, int | float)):
+            raise ValueError(f"({v!r}) must be a number, e.g. 16 or 7200")
         return v

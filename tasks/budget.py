@@ -26,11 +26,15 @@ __all__ = ["allocate_budget"]
 
 @task(name="allocate_budget", cache_policy=NO_CACHE, persist_result=False)
 @scrub_errors
-def allocate_budget(spec: ReleaseSpec, public_dir: Path, ledger: Ledger, release_id: str) -> BudgetPlan:
+def allocate_budget(
+    spec: ReleaseSpec, public_dir: Path, ledger: Ledger, release_id: str, new_dataset: str | None = None
+) -> BudgetPlan:
     """Build the plan from the spec alone, refuse it if it exceeds the spec, and reserve it
-    in the ledger (which refuses it when the dataset's budget policy cannot take it, or
-    when ``release_id`` already spent; ``BudgetRefused``). A mechanism that is not DP with
-    these parameters is reserved as an unbounded (void) charge."""
+    in the ledger (which refuses it when the dataset's budget policy cannot take it, when
+    ``release_id`` already spent, or when another dataset name holds the fingerprint of the
+    spec's public schema and ``new_dataset``, the steward's reason, is not given;
+    ``BudgetRefused``). A mechanism that is not DP with these parameters is reserved as an
+    unbounded (void) charge."""
     p = spec.privacy
     plan = spec.budget_plan()
     if plan.spent_epsilon > p.epsilon:
@@ -46,6 +50,8 @@ def allocate_budget(spec: ReleaseSpec, public_dir: Path, ledger: Ledger, release
         lifetime=p.lifetime,
         period=p.period_budget,
         not_dp=MECHANISMS[spec.mechanism.name].defects(spec.mechanism_params()),
+        schema=spec.public_schema().fingerprint,
+        new_dataset=new_dataset,
     )
     get_run_logger().info(
         "budget plan reserved: %s", ", ".join(f"{s.stage} w={s.weight:g}" for s in plan.stages)

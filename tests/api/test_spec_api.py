@@ -69,7 +69,7 @@ def test_the_process_server_is_started_once(monkeypatch):
             started.append(port)
             self.api_url, self.server_process = f"http://127.0.0.1:{port}/api", FakeProcess()
 
-        def ready(self):
+        def ready(self, timeout: float) -> None:
             pass
 
         def stop(self):

@@ -25,6 +25,9 @@ from types import ModuleType
 from uuid import uuid4
 
 import pytest
+from prefect.client.schemas.objects import StateType
+from prefect.events.actions import ChangeFlowRunState, SendNotification
+from prefect.events.schemas.automations import Posture
 
 from tests.deploy.conftest import POOL, PREFECT, ROOT, Webhook, api, cli, prefect_server, stop
 
@@ -79,15 +82,15 @@ def _event(name: str, resource: dict, related: list | None = None, payload: dict
     )
 
 
-def _flow_run_event(state: str):
+def _flow_run_event(state: str, message: str = f"Flow run encountered an exception: {SECRET_STATE_MESSAGE}"):
     """As prefect/server/models/events.py emits it for a deployment's run."""
     return _event(
         f"prefect.flow-run.{state}",
         {
             "prefect.resource.id": "prefect.flow-run.0f6b3c1e-5a4e-4a57-9a49-3c2f8e1d7b10",
-            "prefect.resource.name": "witty-fox",
+            "prefect.resource.name": "adult-20261101t020000z",  # the flow names its runs by release id
             "prefect.run-count": "1",
-            "prefect.state-message": f"Flow run encountered an exception: {SECRET_STATE_MESSAGE}",
+            "prefect.state-message": message,
             "prefect.state-name": state,
             "prefect.state-timestamp": "2026-11-01T02:00:41+00:00",
             "prefect.state-type": state.upper(),
@@ -114,16 +117,15 @@ def _flow_run_event(state: str):
     )
 
 
-def _release_event(kind: str, **facts):
+def _release_event(kind: str, release_id="adult-20261101t020000z", dataset="adult", **facts):
     """As flows/events.py's release_event emits it in a deployment's flow run."""
-    rid = "adult-20261101t020000z"
+    rid = release_id or "flow-run-witty-fox"
+    resource = {"prefect.resource.id": f"dprelease.release.{rid}", "prefect.resource.name": rid}
+    if dataset is not None:
+        resource["dprelease.dataset"] = dataset
     return _event(
         f"dprelease.release.{kind}",
-        {
-            "prefect.resource.id": f"dprelease.release.{rid}",
-            "prefect.resource.name": rid,
-            "dprelease.dataset": "adult",
-        },
+        resource,
         related=[
             {
                 "prefect.resource.id": "prefect.flow-run.0f6b3c1e-5a4e-4a57-9a49-3c2f8e1d7b10",
@@ -136,7 +138,7 @@ def _release_event(kind: str, **facts):
             },
             {"prefect.resource.id": "prefect.tag.dp", "prefect.resource.role": "tag"},
         ],
-        payload={"release_id": rid, "dataset": "adult", "status": kind, **facts},
+        payload={"release_id": release_id, "dataset": dataset, "status": kind, **facts},
     )
 
 
@@ -193,10 +195,79 @@ CASES = [
             f"is in {FAILURE_RECORD['failure_record']} on host worker-3;",
         ],
     ),
-    (  # the crash hook, before the spec named the dataset
+    (  # a failure event without the ledger's facts
         auto.FAILED,
         _release_event("failed", error="SpecError", stage="load_spec"),
         ["failed at", "in stage load_spec with SpecError.", "failures/ folder of the run's out_dir"],
+    ),
+    (  # a worker ran the crash hook of a killed run that had spent its four stages (issue 38)
+        auto.FAILED,
+        _release_event(
+            "failed",
+            error="ProcessDied",
+            crashed=True,
+            ledger_status="reserved",
+            stages_spent=["encode", "estimate", "gates", "sample"],
+            stages_planned=["encode", "estimate", "sample", "gates"],
+            **DP_FACTS,
+            **FAILURE_RECORD,
+        ),
+        [
+            "The release adult-20261101t020000z of dataset adult (flow run witty-fox) crashed at "
+            "2026-11-01 02:00:41 UTC: its process died or was interrupted (ProcessDied).",
+            "It was charged ε = 1, δ = 1e-06 (all 4 stages spent; the attempt stays reserved, charged its "
+            "whole plan, until `dprelease ledger settle adult-20261101t020000z` closes it at what it spent).",
+            f"is in {FAILURE_RECORD['failure_record']} on host worker-3;",
+        ],
+    ),
+    (  # ... killed after one of three stages
+        auto.FAILED,
+        _release_event(
+            "failed",
+            error="ProcessDied",
+            crashed=True,
+            ledger_status="reserved",
+            stages_spent=["encode"],
+            stages_planned=["encode", "estimate", "sample"],
+            epsilon_spent=1.0,
+        ),
+        ["It was charged ε = 1 (1 of 3 stages spent; the attempt stays reserved"],
+    ),
+    (  # ... before its reservation
+        auto.FAILED,
+        _release_event("failed", error="ProcessDied", crashed=True, ledger_status=None, epsilon_spent=0.0),
+        ["crashed at", "Nothing was reserved or spent: the ledger has no attempt of this release."],
+    ),
+    (  # ... when the ledger could not be read
+        auto.FAILED,
+        _release_event("failed", error="ProcessDied", crashed=True),
+        ["crashed at", "What it was charged: `dprelease ledger show` (the ledger could not be read)."],
+    ),
+    (  # the body closed the attempt at what it spent
+        auto.FAILED,
+        _release_event(
+            "failed",
+            error="UnexpectedError",
+            stage="project_and_sample",
+            ledger_status="failed",
+            stages_spent=["encode", "estimate"],
+            stages_planned=["encode", "estimate", "sample"],
+            epsilon_spent=0.5,
+        ),
+        [
+            "It was charged ε = 0.5 (2 of 3 stages spent; the ledger closed it as failed, charged those "
+            "stages)."
+        ],
+    ),
+    (  # a run refused before its body named the release: nothing is made up
+        auto.FAILED,
+        _release_event("failed", release_id=None, dataset=None, error="DPReleaseError", stage="load_spec"),
+        ["The release run that had no release id yet (its spec or its release_id was refused) (flow run"],
+    ),
+    (  # the release is named, its spec did not load
+        auto.FAILED,
+        _release_event("failed", dataset=None, error="SpecError", stage="load_spec"),
+        ["adult-20261101t020000z (its dataset is not known: its spec did not load)"],
     ),
     (
         auto.REFUSED,
@@ -257,6 +328,25 @@ CASES = [
         POOL_NOT_READY,
         ["dprelease-process", "2026-11-01 02:00:41", "prefect worker start", "grace window of 120 s"],
     ),
+    (  # nothing carried out a cancellation: Prefect's server marked the run Cancelled
+        auto.SILENT,
+        _flow_run_event("Cancelled", auto.CANCEL_TIMEOUT_MESSAGE),
+        [
+            "The release adult-20261101t020000z (deployment adult-monthly) was being cancelled, and nothing "
+            "carried the cancellation out, so Prefect marked its run Cancelled at 2026-11-01 02:00:41 UTC",
+            "`dprelease ledger settle adult-20261101t020000z --reason …`",
+        ],
+    ),
+    (  # the heartbeat automation marked the run Crashed
+        auto.SILENT,
+        _flow_run_event("Crashed", auto.ZOMBIE_MESSAGE),
+        [
+            "The release adult-20261101t020000z (deployment adult-monthly) sent Prefect no heartbeat for "
+            "600 s, so Prefect marked its run Crashed at 2026-11-01 02:00:41 UTC",
+            "`dprelease ledger settle adult-20261101t020000z --reason …`",
+            "stays charged",
+        ],
+    ),
 ]
 
 
@@ -311,11 +401,16 @@ def automations():
     return {a.name: a for a in auto.build(uuid4(), WINDOW)}
 
 
-def test_five_automations_with_distinct_subjects(automations):
-    assert tuple(automations) == auto.NAMES and len(auto.NAMES) == 5
+def _notifying(automations) -> dict:
+    return {n: a for n, a in automations.items() if isinstance(a.actions[0], SendNotification)}
+
+
+def test_seven_automations_six_with_distinct_subjects(automations):
+    assert tuple(automations) == auto.NAMES and len(auto.NAMES) == 7
     assert all(name.startswith(auto.PREFIX) for name in automations)
-    assert {n: a.actions[0].subject for n, a in automations.items()} == auto.SUBJECTS
-    assert len(set(auto.SUBJECTS.values())) == 5
+    assert {n: a.actions[0].subject for n, a in _notifying(automations).items()} == auto.SUBJECTS
+    assert set(automations) - set(auto.SUBJECTS) == {auto.ZOMBIE}  # it changes a state only
+    assert len(set(auto.SUBJECTS.values())) == 6
     # tests/deploy/test_deployment.py waits for these two
     assert auto.SUBJECTS[auto.FAILED] == "dprelease: a release run failed or crashed"
     assert auto.SUBJECTS[auto.REFUSED] == "dprelease: a release was refused or gated"
@@ -332,22 +427,24 @@ def test_each_message_renders_its_facts(automations, name, event, says):
         assert fact in body, (fact, body)
     for secret in (SECRET_STATE_MESSAGE, BUNDLE, "release-host-7", "131"):
         assert secret not in body
-    if name in (auto.FAILED, auto.REFUSED, auto.PUBLISHED):  # every release alert: release, dataset, reason
+    if name in (auto.FAILED, auto.REFUSED, auto.PUBLISHED) and event.payload.get("release_id"):
+        # every release alert: release, dataset, reason
         kind = event.payload["status"]
         reason = {
-            "failed": f"with {event.payload.get('error')}.",
+            "failed": f"({event.payload.get('error')})" if event.payload.get("crashed") else "with",
             "refused": f"reason: {event.payload.get('message', 'see `dprelease ledger show`')}",
             "gated": "A gate stopped it",
             "completed": "was published at",
         }[kind]
-        assert f"release {event.resource.name} of dataset adult" in body and reason in body
+        dataset = "of dataset adult" if event.payload.get("dataset") else "(its dataset is not known"
+        assert f"release {event.resource.name} {dataset}" in body and reason in body
 
 
 def test_only_release_events_raise_release_alerts(automations):
     """One alert per outcome, whoever ran the release (a deployment or a CLI run against the
     server): the release automations watch the release events, not Prefect's run states (a
     refused deployment run also enters Failed, which alerted a second time)."""
-    reactive = [_server_automation(a) for a in automations.values() if a.name != auto.WINDOW]
+    reactive = [_server_automation(a) for a in automations.values() if a.trigger.posture == Posture.Reactive]
 
     def alerts(event) -> list[str]:
         return [a.name for a in reactive if a.trigger.covers(event)]
@@ -358,6 +455,56 @@ def test_only_release_events_raise_release_alerts(automations):
     cli_run = _release_event("failed").model_copy(update={"related": []})  # no deployment, no tag
     assert alerts(cli_run) == [auto.FAILED]
     assert alerts(_flow_run_event("Failed")) == alerts(_flow_run_event("Crashed")) == []
+    # a run the heartbeat automation marked Crashed: no process reported it, so this alert does
+    assert alerts(_flow_run_event("Crashed", auto.ZOMBIE_MESSAGE)) == [auto.SILENT]
+    worker_crash = (
+        "Process exited with status code: -9. This indicates that the process exited due to a SIGKILL"
+    )
+    assert alerts(_flow_run_event("Crashed", worker_crash)) == []  # its crash hook sends .failed
+    # a cancellation no worker carried out (its worker was gone): Prefect's server ends it
+    assert alerts(_flow_run_event("Cancelled", auto.CANCEL_TIMEOUT_MESSAGE)) == [auto.SILENT]
+    assert alerts(_flow_run_event("Cancelled", "Cancelled by the worker")) == []
+
+
+def test_prefect_s_cancellation_time_out_message_is_the_one_watched():
+    from prefect.server.services.cancellation_cleanup import CANCELLING_TIMEOUT_CANCELLED_MESSAGE
+
+    assert auto.CANCEL_TIMEOUT_MESSAGE == CANCELLING_TIMEOUT_CANCELLED_MESSAGE
+
+
+def test_a_silent_release_run_is_marked_crashed():
+    """Prefect's zombie flow run pattern, for the release flow's runs: after a heartbeat, the
+    next heartbeat or a final state within the window, per run; a run being cancelled is no
+    final state (with its worker gone, nothing would end it)."""
+    (zombie,) = [
+        a
+        for a in auto.build(uuid4(), WINDOW, heartbeat_window=timedelta(seconds=45))
+        if a.name == auto.ZOMBIE
+    ]
+    trigger = zombie.trigger
+    assert trigger.posture == Posture.Proactive and trigger.within == timedelta(seconds=45)
+    assert trigger.after == {"prefect.flow-run.heartbeat"} and trigger.for_each == {"prefect.resource.id"}
+    assert "prefect.flow-run.heartbeat" in trigger.expect
+    assert {"Completed", "Failed", "Crashed", "Cancelled"} <= {e.rsplit(".", 1)[1] for e in trigger.expect}
+    assert "prefect.flow-run.Cancelling" not in trigger.expect
+    (action,) = zombie.actions
+    assert isinstance(action, ChangeFlowRunState) and action.state == StateType.CRASHED
+    assert action.message == auto.ZOMBIE_MESSAGE
+    server = _server_automation(zombie).trigger
+    heartbeat = _flow_run_event("heartbeat")
+    assert server.starts_after(heartbeat.event) and server.covers(heartbeat)
+    other_flow = heartbeat.model_copy(
+        update={
+            "related": [
+                {
+                    "prefect.resource.id": "prefect.flow.x",
+                    "prefect.resource.role": "flow",
+                    "prefect.resource.name": "another-flow",
+                }
+            ]
+        }
+    )
+    assert not server.covers(other_flow)  # only dp-release runs
 
 
 def test_proactive_messages_read_no_event(automations):
@@ -382,7 +529,7 @@ def test_no_message_makes_the_server_fetch_objects(automations):
     from prefect.server.utilities.user_templates import matching_types_in_templates
 
     native = {"deployment", "flow", "flow_run", "task_run", "work_pool", "work_queue", "concurrency_limit"}
-    for a in automations.values():
+    for a in _notifying(automations).values():
         action = a.actions[0]
         assert matching_types_in_templates([action.subject, action.body], native | {"variables"}) == []
 
@@ -465,7 +612,7 @@ def test_a_real_server_sends_the_window_published_and_work_pool_messages(fast_se
             "--worker-grace-seconds",
             "10",
         )
-        assert listed.count(auto.PREFIX) == len(auto.NAMES) == 5
+        assert listed.count(auto.PREFIX) == len(auto.NAMES) == 7
 
         # a worker that beats every second, then stops: its pool is not ready 3 beats later
         worker_log = (tmp_path / "worker.log").open("w")

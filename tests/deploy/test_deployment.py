@@ -106,7 +106,7 @@ def test_scheduled_release_and_refusal_through_a_real_server(deployed, alerts, t
     deploy_file = yaml.safe_load((ROOT / "deploy" / "prefect.yaml").read_text())
     (spec_cfg,) = deploy_file["deployments"]
     assert spec_cfg["concurrency_limit"] == 1 and spec_cfg["schedules"][0]["timezone"]
-    assert listed.count("dprelease: ") == 5
+    assert listed.count("dprelease: ") == 7  # deploy/automations.py: NAMES
     dep = api(env, "GET", "/deployments/name/" + DEPLOYMENT)
     assert dep["schedules"][0]["schedule"]["cron"] == spec_cfg["schedules"][0]["cron"]
     assert dep["enforce_parameter_schema"] is True

@@ -1,7 +1,8 @@
 """``mechanism: auto`` through the real flow: the rule's choice on the public n (counted
-before the rehearsal and the reserve), the chosen mechanism's plan in the ledger, the
-choice and its facts in ``release.json``, and ``audit verify`` on the result; the CLI says
-what was chosen."""
+without parsing a value, after the ledger's pre-check and before the rehearsal and the
+reserve), the chosen mechanism's plan in the ledger, the choice and its facts in
+``release.json`` (true on every engine: the n and fitted rows the release has), and ``audit
+verify`` on the result; the CLI says what was chosen."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ def test_auto_releases_what_the_rule_chooses_and_publishes_why(tmp_path, n, chos
         3,
         1,
     )
+    assert why["rows"] == doc["privacy"]["input_rows_n_public"] == n
     assert why["params"]["target"] == "edu"
     stages = {s["stage"] for s in doc["privacy"]["budget_plan"]["stages"]}
     assert ("select" in stages) == (chosen == "aim")
@@ -55,3 +57,29 @@ def test_validate_says_what_auto_chooses(tmp_path):
     assert "mechanism auto chose factor_gauss: 2 of 4 columns continuous (half or more)" in " ".join(
         result.output.split()
     )
+
+
+def test_on_a_streaming_engine_the_rule_sees_the_rows_the_release_fits(tmp_path):
+    """The local engine holds each row out by a coin: ``dprelease release`` chooses on the
+    rows that coin keeps with the release's own row keys, so ``chosen_by`` states the n and
+    the fitted rows the release has, and the CLI says what was chosen. Before, the rule took
+    n − ⌊f·n⌋ (800 here) and the release fitted another count in 96.8 % of draws (1 −
+    P(Binomial(1000, 0.8) = 800); with this seed, 818)."""
+    spec = write_spec(
+        tmp_path,
+        _table(1_000),
+        schema=SCHEMA,
+        mechanism={"name": "auto"},
+        checks={"enabled": True, "holdout_fraction": 0.2, "sample_rows": 200},
+        engine={"name": "local", "chunk_rows": 1_000},
+    )
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        app, ["release", str(spec), "--out", str(out), "--release-id", "s", "--insecure-seed", "3"]
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "s" / "public" / "release.json").read_text())
+    why, privacy = doc["mechanism"]["chosen_by"], doc["privacy"]
+    assert why["n_fitted"] == privacy["rows_fitted"] != 800, (why, privacy["rows_fitted"])
+    assert why["rows"] == privacy["input_rows_n_public"] == 1_000
+    assert "mechanism auto chose factor_gauss: 2 of 4 columns continuous" in " ".join(result.output.split())

@@ -114,11 +114,12 @@ def test_a_lifetime_refusal_and_a_bad_header_are_found_before_prefect(tmp_path):
     assert "column 'sex' is declared in the schema but missing from the data" in text and took < 3.0
 
 
-def test_auto_is_chosen_before_the_ledger_and_the_refusal_names_the_chosen_mechanism(tmp_path):
-    """``mechanism: auto`` through ``dprelease release``: the rows are counted and the rule
-    applied before the ledger's pre-check (the tripwire flow never runs); the CLI says what
-    was chosen, and the refused row is the chosen mechanism's (the demo schema, 6 of 15
-    columns continuous, 1,000 rows: aim)."""
+def test_auto_is_refused_by_the_ledger_before_it_counts_or_chooses(tmp_path):
+    """``mechanism: auto`` through ``dprelease release``: the ledger's pre-check comes first
+    (its decision does not depend on the choice: ``ReleaseSpec.ledger_plan``), so the rows
+    are neither counted nor the rule applied, and the refused row names ``auto`` (the demo
+    schema, 1,000 rows, on which the rule would choose aim). The flow never runs; that no
+    byte of the file is read is held by tests/flows/test_reads_before_reserve.py."""
     spec = write_spec(
         tmp_path,
         adult_rows(1_000),
@@ -131,7 +132,7 @@ def test_auto_is_chosen_before_the_ledger_and_the_refusal_names_the_chosen_mecha
         record_release(led, "earlier", lifetime=(1.2, 1e-6), dataset="adult")
     result, text, _ = _run("release", str(spec), "--out", str(out), "--release-id", "next")
     assert result.exit_code == 4, text
-    assert "mechanism auto chose aim: n = 1,000 >= 800 fitted rows, 6 of 15 columns continuous" in text
+    assert "lifetime budget" in text and "mechanism auto chose" not in text
     with Ledger(f"sqlite:///{out / 'ledger.db'}", create=False) as led:
         (row,) = led.entries(release_id="next")
-    assert row["status"] == "refused" and row["mechanism"] == "aim"
+    assert row["status"] == "refused" and row["mechanism"] == "auto"

@@ -5,6 +5,7 @@ without spending. ``init`` stays read-free: it refuses the discovery's options."
 
 import json
 import math
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -197,28 +198,40 @@ def test_a_ledger_below_a_file_is_refused_before_the_reserve(tmp_path):
 
 
 def test_audit_verify_says_which_ledger_it_checked_and_why(tmp_path):
-    """Issue 30: without --ledger the audit uses the SQLite ledger the bundle names, and says
-    so; a copy whose named ledger is not here says that, and what to pass."""
+    """Issues 30 and 38: without --ledger the audit uses the SQLite ledger the bundle's
+    internal/ledger.json names (release.json names none: only its chain head), else ledger.db
+    beside the bundle, and says which; a copy with neither says what to pass."""
     out = tmp_path / "releases"
     assert _discover(_people(tmp_path), *KINDS, "--bundle-out", str(out)).exit_code == 0
     (bundle,) = [p for p in out.iterdir() if p.is_dir()]
     named = default_url(out)
+    assert str(out).encode() not in (bundle / "public" / "release.json").read_bytes()
     result = CliRunner().invoke(app, ["audit", "verify", str(bundle)])
     text = cli_text(result.output)
     assert result.exit_code == 0, result.output
+    assert "the bundle's chain head" in text and "internal/manifest.json" in text
     assert (
-        f"checked against the ledger {named} (from the bundle's release.json; pass --ledger to choose)"
-        in text
+        f"checked against the ledger {named} (named by the bundle's internal/ledger.json; pass --ledger "
+        "to choose)" in text
     )
     result = CliRunner().invoke(app, ["audit", "verify", str(bundle), "--ledger", str(out)])
     assert f"checked against the ledger {named} (--ledger)" in cli_text(result.output), result.output
-    (out / "ledger.db").rename(tmp_path / "elsewhere.db")  # a copied bundle: its ledger is not here
+    copy = tmp_path / "copy"  # the bundle and the ledger copied elsewhere: the record names the old place
+    shutil.copytree(out, copy)
+    (out / "ledger.db").rename(tmp_path / "elsewhere.db")
+    result = CliRunner().invoke(app, ["audit", "verify", str(copy / bundle.name)])
+    text = cli_text(result.output)
+    assert result.exit_code == 0, result.output
+    assert (
+        f"checked against the ledger {default_url(copy)} (the bundle's internal/ledger.json names {named}, "
+        "which is not a file here; ledger.db beside the bundle; pass --ledger to choose)" in text
+    )
     result = CliRunner().invoke(app, ["audit", "verify", str(bundle)])
     text = cli_text(result.output)
     assert result.exit_code == 1
     assert (
-        f"no ledger was checked (the bundle's release.json names {named}, which is not a SQLite file here"
-        in text
+        f"no ledger was checked (the bundle's internal/ledger.json names {named}, which is not a file "
+        "here; no ledger.db beside the bundle; pass --ledger URL)" in text
     )
 
 

@@ -10,6 +10,7 @@ import pytest
 
 import dprelease.flows.delivery as delivery
 import dprelease.flows.events as events
+import dprelease.flows.hooks as hooks
 import dprelease.flows.pipeline as pipeline
 import dprelease.flows.release as release_module
 from dprelease.flows.release import release
@@ -83,7 +84,7 @@ def test_the_crash_hook_closes_the_reservation(tmp_path, emitted):
     run_id = "00000000-0000-0000-0000-000000000001"
     events.track(run_id, record)
     state = SimpleNamespace(message="Execution was aborted", result=lambda raise_on_failure: None)
-    events.on_crashed(None, SimpleNamespace(id=run_id, parameters={}), state)
+    hooks.on_crashed(None, SimpleNamespace(id=run_id, parameters={}), state)
     with Ledger(url) as led:
         (r,) = led.releases()
     spent = plan.stage("a").epsilon + plan.stage("b").epsilon  # only the spent stages
@@ -93,6 +94,8 @@ def test_the_crash_hook_closes_the_reservation(tmp_path, emitted):
     assert emitted[0]["event"] == "dprelease.release.failed"
     payload = emitted[0]["payload"]
     assert payload["failure_record"] == str(folder.resolve()) and payload["failure_host"]  # the real path
+    assert payload["crashed"] is True and payload["ledger_status"] == "failed"  # closed by the hook
+    assert payload["stages_spent"] == ["a", "b"] and payload["stages_planned"] == ["a", "b", "c"]
     assert (
         payload["epsilon_spent"] != 0.225 and payload["spent"] == "ε = 0.225, δ = 0"
     )  # exact, and for people
@@ -120,7 +123,10 @@ def test_a_hostile_release_id_never_names_a_folder(tmp_path, emitted):
         release(str(tmp_path / "spec.yaml"), str(out), release_id="../../escaped")
     assert not list(tmp_path.rglob("escaped*"))
     (record,) = list((out / "failures").iterdir())
-    assert record.name.startswith("unknown-release-")
+    assert record.name.startswith("flow-run-")  # named by its flow run: it has no release id (issue 38)
+    assert json.loads((record / "failure.json").read_text())["release_id"] is None
+    (event,) = emitted
+    assert event["payload"]["release_id"] is None and "unknown" not in json.dumps(event)
 
 
 @pytest.mark.e2e

@@ -119,9 +119,8 @@ def test_postgres_ledger_and_audit(tmp_path, postgres_database):
     checks = verify_bundle(tmp_path / "out" / "pg", url)
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
     assert not (tmp_path / "out" / "ledger.db").exists()
-    assert json.loads((tmp_path / "out" / "pg" / "public" / "release.json").read_text())["privacy"][
-        "ledger_record"
-    ]["url"].startswith("postgresql+psycopg://postgres@")
+    internal = json.loads((tmp_path / "out" / "pg" / "internal" / "ledger.json").read_text())
+    assert internal == {"url": url}  # where the ledger is: for the steward, never in public/
     assert bundle.endswith("pg")
 
 

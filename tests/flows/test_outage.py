@@ -40,10 +40,7 @@ BIN = Path(sys.executable).parent
 HOOK = """
 import os, sys, time
 from pathlib import Path
-from dprelease.cli.main import _PREFECT_DEFAULTS
-for k, v in _PREFECT_DEFAULTS.items():
-    os.environ.setdefault(k, v)
-import dprelease.flows.release as rel
+import dprelease.flows.release as rel  # dprelease first: its Prefect defaults, then Prefect
 d, pause = Path(os.environ["HOOK_DIR"]), os.environ.get("HOOK_PAUSE")
 
 def wait(step):

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 import dprelease.ledger.database as database
 from dprelease.cli.main import app
+from dprelease.engines.inputs import InputRefused
 from dprelease.flows.release import release
 from dprelease.ledger import BudgetRefused, Ledger
 from dprelease.records.audit import verify_bundle
@@ -106,6 +107,46 @@ def test_three_releases_across_two_months(tmp_path, clock):
     doc_path.write_text(json.dumps(doc))
     (policy,) = [c for c in verify_bundle(out / "nov-b", url) if c.name == "period budget"]
     assert not policy.ok
+
+
+def test_a_run_refused_at_validation_before_midnight_counts_in_the_month_of_its_retry(tmp_path, clock):
+    """A run reserved at 23:50 on 30 November is refused at validation (an age outside the
+    schema: nothing drawn); 'nov-b' then takes November; the run's retry at 00:10 on 1
+    December, same release_id, is a December attempt (ledger/windows.py): its release.json
+    names December and counts it alone there, November holds nov-b's spend (and the first
+    attempt, at nothing), and audit verify re-derives the period from the ledger's rows.
+    Before, the retry was checked against December but charged to November."""
+    rows = adult_rows(300)
+    spec = write_spec(
+        tmp_path, rows, checks={"enabled": False}, privacy={"epsilon": 0.6, "delta": 1e-6, "period": MONTHLY}
+    )
+    out, url = tmp_path / "out", f"sqlite:///{tmp_path / 'out' / 'ledger.db'}"
+    clock.now = "2026-11-30T23:50:00+00:00"
+    rows.assign(age="200").to_csv(tmp_path / "data.csv", index=False)
+    with pytest.raises(InputRefused):
+        release(str(spec), str(out), release_id="slot")
+    rows.to_csv(tmp_path / "data.csv", index=False)
+    clock.now = "2026-11-30T23:59:00+00:00"
+    release(str(spec), str(out), release_id="nov-b")
+    clock.now = "2026-12-01T00:10:00+00:00"
+    release(str(spec), str(out), release_id="slot")
+    this = _account(out, "slot")["period"]["this_period"]
+    with Ledger(url) as led:
+        spends = led.period_spends("adult", led.period_budget("adult"))
+        assert [e["status"] for e in led.releases("adult")[0]["events"]] == [
+            "reserved",
+            "failed",
+            "reserved",
+            "released",
+        ]
+        assert (this["period"], this["releases_counted"]) == ("2026-12", 1)
+        assert this["spent_epsilon"] == spends["2026-12"][0].epsilon == led.charge("slot").epsilon
+        assert spends["2026-11"][0].epsilon == led.charge("nov-b").epsilon <= 1.0
+    checks = verify_bundle(out / "slot", url)
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+    assert [c.detail for c in checks if c.name == "release's period"] == [
+        "reserved in 2026-12; the bundle says 2026-12"
+    ]
 
 
 def test_a_deployment_run_without_a_budget_policy_is_refused_before_any_read(tmp_path, monkeypatch):

@@ -239,6 +239,7 @@ def test_failed_gate_publishes_nothing_and_keeps_the_reports(tmp_path):
         "report.html",
         "release.json",
         "budget_plan.json",
+        "ledger.json",  # where the ledger is (issue 38): internal even for a gated release
     } <= internal
     _check_manifest(bundle / "internal")
     doc = json.loads((bundle / "internal" / "release.json").read_text())

@@ -17,6 +17,7 @@ from dprelease.ledger.facts import ledger_facts
 from dprelease.mechanisms.accounting import plan_budget
 from dprelease.mechanisms.lifetime import compose_lifetime
 from dprelease.mechanisms.periods import Period, PeriodBudget
+from dprelease.records.audit import period_checks
 
 MONTHLY = PeriodBudget(Period(1, "M"), 1.0, 1e-6)
 PLAN = plan_budget("zcdp", 0.6, 1e-6, {"a": 1.0})  # two fit in epsilon 1 (zCDP composition), three do not
@@ -220,3 +221,33 @@ def test_a_declaration_of_disjoint_periods_is_fixed_with_the_policy(url, clock):
         release(led, "e2", period=None, dataset="e")  # a spec without a policy is held to the ledger's
         assert led.period_budget("e") == DISJOINT and led.period_budget("d") == MONTHLY
         assert led.verify_chain() == []
+
+
+def test_a_rerun_across_a_boundary_is_charged_to_the_window_that_admits_it(url, clock):
+    """A scheduled run reserved at 23:50 on 30 November fails at validation (before any
+    noise); November then takes n2; the run's retry at 00:10 on 1 December (the same
+    release_id) is a December attempt, checked against and charged to December. Before,
+    the ledger charged it to November (its first reservation), which then composed to
+    epsilon 1.079 against a budget of 1, while December granted it a fresh account."""
+    with Ledger(url) as led:
+        release(led, "n1")
+        clock.now = "2026-11-30T23:50:00+00:00"
+        led.reserve(dataset="d", release_id="r", mechanism="m", plan=PLAN, lifetime=None, period=MONTHLY)
+        led.finish("r", "failed")  # refused at validation: no stage spent
+        release(led, "n2")
+        clock.now = "2026-12-01T00:10:00+00:00"
+        release(led, "r")
+        spends = {k: (s.epsilon, n) for k, (s, n) in led.period_spends("d", MONTHLY).items()}
+        november = compose_lifetime([led.charge("n1"), led.charge("n2")], 1e-6).epsilon
+        assert spends == {"2026-11": (november, 3), "2026-12": (led.charge("r").epsilon, 1)}
+        assert november <= 1.0 and led.reserved_at("r") == datetime.fromisoformat(clock.now)
+        facts = ledger_facts(led, "d", "r")
+        assert facts["period"]["this_period"]["period"] == "2026-12"
+        assert facts["period"]["this_period"]["spent_epsilon"] == spends["2026-12"][0]
+        doc = {"dataset": "d", "release_id": "r", "privacy": {"ledger_record": facts}}
+        assert all(c.ok for c in period_checks(led, doc))
+    account = show(url).accounts["d"]
+    assert [(p.period, p.spent.epsilon) for p in account.periods] == [
+        ("2026-11", november),
+        ("2026-12", spends["2026-12"][0]),
+    ]

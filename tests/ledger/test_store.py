@@ -98,6 +98,18 @@ def test_reruns_never_spend_twice(url):
     assert states["bad-input"] == ("released", PURE.spent_epsilon)
 
 
+def test_the_precheck_refuses_a_rerun_that_drew_noise_as_the_reserve_does(url):
+    """``refusal`` (the CLI's and the API's pre-check, before Prefect starts) read only the
+    release_id's ``release`` rows, not its stage rows, so it admitted a re-run of an attempt
+    that drew noise, which the flow's reserve then refused after Prefect had started."""
+    with Ledger(url) as led:
+        led.reserve(dataset="d", release_id="crashed", mechanism="m", plan=PURE, lifetime=None)
+        led.spend("crashed", ["a"], PURE)
+        led.finish("crashed", "failed")
+        why = led.refusal(dataset="d", release_id="crashed", plan=PURE, lifetime=None)
+        assert why is not None and "already drew noise for stage(s) ['a']" in why
+
+
 def test_an_open_reservation_is_taken_over_only_when_its_process_is_gone(url):
     with Ledger(url) as led:
         led.reserve(dataset="d", release_id="live", mechanism="m", plan=PURE, lifetime=None)
@@ -136,7 +148,7 @@ def test_tampering_breaks_the_chain(url):
 def test_a_bad_url_is_a_clear_error(tmp_path):
     with pytest.raises(LedgerError, match="must be a database URL"):
         Ledger("not a url")
-    with pytest.raises(LedgerError, match="must be sqlite or postgresql"):
+    with pytest.raises(LedgerError, match="must start with sqlite:/// or postgresql"):
         Ledger("mysql://u@localhost/x")
 
 

@@ -51,4 +51,5 @@ def test_the_choice_publishes_its_rule_and_facts():
         "continuous",
         "accountant",
         "reason",
+        "rows",
     }

@@ -263,3 +263,13 @@ def test_discovery_needs_a_delta_only_when_a_partition_selection_runs():
     assert spend.zcdp == (zcdp_epsilon(0.3**2 / 2 + 0.02, 1e-6), 1e-6)  # converted at δ_L: nothing set aside
     with pytest.raises(ValueError, match=r"--delta \(-1e-07\) must be in \[0, 1\)"):
         disc.discovery_plan(1.0, -1e-7, selections=0)
+
+
+def test_categories_keep_their_spelling_trailing_nuls_included():
+    """Issue 38: the labels went through numpy's fixed-width text, which drops trailing
+    NULs: '\x00' was published as '' and 'a\x00' counted as 'a'. Each keeps its spelling
+    and its own count."""
+    values = np.array(["a", "a\x00", "\x00", "b"] * 50, dtype=object)
+    found = disc.discover_categories(values, _budget(20.0), 1e-6, "c", rng=np.random.default_rng(0))
+    assert found.categories == ("\x00", "a", "a\x00", "b")
+    assert np.allclose(found.measurement.value, 50, atol=2)

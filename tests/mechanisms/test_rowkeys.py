@@ -4,9 +4,13 @@ row): the same rows get the same draws whatever the chunking."""
 import math
 
 import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from scipy import stats
 
-from dprelease.mechanisms.rowkeys import RowKeys, holdout_mask, row_uniforms
+from dprelease.mechanisms.rowkeys import RowKeys, held_out, holdout_mask, row_uniforms
+from tests.properties import property_settings
 
 
 def test_draws_depend_on_the_row_not_the_chunk():
@@ -43,3 +47,17 @@ def test_keys_from_a_generator_are_reproducible_and_distinct():
     a = RowKeys.draw(np.random.default_rng(5))
     assert a == RowKeys.draw(np.random.default_rng(5))
     assert len({a.dither, a.holdout, a.sample}) == 3
+
+
+@pytest.mark.property
+@given(
+    key=st.integers(0, 2**63 - 1),
+    n=st.integers(0, 5_000),
+    fraction=st.sampled_from([0.0, 0.01, 0.2, 0.5]),
+    block=st.integers(1, 3_000),
+)
+@property_settings(50)
+def test_held_out_counts_the_coins_of_every_row(key, n, fraction, block):
+    """``held_out`` (the streaming fitted count that ``mechanism: auto`` chooses on, before
+    any row is read) is the number of rows ``holdout_mask`` holds out, in any block size."""
+    assert held_out(key, n, fraction, block) == int(holdout_mask(key, 0, n, fraction).sum())

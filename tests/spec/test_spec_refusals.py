@@ -127,8 +127,7 @@ def _refused(tmp_path, **overrides) -> str:
         ("{:09d}", "must hold literal text beside it"),
         ("A,{}", "without a comma or a quote"),
         ('A"{}', "without a comma or a quote"),
-        ("A\n{}", "printable literal text"),
-        ("\x1b[31m{}", "printable literal text"),
+        ("A\u00a0{}", "printable literal text"),
     ],
 )
 def test_an_id_format_is_one_bounded_integer_field_beside_printable_text(fmt, message, tmp_path):
@@ -138,6 +137,15 @@ def test_an_id_format_is_one_bounded_integer_field_beside_printable_text(fmt, me
     text = _refused(tmp_path, schema=toy_schema() | {"row": {"type": "id", "format": fmt}})
     assert f"spec field 'schema.row.id.format': Value error, format ({fmt!r}) must" in text
     assert message in text
+
+
+@pytest.mark.parametrize("fmt", ["A\n{}", "\x1b[31m{}"])
+def test_an_id_format_meets_the_rule_for_text_first(fmt, tmp_path):
+    """Issue 38: the id format is text of the spec, so the one rule for text (``spec.text``)
+    refuses its control characters, as any string field's."""
+    text = _refused(tmp_path, schema=toy_schema() | {"row": {"type": "id", "format": fmt}})
+    assert f"spec field 'schema.row.id.format': Value error, {fmt!r} must hold no control characters" in text
+    assert not CONTROLS.search(text.replace("\n", ""))
 
 
 ACCEPTED_IDS = [
