@@ -17,12 +17,20 @@ $(STAMP): pyproject.toml | $(BIN)/python
 demo: $(STAMP)
 	$(BIN)/dprelease demo --out releases
 
-## make test: create the environment if needed, lint and type-check, build the docs, and run the test suite.
+## make test: create the environment if needed, lint and type-check, build the docs, and run the test suite
+## in two tiers at once: the deploy and install tiers (real Prefect servers, workers and a fresh venv: they
+## mostly wait on them) in the background, everything else in the foreground; both must pass.
 test: $(STAMP) docs
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest --durations=40
+	@mkdir -p build
+	@$(BIN)/python -m pytest -m "deploy or install" -p no:cacheprovider --durations=15 \
+		> build/tier-deploy.log 2>&1 & servers=$$!; \
+	$(BIN)/python -m pytest -m "not deploy and not install" --durations=40; rest=$$?; \
+	wait $$servers; tier=$$?; \
+	echo "---- the deploy and install tiers (build/tier-deploy.log) ----"; cat build/tier-deploy.log; \
+	test $$rest -eq 0 && test $$tier -eq 0
 
 ## make docs: the documentation site in build/site; every warning (a broken link or anchor) is an error.
 docs: $(STAMP)

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from dprelease.cli.console import console, exit_code, fail, shown
 from dprelease.cli.draft import discover, init
+from dprelease.cli.query import query
 from dprelease.cli.records import audit_app, ledger_app
 from dprelease.cli.recovery import notify, recover, settle
 from dprelease.cli.summary import print_summary
@@ -206,7 +207,8 @@ def _run_release(
                 if started:
                     progress.advance(bar)
                 started.append(name)
-            where = f"[{len(started)}/{len(STAGES)}] {STAGES[name]}"
+            # a display never fails a run: a step it does not know is shown by its name
+            where = f"[{len(started)}/{len(STAGES)}] {STAGES.get(name, name)}"
             progress.update(bar, description=where if detail is None else f"{where}: {detail}")
 
         set_progress(on_stage)
@@ -534,6 +536,7 @@ def mechanisms(
 
 
 app.command("recover")(recover)
+app.command("query")(query)
 app.command("notify")(notify)
 ledger_app.command("settle")(settle)
 app.add_typer(audit_app, name="audit")

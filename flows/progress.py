@@ -37,6 +37,7 @@ STAGES = {
     "decode": "decoding to the schema's types",
     "validate_output": "validating the synthetic data (GX)",
     "check_gates": "testing the gates (noisy metrics, differentially private)",
+    "build_replicates": "re-running the mechanism on its synthetic rows (the query intervals' replicates)",
     "release_document": "writing the release document (the budget's account, the accuracy statement)",
     "check_utility": "checking utility (internal report)",
     "check_linkage": "checking record linkage (internal report)",
