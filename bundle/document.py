@@ -252,6 +252,17 @@ def readme(doc: dict) -> str:
             if doc.get("columns", {}).get("identifiers")
             else []
         ),
+        *(
+            [
+                f"tables/            the {doc['tables']['count']} noisy count tables the mechanism measured, "
+                f"with standard errors and {doc['tables']['level']:.0%} intervals (tables/index.json "
+                "says how); `dprelease query` answers a count with its interval from them",
+                "report.html        a report built from these files only: what the release protects, what "
+                "it can answer, a picture of every measured table",
+            ]
+            if doc.get("tables")
+            else []
+        ),
         "release.json       schema, mechanism, parameters, budget ledger, software versions",
         "budget_plan.json   the budget split fixed before the data was read",
         "manifest.json      sha256 of every file above",

@@ -6,7 +6,9 @@ say what to do.
 Layout of ``<out>/<release_id>/``:
 
 * ``public/``: ``synthetic.csv`` and/or ``synthetic.parquet``, ``budget_plan.json``,
-  ``release.json``, ``README.txt``, ``manifest.json`` (sha256 of every other public file);
+  ``release.json``, ``README.txt``, ``tables/`` (the noisy tables, ``bundle.tables``),
+  ``report.html`` (built from those files only, ``bundle.public_report``),
+  ``manifest.json`` (sha256 of every other public file);
 * ``internal/``: validation reports (with counts), the checks, ``ledger.json`` (where the
   ledger that recorded the release is, ``bundle.ledger_record``), ``manifest.json`` — for
   the steward and the auditor only.
@@ -151,6 +153,10 @@ def write_bundle_files(
                     writers[out["format"]](synthetic, public / name)
             write_json(public / "release.json", document)
             write_text(public / "README.txt", readme(document))
+            if document.get("tables"):
+                from dprelease.bundle.public_report import REPORT, render_public_report  # it reads tables/
+
+                write_text(public / REPORT, render_public_report(public))
             _manifest(public)
             set_modes(public, private=False)
         else:

@@ -1,7 +1,8 @@
 """dprelease: differentially private synthetic microdata releases.
 
 The Python API (``dprelease.api``): :class:`Spec`, :func:`release`, :func:`synthesize`,
-the :class:`Release` a release returns; ``dprelease.audit.verify`` and
+the :class:`Release` a release returns, :func:`query` (a count with its interval from a
+release's published files); ``dprelease.audit.verify`` and
 ``dprelease.ledger.show`` return what ``dprelease audit verify`` and ``dprelease ledger
 show`` print; ``dprelease.errors`` holds every error, under ``DPReleaseError``.
 
@@ -29,7 +30,7 @@ apply_defaults()  # before anything imports Prefect
 
 if TYPE_CHECKING:
     from dprelease import audit, errors, ledger
-    from dprelease.api import NotForPublication, Release, Spec, release, synthesize
+    from dprelease.api import NotForPublication, Release, Spec, query, release, synthesize
     from dprelease.errors import DPReleaseError
 
 __version__ = "0.1.0"
@@ -41,6 +42,7 @@ __all__ = [
     "audit",
     "errors",
     "ledger",
+    "query",
     "release",
     "synthesize",
 ]
@@ -49,6 +51,7 @@ _FROM = {
     "NotForPublication": "dprelease.api",
     "Release": "dprelease.api",
     "Spec": "dprelease.api",
+    "query": "dprelease.api",
     "release": "dprelease.api",
     "synthesize": "dprelease.api",
     "DPReleaseError": "dprelease.errors",

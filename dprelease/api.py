@@ -43,8 +43,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from dprelease.ledger import DatasetAccount
+    from dprelease.records.query import QueryResult
 
-__all__ = ["NotForPublication", "Release", "Spec", "release", "synthesize"]
+__all__ = ["NotForPublication", "Release", "Spec", "query", "release", "synthesize"]
 
 _log = logging.getLogger("dprelease")
 
@@ -227,6 +228,26 @@ class Release:
             return pd.read_parquet(self.path / "public" / parquet[0])
         csv = [n for n, o in outputs.items() if o.get("format") == "csv"] or ["synthetic.csv"]
         return pd.read_csv(self.path / "public" / csv[0])
+
+    @functools.cached_property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The noisy count tables the release published (``public/tables/``), by statistic
+        name: one row per cell, labelled in the schema's terms, with ``noisy_count``, ``se``,
+        ``lower``/``upper`` and the ``combined_*`` estimate (``tables/index.json`` says how).
+        Empty for a release made before tables were published."""
+        import pandas as pd
+
+        index = self.path / "public" / "tables" / "index.json"
+        if not index.is_file():
+            return {}
+        entries = json.loads(index.read_text(encoding="utf-8"))["tables"]
+        return {
+            e["name"]: pd.read_csv(self.path / "public" / e["file"], keep_default_na=False) for e in entries
+        }
+
+    def query(self, where: Mapping[str, Any], *, level: float = 0.9) -> QueryResult:
+        """The count of fitted rows meeting ``where``, with its interval: :func:`query`."""
+        return query(self, where, level=level)
 
     def __repr__(self) -> str:
         rho = "" if self.rho is None else f", rho={self.rho:.4g}"
@@ -437,3 +458,32 @@ def synthesize(
         stacklevel=2,
     )
     return out
+
+
+def query(
+    release: Release | str | os.PathLike[str], where: Mapping[str, Any], *, level: float = 0.9
+) -> QueryResult:
+    """How many of the rows the mechanism was fitted on meet ``where``, with an interval at
+    ``level``, from the release's published files only (no confidential data, no budget).
+
+    Args:
+        release: A :class:`Release`, a bundle folder, or a copy of its ``public/`` folder.
+        where: Conditions, ANDed: ``{column: value}`` a category (or one number),
+            ``{column: [v1, v2]}`` a set, ``{column: (lo, hi)}`` an inclusive range (numbers,
+            or ISO dates on a date column; ``None`` leaves an end open).
+        level: The interval's level.
+
+    Returns:
+        ``count`` with ``count_lower``/``count_upper``, the same as shares of ``n``, the
+        ``method`` (analytic: a sum of measured cells, exact; bracket: a range cuts a measured
+        cell; bounds: no measured table holds every column, Fréchet bounds), the ``tables``
+        used and the synthetic rows' own estimate.
+
+    Raises:
+        QueryError: A column or category the schema does not declare, a range on a
+            categorical column, a release that published no tables.
+    """
+    from dprelease.records.query import run_query
+
+    folder = release.path if isinstance(release, Release) else Path(release)
+    return run_query(folder, where, level)

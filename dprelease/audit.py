@@ -47,15 +47,18 @@ class AuditResult:
         return [c for c in self.checks if not c.ok]
 
 
-def verify(bundle: str | os.PathLike[str], *, ledger: str | None = None) -> AuditResult:
+def verify(bundle: str | os.PathLike[str], *, ledger: str | None = None, public: bool = False) -> AuditResult:
     """Recompute every sha256, the budget arithmetic, the sensitivities and the hash chain of
     a bundle, and cross-check the ledger, without trusting the operator.
 
     Args:
-        bundle: A release bundle folder, ``<out>/<release_id>``.
+        bundle: A release bundle folder, ``<out>/<release_id>``, or a copy of its ``public/``
+            folder under any name.
         ledger: The ledger to cross-check: a database URL, a SQLite file or a folder holding
             ``ledger.db``; default the SQLite ledger the bundle's ``internal/ledger.json``
             names, if it is here, else ``ledger.db`` beside the bundle.
+        public: Check only what was published, as an analyst can: no ledger is looked for
+            and the cross-check is reported as not checked (``Check.checked`` False).
 
     Returns:
         The checks; ``.passed`` only if every one holds.
@@ -70,7 +73,11 @@ def verify(bundle: str | os.PathLike[str], *, ledger: str | None = None) -> Audi
     given = None if ledger is None else ledger_url(ledger, folder)
     try:
         doc, _ = _audit.load_document(folder)
-        checks = _audit.verify_bundle(folder, given)
+        checks = _audit.verify_bundle(folder, given, public=public)
     except FileNotFoundError as e:
         raise BundleNotFound(str(e)) from None
+    if public and given is None:
+        return AuditResult(
+            folder, checks, LedgerChoice(None, "not looked for: only what was published (public)")
+        )
     return AuditResult(folder, checks, choose_ledger(folder, doc, given))

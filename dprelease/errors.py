@@ -25,6 +25,7 @@ from dprelease.engines.inputs import InputRefused, InputValidationError
 from dprelease.flows.run import PrefectNotStarted, PrefectUnreachable, UnexpectedFailure
 from dprelease.ledger import BudgetRefused, LedgerError, LedgerLocked, NoLedger
 from dprelease.mechanisms.errors import BudgetError, DPReleaseError, SchemaError
+from dprelease.mechanisms.queries import QueryError
 from dprelease.spec import SpecError
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "NoLedger",
     "PrefectNotStarted",
     "PrefectUnreachable",
+    "QueryError",
     "ReleaseIdTaken",
     "SchemaError",
     "SpecError",

@@ -19,6 +19,7 @@ rows chunk by chunk.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -35,6 +36,8 @@ from prefect.runtime import flow_run
 from dprelease.bundle.document import release_document
 from dprelease.bundle.ledger_record import write_ledger_record
 from dprelease.bundle.published import Layout, publishable
+from dprelease.bundle.replicates import write_replicates
+from dprelease.bundle.tables import write_tables
 from dprelease.engines.inputs import InputRefused, check_rows, holdout_split
 from dprelease.engines.runners import open_engine
 from dprelease.engines.tables import DataError, table_to_bins, table_to_rows
@@ -46,12 +49,15 @@ from dprelease.mechanisms.errors import DPReleaseError
 from dprelease.mechanisms.gates import GATES_STAGE, GateResult
 from dprelease.mechanisms.primitives import Measurement, Streams, sampler_note
 from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.mechanisms.replicates import LOO_TABLES, REPLICATES
 from dprelease.mechanisms.synthesizer import Stage
+from dprelease.mechanisms.tables import noisy_tables
 from dprelease.spec import ReleaseSpec
 from dprelease.spec.resources import REHEARSAL_CHECK_ROWS
 from dprelease.tasks.budget import allocate_budget
 from dprelease.tasks.post_release import check_gates, check_linkage, check_utility, write_report
 from dprelease.tasks.publish import write_bundle
+from dprelease.tasks.replicates import build_replicates
 from dprelease.tasks.streaming import (
     chunk_job,
     scan_input,
@@ -344,6 +350,36 @@ def _first_rows(binned: tuple[pd.DataFrame, np.ndarray]) -> tuple[pd.DataFrame, 
     return binned[0].iloc[:REHEARSAL_CHECK_ROWS], binned[1][:REHEARSAL_CHECK_ROWS]
 
 
+def _replicates(r: Run, fit: _Fitted, staging: Path) -> dict | None:
+    """``public/replicates/`` (``bundle.replicates``) for a mechanism with a leave-one-out
+    check (``Synthesizer.without``) on the memory engine: the mechanism re-run on its own
+    synthetic rows with public seeds (the release id's hash), no budget. A rehearsal runs
+    the same code with 2 replicates and 1 check."""
+    spec = r.spec
+    synth = MECHANISMS[spec.mechanism.name]
+    if synth.without is None or spec.engine.streaming or fit.synthetic is None:
+        return None
+    schema = spec.public_schema()
+    r.at("build_replicates")
+    k, most = (2, 1) if r.rehearsal else (REPLICATES, LOO_TABLES)
+    seed = int.from_bytes(hashlib.sha256(r.rid.encode()).digest()[:8], "big")
+    measured = [mm for st in fit.stages for mm in st.measurements]
+    reps, checks = r.task(build_replicates)(
+        spec.mechanism.name,
+        table_to_bins(fit.synthetic, schema),
+        fit.stages[1].state,
+        noisy_tables(measured),
+        schema,
+        r.plan,
+        spec.mechanism_params(),
+        fit.n_fitted,
+        seed,
+        k,
+        most,
+    )
+    return write_replicates(staging / "public", reps, schema.names, checks, seed)
+
+
 def _undeclared_stages(spec: ReleaseSpec, plan: BudgetPlan) -> list[str]:
     spends = MECHANISMS[spec.mechanism.name].spends
     declared = {s for stages in spends.values() for s in stages} | {GATES_STAGE}
@@ -375,12 +411,14 @@ def release_steps(
     # a rehearsal's gates run (their metrics and noise) but it always takes the publishing path,
     # the one whose writers must not fail on the spec; its table says nothing about the gates
     passed = r.rehearsal or all(g.passed for g in gates)
+    replicated = _replicates(r, fit, staging) if passed else None
     r.at("release_document")
+    measured = [mm for st in fit.stages for mm in st.measurements]
     document = release_document(
         spec,
         rid,
         r.plan,
-        [mm for st in fit.stages for mm in st.measurements],
+        measured,
         n=fit.n,
         m=fit.m,
         facts={k: v for st in fit.stages for k, v in st.facts.items()},
@@ -394,6 +432,9 @@ def release_steps(
         gates=[g.as_dict() for g in gates],
         compared_rows=len(fit.real[0]),
     )
+    document["tables"] = write_tables(staging / "public", measured, spec.public_schema(), fit.n_fitted)
+    if replicated is not None:
+        document["replicates"] = replicated
     write_ledger_record(staging / "internal", ledger.url)  # where the ledger is: internal, never public
     if spec.checks.enabled:
         _advisory_checks(r, fit, gates, document, staging, streams.checks)

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from dprelease.mechanisms.accounting import BudgetPlan
+from dprelease.mechanisms.axes import axes_of
 from dprelease.mechanisms.graphical import Marginal, Model, estimate, marginal_of, model_size, sample
 from dprelease.mechanisms.marginals import histogram_sensitivity
 from dprelease.mechanisms.primitives import Measurement, exponential_mechanism, measure_stage
@@ -192,6 +193,7 @@ def measure_target(
                 l1_sensitivity=histogram_sensitivity("l1"),
                 rng=rng,
                 name=pair_name(names, *pair),
+                axes=axes_of(workload.cells, names, pair),
             ),
         )
         for pair, part in zip(pairs, parts, strict=True)
@@ -321,6 +323,7 @@ def run_rounds(
             l1_sensitivity=histogram_sensitivity("l1"),
             rng=rng,
             name=_name(names, columns, t),
+            axes=axes_of(workload.cells, workload.names, columns),
         )
         records += [choice, table]
         measured.append(Marginal(columns, table))

@@ -233,7 +233,7 @@ def encode(
     cells = cells_for(schema, stage_part, n)
     coarse = cells.coarse(bins)
     counts = [histogram(coarse[:, j], k) for j, k in enumerate(cells.n_groups)]
-    marginals = measure_marginals(counts, schema.names, stage_part, rng=rng)
+    marginals = measure_marginals(counts, schema.names, stage_part, cells, rng=rng)
     code = code_from_marginals(marginals, n, schema, cells)
     z = latent_rows(bins, code, params, row_uniforms(RowKeys.draw(rng).dither, 0, n, p))
     return Encoded(z, code, tuple(marginals), params.bound(len(schema)))
@@ -364,7 +364,7 @@ def encode_counts(
     """
     stage_part = plan.stage("marginals")
     cells = cells_for(schema, stage_part, n)
-    marginals = measure_marginals(cells.coarse_counts(counts), schema.names, stage_part, rng=rng)
+    marginals = measure_marginals(cells.coarse_counts(counts), schema.names, stage_part, cells, rng=rng)
     code = replace(
         code_from_marginals(marginals, n, schema, cells), pairs=refine_cells(schema, plan, params, n)
     )
@@ -415,6 +415,17 @@ def _draw(state: tuple[np.ndarray, Code, Refinement], m: int, rng: np.random.Gen
     return MixedRows(_draw_cells(corr, code, refinement, m, rng))
 
 
+def _without(state: tuple[Measurement, Code, Refinement], name: str) -> tuple[Measurement, Code, Refinement]:
+    """The estimate step's state without the ``refine`` table ``name`` (and its pair in the
+    code, which the raking aligns with the tables): ``Synthesizer.without``."""
+    moments, code, (tables, n) = state
+    keep = [k for k, t in enumerate(tables) if t.name != name]
+    pairs = (
+        None if code.pairs is None else replace(code.pairs, tables=tuple(code.pairs.tables[k] for k in keep))
+    )
+    return moments, replace(code, pairs=pairs), (tuple(tables[k] for k in keep), n)
+
+
 SYNTHESIZER = Synthesizer(
     name="factor_gauss",
     summary=(
@@ -437,4 +448,5 @@ SYNTHESIZER = Synthesizer(
     streaming=Streaming(encode_counts, chunk_moment_sum, estimate_moment_sum, _model_stage, _draw),
     histograms=marginal_noise,
     models_missing=True,
+    without=_without,
 )

@@ -16,6 +16,7 @@ from typing import Literal
 import numpy as np
 
 from dprelease.mechanisms.accounting import BudgetPlan, StageBudget
+from dprelease.mechanisms.axes import axes_of
 from dprelease.mechanisms.latent import LatentCode, latent_code
 from dprelease.mechanisms.marginals import histogram_sensitivity, private_distribution
 from dprelease.mechanisms.primitives import Measurement, measure_stage, stage_noise
@@ -77,9 +78,15 @@ def code_from_marginals(marginals: list[Measurement], n: int, schema: Schema, ce
 
 
 def measure_marginals(
-    counts: list[np.ndarray], names: list[str], stage_part: StageBudget, *, rng: np.random.Generator
+    counts: list[np.ndarray],
+    names: list[str],
+    stage_part: StageBudget,
+    cells: Cells,
+    *,
+    rng: np.random.Generator,
 ) -> list[Measurement]:
-    """Stage 1's noise: one noisy histogram per column, from its exact counts.
+    """Stage 1's noise: one noisy histogram per column, from its exact counts over the
+    column's public groups ``cells`` (each histogram's axis).
 
     Sensitivity: Δ₁ = 2, Δ₂ = √2 per histogram (replace-one moves one count between two
     bins; ``marginals.histogram_sensitivity``).
@@ -96,6 +103,7 @@ def measure_marginals(
             l1_sensitivity=histogram_sensitivity("l1"),
             rng=rng,
             name=f"histogram[{names[j]}]",
+            axes=axes_of(cells, names, [j]),
         )
         for j, part in enumerate(stage_part.split(len(names)))
     ]

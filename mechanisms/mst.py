@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from dprelease.mechanisms.accounting import BudgetPlan, StageBudget
+from dprelease.mechanisms.axes import axes_of
 from dprelease.mechanisms.graphical import Marginal, estimate, sample
 from dprelease.mechanisms.marginals import histogram_sensitivity
 from dprelease.mechanisms.primitives import Measurement, exponential_mechanism, measure_stage
@@ -153,6 +154,7 @@ def measure_tree(
             l1_sensitivity=histogram_sensitivity("l1"),
             rng=rng,
             name=pair_name(names, i, j),
+            axes=axes_of(workload.cells, names, (i, j)),
         )
         for (i, j), part in zip(chosen, _parts(stage_part, len(workload.sizes)), strict=False)
     ]

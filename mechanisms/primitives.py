@@ -19,6 +19,7 @@ from typing import Literal
 import numpy as np
 
 from dprelease.mechanisms.accounting import StageBudget
+from dprelease.mechanisms.axes import Axis, check_axes
 from dprelease.mechanisms.errors import BudgetError
 from dprelease.mechanisms.randomness import (
     NUMPY_SAMPLER_NOTE,
@@ -62,7 +63,10 @@ class Measurement:
 
     ``defect`` is None for a measurement whose cost is a valid DP guarantee; otherwise it
     says why not (a paper's too-small sensitivity, sorted noise, a value used without
-    noise). The ledger then marks the release *not differentially private*.
+    noise). The ledger then marks the release *not differentially private*. ``axes``: for
+    a count table over public cells, which column each axis counts and how its declared
+    cells are grouped (``axes.Axis``); empty for any other statistic. A table's noisy
+    cells are published (``tables``): publishing a DP output costs nothing more.
     """
 
     name: str
@@ -75,6 +79,10 @@ class Measurement:
     rho: float | None
     epsilon: float | None
     defect: str | None = None
+    axes: tuple[Axis, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_axes(self.axes, int(np.size(self.value)), self.name)
 
     @property
     def draws_noise(self) -> bool:
@@ -327,12 +335,13 @@ def measure_stage(
     l1_sensitivity: float,
     rng: np.random.Generator,
     name: str,
+    axes: tuple[Axis, ...] = (),
 ) -> Measurement:
     """``value`` + the noise of its ``part`` of the plan: the mechanism every stage of
     every synthesizer measures with (the last step of the road in ``BudgetPlan``).
 
     Sensitivity: the caller's Δ₂ (zCDP) or Δ₁ (pure), recorded as given; the other is
-    not used.
+    not used. ``axes``: the table's public layout when ``value`` is a count table.
     Noise: ``stage_noise``: Gaussian σ = Δ₂/√(2ρ) under zCDP, Laplace b = Δ₁/ε under pure
     DP, drawn by ``_perturb`` (OpenDP's samplers for a ``VettedRNG``).
     Privacy: ρ-zCDP or ε-DP at the part's share; a stage measuring several statistics
@@ -343,7 +352,9 @@ def measure_stage(
     norm: Literal["l1", "l2"] = "l2" if kind == "gaussian" else "l1"
     sensitivity = l2_sensitivity if kind == "gaussian" else l1_sensitivity
     noisy, scale = _perturb(np.asarray(value, dtype=float), kind, scale, sensitivity, part.share, rng)
-    return Measurement(name, part.stage, noisy, kind, sensitivity, norm, scale, part.rho, part.epsilon)
+    return Measurement(
+        name, part.stage, noisy, kind, sensitivity, norm, scale, part.rho, part.epsilon, axes=axes
+    )
 
 
 def unprotected(value: np.ndarray, *, name: str, stage: str, defect: str) -> Measurement:

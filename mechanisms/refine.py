@@ -43,6 +43,7 @@ import numpy as np
 
 from dprelease.mechanisms.accounting import StageBudget
 from dprelease.mechanisms.accuracy import entry_noise
+from dprelease.mechanisms.axes import axes_of
 from dprelease.mechanisms.marginals import histogram_sensitivity, project_to_simplex
 from dprelease.mechanisms.primitives import Measurement, measure_stage
 from dprelease.mechanisms.resolution import Cells, column_groups
@@ -195,8 +196,9 @@ def measure_pairs(
             l1_sensitivity=histogram_sensitivity("l1"),
             rng=rng,
             name=name,
+            axes=axes_of(pairs.cells, pairs.names, pair),
         )
-        for table, name, part in zip(counts, names, parts, strict=True)
+        for table, name, part, pair in zip(counts, names, parts, pairs.tables, strict=True)
     ]
 
 

@@ -173,7 +173,11 @@ class Synthesizer:
     (``missing: allowed``) is modelled like any other; the spec refuses that field for a
     synthesizer without it. ``rehearsal_params``: parameters that make the rehearsal before
     the reserve (``flows/rehearsal.py``) cheap without changing which code runs (e.g. fewer
-    rounds or iterations of an estimator), merged over the spec's.
+    rounds or iterations of an estimator), merged over the spec's. ``without(state, name)``:
+    the estimate step's state with the measured table ``name`` left out (never any exact
+    count), so that ``sample`` and ``decode`` from it show what the model says of that table
+    when it has not seen it: the leave-one-out check of a release's model error
+    (``replicates``); None for a synthesizer that offers none.
     """
 
     name: str
@@ -197,6 +201,7 @@ class Synthesizer:
     )
     models_missing: bool = False
     rehearsal_params: Mapping[str, Any] = field(default_factory=dict)
+    without: Callable[[Any, str], Any] | None = None
 
     def fit(
         self,

@@ -161,7 +161,7 @@ def encode_counts(
     budget = plan.stage("marginals")
     cells = cells_for(schema, budget, n)
     coarse = cells.coarse_counts(counts)
-    marginals = measure_marginals(coarse, schema.names, budget, rng=rng)
+    marginals = measure_marginals(coarse, schema.names, budget, cells, rng=rng)
     pairs = candidate_pairs(schema, cells.n_groups, target)
     triples = target_triples(schema, cells.n_groups, triples_of) if triples_of is not None else []
     return Workload(

@@ -19,52 +19,73 @@ and compares it with what the bundle claims:
   names no ledger location in public), the bundle's rows present with the same hashes, one
   ledger row per measurement with the same sensitivity/scale/share, and the closing row's
   seal of both manifests, public and internal (so the files are the ones the pipeline
-  wrote, in the folder of the release that wrote them). Which ledger: ``choose_ledger``.
+  wrote, in the folder of the release that wrote them). Which ledger: ``choose_ledger``;
+* tables: each published noisy table (``public/tables/``) is a measurement the ledger
+  records, with the recorded mechanism, noise scale and number of cells, axes over the
+  public schema's declared cells, and its standard errors and intervals re-derived from
+  the recorded scale alone.
+
+A *public copy* (a folder holding only what was published: ``release.json`` and
+``manifest.json`` at its top, under any name) is checked the same way, except that its
+folder name is not an identity and, with ``public=True``, no ledger is looked for: those
+two checks are reported as not checked, never as failed.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dprelease.bundle.files import sha256
 from dprelease.mechanisms.accounting import zcdp_delta, zcdp_epsilon, zcdp_rho
+from dprelease.records.check import Check, not_checked
 from dprelease.records.ledger_choice import choose_ledger
+from dprelease.records.table_checks import published_tables
 
 if TYPE_CHECKING:
     from dprelease.ledger import Ledger
 
-__all__ = ["Check", "load_document", "period_checks", "verify_bundle"]
+__all__ = [
+    "Check",
+    "is_public_copy",
+    "load_document",
+    "not_checked",
+    "period_checks",
+    "public_spec",
+    "verify_bundle",
+]
 
 _REL = 1e-9  # relative tolerance for re-derived floats (the files hold repr-exact doubles)
 
 
-@dataclass(frozen=True)
-class Check:
-    group: str
-    name: str
-    ok: bool
-    detail: str = ""
+def is_public_copy(folder: Path) -> bool:
+    """A folder holding only a release's published files: release.json at its top."""
+    return (folder / "release.json").is_file() and not (folder / "public").is_dir()
 
 
 def load_document(bundle: Path) -> tuple[dict, Path]:
-    """release.json (public, or internal for a gated release) and the folder it is in."""
+    """release.json (public, or internal for a gated release, or at the top of a public copy)
+    and the folder it is in."""
+    if is_public_copy(bundle):
+        return json.loads((bundle / "release.json").read_text()), bundle
     for part in ("public", "internal"):
         path = bundle / part / "release.json"
         if path.is_file():
             return json.loads(path.read_text()), bundle / part
     raise FileNotFoundError(
-        f"'{bundle}' has no public/release.json or internal/release.json; pass a release bundle folder"
+        f"'{bundle}' has no release.json, public/release.json or internal/release.json; pass a release "
+        "bundle folder or a copy of its public/ folder"
     )
 
 
 def _files(bundle: Path) -> list[Check]:
     out = []
-    for part in ("public", "internal"):
-        folder = bundle / part
+    parts = (
+        [("public", bundle)] if is_public_copy(bundle) else [(p, bundle / p) for p in ("public", "internal")]
+    )
+    for part, folder in parts:
         if not folder.is_dir():
             continue
         manifest = folder / "manifest.json"
@@ -160,6 +181,10 @@ def _arithmetic(doc: dict) -> list[Check]:
 
 
 def _identity(bundle: Path, doc: dict) -> list[Check]:
+    if is_public_copy(bundle):
+        return [
+            not_checked("identity", "folder named after its release_id", "a public copy may have any name")
+        ]
     ok = bundle.resolve().name == doc["release_id"]
     return [
         Check(
@@ -171,7 +196,7 @@ def _identity(bundle: Path, doc: dict) -> list[Check]:
     ]
 
 
-def _public_spec(doc: dict):
+def public_spec(doc: dict):
     """The release's spec rebuilt from its published form (the data path is not published
     and not needed: nothing here reads data)."""
     from dprelease.spec import ReleaseSpec
@@ -186,7 +211,7 @@ def _derived(doc: dict) -> list[Check]:
     """Each measurement's Δ and noise scale against the Δ derived from public facts."""
     priv = doc["privacy"]
     try:
-        spec = _public_spec(doc)
+        spec = public_spec(doc)
         derived = spec.sensitivities(
             priv["rows_fitted"], doc["mechanism"]["facts"], (doc.get("checks") or {}).get("compared_rows")
         )
@@ -424,12 +449,16 @@ def _selection_deltas(rows: dict, deltas: dict[str, float], plan_delta: float) -
     return Check("arithmetic", "partition selections' delta", ok, f"{total:g} <= {plan_delta:g}{unlisted}")
 
 
-def verify_bundle(bundle: Path, ledger_url: str | None) -> list[Check]:
+def verify_bundle(bundle: Path, ledger_url: str | None, *, public: bool = False) -> list[Check]:
     """All checks; the bundle passes when every ``ok`` is True. The ledger: ``ledger_url``,
-    else the one ``choose_ledger`` finds."""
-    doc, _ = load_document(bundle)
+    else the one ``choose_ledger`` finds; none with ``public`` (only what was published is
+    checked, and the ledger cross-check is reported as not checked)."""
+    doc, folder = load_document(bundle)
     derived = _discovery(doc) if doc.get("kind") == "schema_discovery" else _derived(doc)
     checks = _files(bundle) + _identity(bundle, doc) + _arithmetic(doc) + derived + _status(doc)
+    checks += published_tables(folder, doc)
+    if public and ledger_url is None:
+        return [*checks, not_checked("ledger", "cross-check", "no ledger: only what was published")]
     chosen = choose_ledger(bundle, doc, ledger_url)
     if chosen.url is None:
         checks.append(Check("ledger", "cross-check", False, f"ledger not found: {chosen.origin}"))

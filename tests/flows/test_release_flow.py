@@ -38,7 +38,10 @@ def test_demo_release_end_to_end(tmp_path):
         "budget_plan.json",
         "manifest.json",
         "release.json",
+        "replicates",
+        "report.html",
         "synthetic.csv",
+        "tables",
     ]
     _check_manifest(public)
     _check_manifest(internal)
@@ -74,7 +77,9 @@ def test_demo_release_end_to_end(tmp_path):
         "engine",
         "outputs",
         "randomness",
+        "replicates",
         "software",
+        "tables",
         "times",
     }
     assert doc["engine"] == {"name": "memory"}
