@@ -42,7 +42,7 @@ from dprelease.bundle.files import sha256
 from dprelease.mechanisms.accounting import zcdp_delta, zcdp_epsilon, zcdp_rho
 from dprelease.records.check import Check, not_checked
 from dprelease.records.ledger_choice import choose_ledger
-from dprelease.records.table_checks import published_tables
+from dprelease.records.table_checks import published_replicates, published_tables
 
 if TYPE_CHECKING:
     from dprelease.ledger import Ledger
@@ -456,7 +456,7 @@ def verify_bundle(bundle: Path, ledger_url: str | None, *, public: bool = False)
     doc, folder = load_document(bundle)
     derived = _discovery(doc) if doc.get("kind") == "schema_discovery" else _derived(doc)
     checks = _files(bundle) + _identity(bundle, doc) + _arithmetic(doc) + derived + _status(doc)
-    checks += published_tables(folder, doc)
+    checks += published_tables(folder, doc) + published_replicates(folder, doc)
     if public and ledger_url is None:
         return [*checks, not_checked("ledger", "cross-check", "no ledger: only what was published")]
     chosen = choose_ledger(bundle, doc, ledger_url)

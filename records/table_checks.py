@@ -9,6 +9,11 @@ sha256 is in the manifest (the files check); its ``se`` column is ``cell_se`` an
 ``lower``/``upper`` are ``noisy_count`` ∓ the noise quantile at the index's level; the
 ``combined_*`` columns are re-computed from the tables named in ``combined_from`` by the
 same inverse-variance rule (``mechanisms.tables.combine``).
+
+For ``replicates/`` (``published_replicates``): the file holds K × n rows (n the rows fitted)
+of every schema column, each a declared cell of its column; every model check names a
+published table and carries that table's recorded noise variance per cell (se²), so the
+calibration a query makes from them rests on the ledger's noise.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from dprelease.mechanisms.axes import Axis
 from dprelease.mechanisms.tables import NoisyTable, combined_cells
 from dprelease.records.check import Check
 
-__all__ = ["load_tables", "published_tables"]
+__all__ = ["load_tables", "published_replicates", "published_tables"]
 
 _TOL = 1e-6  # the CSV holds decimal text of the doubles: relative tolerance
 
@@ -129,3 +134,40 @@ def _file_problems(
     if not np.isclose(entry["combined_half_width"], noise.half_width(level), rtol=_TOL):
         problems.append("combined_half_width differs from the combination's noise quantile")
     return problems
+
+
+def published_replicates(folder: Path, doc: dict) -> list[Check]:
+    """The checks of ``replicates/`` (see the module doc); none for a release without them."""
+    from dprelease.bundle.replicates import read_replicates
+
+    if not doc.get("replicates"):
+        return []
+    try:
+        spec_columns = _schema(doc)
+        index, cells = read_replicates(folder, list(spec_columns))
+        _, tables = load_tables(folder)
+    except (OSError, ValueError, KeyError) as e:
+        return [Check("replicates", "replicates/ and its index", False, f"{type(e).__name__}: {e}")]
+    problems = []
+    if index["rows"] != doc["privacy"]["rows_fitted"] or cells.shape[0] != index["replicates"]:
+        fitted = doc["privacy"]["rows_fitted"]
+        problems.append(f"{index['replicates']} replicates of {index['rows']} rows; {fitted} fitted")
+    for j, (name, k) in enumerate(spec_columns.items()):
+        if cells.size and int(cells[..., j].max()) >= k:
+            problems.append(f"column {name}: a cell index past its {k} declared cells")
+    variance = {t.name: t.cell_sd**2 for t in tables}
+    for h in index["checks"]:
+        want = variance.get(h["table"])
+        if want is None or not math.isclose(h["noise_var"], want, rel_tol=1e-9):
+            problems.append(f"check on {h['table']}: noise variance {h['noise_var']:g}, recorded {want}")
+            break
+    return [
+        Check(
+            "replicates",
+            "replicates/",
+            not problems,
+            "; ".join(problems)
+            or f"{index['replicates']} replicates of {index['rows']} rows; "
+            f"{len(index['checks'])} model checks on the recorded noise",
+        )
+    ]

@@ -103,6 +103,7 @@ def test_public_only_audit_of_a_copy_under_another_name(public_copy):
     skipped = {(c.group, c.name) for c in result.checks if not c.checked}
     assert skipped == {("ledger", "cross-check"), ("identity", "folder named after its release_id")}
     assert sum(c.group == "tables" and c.ok for c in result.checks) == 57
+    assert [c.ok for c in result.checks if c.group == "replicates"] == [True]
     shown = CliRunner().invoke(app, ["audit", "show", str(public_copy)])
     assert shown.exit_code == 0 and "tables-adult" in cli_text(shown.output)
 
@@ -170,3 +171,18 @@ def test_the_public_report_renders_in_a_real_browser(bundle, tmp_path):
     one_way = [t for t in index["tables"] if len(t["columns"]) == 1]
     assert bars == sum(len(pd.read_csv(bundle / "public" / t["file"])) for t in one_way)
     assert shot.stat().st_size > 20_000  # a page was drawn, not a blank one
+
+
+def test_model_checks_off_the_recorded_noise_fail_the_public_audit(public_copy):
+    """The replicates' model checks calibrate every model interval: one claiming less noise
+    than the ledger recorded for its table (a narrower interval) is caught."""
+    path = public_copy / "replicates" / "index.json"
+    index = json.loads(path.read_text())
+    index["checks"][0]["noise_var"] /= 4
+    path.write_text(json.dumps(index))
+    manifest = json.loads((public_copy / "manifest.json").read_text())
+    manifest["files"]["replicates/index.json"] = sha256(path)
+    (public_copy / "manifest.json").write_text(json.dumps(manifest))
+    failed = dprelease.audit.verify(public_copy, public=True).failed
+    assert [c.group for c in failed] == ["status", "replicates"]  # status: the demo's --insecure-seed
+    assert "noise variance" in failed[1].detail
