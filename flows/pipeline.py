@@ -49,7 +49,7 @@ from dprelease.mechanisms.errors import DPReleaseError
 from dprelease.mechanisms.gates import GATES_STAGE, GateResult
 from dprelease.mechanisms.primitives import Measurement, Streams, sampler_note
 from dprelease.mechanisms.registry import MECHANISMS
-from dprelease.mechanisms.replicates import LOO_TABLES, REPLICATES
+from dprelease.mechanisms.replicates import LOO_TABLES, MAX_CELLS, REPLICATES
 from dprelease.mechanisms.synthesizer import Stage
 from dprelease.mechanisms.tables import noisy_tables
 from dprelease.spec import ReleaseSpec
@@ -354,12 +354,15 @@ def _replicates(r: Run, fit: _Fitted, staging: Path) -> dict | None:
     """``public/replicates/`` (``bundle.replicates``) for a mechanism with a leave-one-out
     check (``Synthesizer.without``) on the memory engine: the mechanism re-run on its own
     synthetic rows with public seeds (the release id's hash), no budget. A rehearsal runs
-    the same code with 2 replicates and 1 check."""
+    the same code with 2 replicates and 1 check. None past ``MAX_CELLS`` (public: n and the
+    schema), as for any other mechanism: such a release's queries get bounds."""
     spec = r.spec
     synth = MECHANISMS[spec.mechanism.name]
+    schema = spec.public_schema()
     if synth.without is None or spec.engine.streaming or fit.synthetic is None:
         return None
-    schema = spec.public_schema()
+    if REPLICATES * fit.n_fitted * len(schema) > MAX_CELLS:
+        return None
     r.at("build_replicates")
     k, most = (2, 1) if r.rehearsal else (REPLICATES, LOO_TABLES)
     seed = int.from_bytes(hashlib.sha256(r.rid.encode()).digest()[:8], "big")

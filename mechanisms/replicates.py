@@ -42,6 +42,7 @@ from dprelease.mechanisms.tables import NoisyTable
 
 __all__ = [
     "LOO_TABLES",
+    "MAX_CELLS",
     "REPLICATES",
     "HeldOut",
     "bootstrap",
@@ -55,7 +56,12 @@ REPLICATES = 10
 """K: replicates per release (t with K − 1 = 9 degrees of freedom: 1.83 at 90 %)."""
 LOO_TABLES = 48
 """The most measured tables left out one at a time for the model check (all of them on the
-demo: a dozen gave κ from 0.07 to 1 across seeds on Adult, all 42 from 0.29 to 0.34)."""
+demo: on one demo release a dozen gave κ = 0.50; all 42 gave 0.29 to 0.34 over three seeds)."""
+MAX_CELLS = 50_000_000
+"""The most cells (K × n × columns) a release's replicates may hold: beyond it a release
+publishes none (a public decision on n and the schema), and its queries that no table holds
+get bounds; the replicates' memory (and their K fits' time) never fails a release after its
+budget is spent."""
 SUBQUERIES = 40
 """Random sub-queries (a subset of groups on each axis) per held-out table."""
 
@@ -73,7 +79,7 @@ def bootstrap(
     """K replicates, (K, n, p) declared cells: each the mechanism fitted on n rows of the
     synthetic ``cells`` (all of them when there are n, else drawn without replacement, or
     with it when fewer) at ``plan``'s noise, drawing n rows, from generator ``seed + k``."""
-    out = np.empty((replicates, n, cells.shape[1]), dtype=np.uint16)
+    out = np.empty((replicates, n, cells.shape[1]), dtype=np.min_scalar_type(max(schema.n_bins)))
     for k in range(replicates):
         rng = np.random.default_rng([seed, k])
         rows = cells if len(cells) == n else cells[rng.choice(len(cells), n, replace=len(cells) < n)]

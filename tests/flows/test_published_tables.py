@@ -186,3 +186,17 @@ def test_model_checks_off_the_recorded_noise_fail_the_public_audit(public_copy):
     failed = dprelease.audit.verify(public_copy, public=True).failed
     assert [c.group for c in failed] == ["status", "replicates"]  # status: the demo's --insecure-seed
     assert "noise variance" in failed[1].detail
+
+
+def test_a_release_too_large_for_replicates_publishes_none_and_its_queries_get_bounds(tmp_path, monkeypatch):
+    """Past ``MAX_CELLS`` (a public decision on n and the schema) no replicates are built, so
+    their memory never fails a release after its spend; a query no table holds gets bounds."""
+    import dprelease.flows.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "MAX_CELLS", 1)
+    release(str(DEMO_DIR / "adult.yaml"), str(tmp_path), release_id="big", insecure_seed=5)
+    public = tmp_path / "big" / "public"
+    assert not (public / "replicates").exists()
+    assert "replicates" not in json.loads((public / "release.json").read_text())
+    got = dprelease.query(public, {"age": (30, 39), "race": "White", "sex": "Female"})
+    assert got.method == "bounds" and got.count_lower <= got.count <= got.count_upper
