@@ -15,7 +15,8 @@ Three routes, the first that applies (``answer``):
 
 * **analytic** — some measured tables hold every query column and no cell is partial, so
   Q = I = O is a sum of noisy cells: the inverse-variance combination of the tables'
-  sums (``tables.combine``) ± the noise's exact quantile. Coverage: exactly ``level``.
+  sums (``tables.combine``), each given that its cells sum to the public n
+  (``NoisyTable.sum_given_total``), ± the noise's exact quantile. Coverage: exactly ``level``.
 * **bracket** — the tables hold every column but some cell is partial (a range that cuts
   a cell): [Î − q, Ô + q'] with q, q' the one-sided quantiles at (1 + level)/2, so each side
   fails with probability ≤ (1 − level)/2 (union bound: coverage ≥ ``level``).
@@ -204,8 +205,9 @@ class _Sums:
     key: tuple[bytes, ...]  # the groups of the query's columns (tables sharing it agree)
 
 
-def _sums(table: NoisyTable, marks: dict[str, np.ndarray]) -> _Sums:
-    """Sum ``table`` over the cells full (inner) and touched (outer) by the per-cell ``marks``."""
+def _sums(table: NoisyTable, marks: dict[str, np.ndarray], n: int) -> _Sums:
+    """Sum ``table`` over the cells full (inner) and touched (outer) by the per-cell
+    ``marks``, each given that the table's exact cells sum to n (``sum_given_total``)."""
     columns = [a.column for a in table.axes if a.column in marks]
     margin, per_entry = table.margin(columns)
     full, touched = [], []
@@ -227,8 +229,12 @@ def _sums(table: NoisyTable, marks: dict[str, np.ndarray]) -> _Sums:
         )
     inner_mask, outer_mask = _product(full), _product(touched)
     n_in, n_out = int(inner_mask.sum()), int(outer_mask.sum())
-    inner = (float(margin[inner_mask].sum()), table.noise(n_in * per_entry)) if n_in else None
-    outer = (float(margin[outer_mask].sum()), table.noise(max(n_out, 1) * per_entry))
+    inner = table.sum_given_total(margin, inner_mask, per_entry, n) if n_in else None
+    outer = (
+        table.sum_given_total(margin, outer_mask, per_entry, n)
+        if n_out
+        else (float(margin[outer_mask].sum()), table.noise(per_entry))
+    )
     key = tuple(next(a for a in table.axes if a.column == c).groups.tobytes() for c in sorted(columns))
     return _Sums(table, inner, outer, bool(np.array_equal(inner_mask, outer_mask)), key)
 
@@ -248,7 +254,7 @@ def answer(tables: Sequence[NoisyTable], marks: dict[str, np.ndarray], n: int, l
     columns = set(marks)
     holding = [t for t in tables if columns <= set(t.columns)]
     if holding:
-        return _from_holding([_sums(t, marks) for t in holding], level)
+        return _from_holding([_sums(t, marks, n) for t in holding], level)
     return _bounds(tables, marks, n, level)
 
 
@@ -294,7 +300,7 @@ def _bounds(tables: Sequence[NoisyTable], marks: dict[str, np.ndarray], n: int, 
             f"no published table counts column(s) {missing}: the release measured nothing on them"
         )
     partition = _partition(columns, list(parts))
-    sums = {cs: [_sums(t, {c: marks[c] for c in cs}) for t in parts[cs]] for cs in parts}
+    sums = {cs: [_sums(t, {c: marks[c] for c in cs}, n) for t in parts[cs]] for cs in parts}
     uppers = [cs for cs in parts if len(cs) == max(len(c) for c in parts)]
     m = len(uppers) + len(partition)
     q = 1 - (1 - level) / m

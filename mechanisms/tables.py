@@ -121,6 +121,24 @@ class NoisyTable:
         """The noise on a sum of ``cells`` of this table's cells."""
         return Noise(((weight, self.mechanism, self.scale, cells),))
 
+    def sum_given_total(
+        self, margin: np.ndarray, mask: np.ndarray, per_entry: int, n: int
+    ) -> tuple[float, Noise]:
+        """The sum of ``margin``'s entries in ``mask`` (each entry a sum of ``per_entry``
+        cells), knowing that the exact entries sum to n (every fitted row lies in one cell;
+        n is public): with c of the C entries chosen, ŷ_S − (c/C)·(ŷ_total − n), the least-
+        squares estimate under that constraint (equal variances: the projection onto
+        Σ = n). Unbiased, of noise (1 − c/C)·e_S − (c/C)·e_rest: variance c·(C − c)/C
+        entries' against c for the plain sum, so never wider (half as wide in variance when
+        c = C/2)."""
+        c, entries = int(mask.sum()), margin.size
+        f = c / entries
+        value = float(margin[mask].sum()) - f * (float(margin.sum()) - n)
+        terms = [(1.0 - f, c), (f, entries - c)]
+        return value, Noise(
+            tuple((w, self.mechanism, self.scale, k * per_entry) for w, k in terms if k and w)
+        )
+
     def margin(self, columns: Sequence[str]) -> tuple[np.ndarray, int]:
         """The table summed over every axis not in ``columns`` (kept in this table's order):
         each entry a sum of ``cells`` noisy cells."""
@@ -142,6 +160,9 @@ def combine(estimates: Sequence[tuple[V, Noise]]) -> tuple[V, Noise]:
     combined noise keeps every term (for its quantile)."""
     if not estimates:
         raise ValueError("nothing to combine")
+    exact = [e for e in estimates if e[1].variance == 0.0]
+    if exact:  # a sum of every cell given the total: no noise
+        return exact[0]
     inverse = np.array([1.0 / noise.variance for _, noise in estimates])
     weights = inverse / inverse.sum()
     value = estimates[0][0] * weights[0]

@@ -65,8 +65,9 @@ def generated_table(n: int, seed: int) -> pd.DataFrame:
 class Coverage:
     """One mechanism on one table: the share of intervals that held the true count, the
     median half-width, the median |synthetic count − truth|, their ratio, per method the
-    queries, the share held, the median half-width and synthetic error, and the seconds to
-    fit, to build the replicates and checks, and per query."""
+    queries, the share held, the median half-width and synthetic error, the seconds to
+    fit, to build the replicates and checks, and per query, and the largest standardised gap
+    between a noisy table's total and n (the queries' analytic route assumes it is noise)."""
 
     mechanism: str
     queries: int
@@ -77,6 +78,7 @@ class Coverage:
     fit_seconds: float
     replicates_seconds: float
     query_seconds: float
+    total_z: float = 0.0  # the largest |Σ table − n| / its sd: every table counts every fitted row
 
     @property
     def ratio(self) -> float:
@@ -164,6 +166,7 @@ def evaluate(
         )
     done = time.perf_counter()
     methods = sorted({f[3] for f in found})
+    total_z = max(abs(float(t.values.sum()) - n) / (t.cell_sd * math.sqrt(t.values.size)) for t in tables)
     return Coverage(
         mechanism,
         queries,
@@ -174,4 +177,5 @@ def evaluate(
         fitted - started,
         built - fitted,
         (done - built) / queries,
+        total_z,
     )
