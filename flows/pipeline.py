@@ -49,7 +49,7 @@ from dprelease.mechanisms.errors import DPReleaseError
 from dprelease.mechanisms.gates import GATES_STAGE, GateResult
 from dprelease.mechanisms.primitives import Measurement, Streams, sampler_note
 from dprelease.mechanisms.registry import MECHANISMS
-from dprelease.mechanisms.replicates import LOO_TABLES, MAX_CELLS, REPLICATES
+from dprelease.mechanisms.replicates import LOO_TABLES, MAX_CELLS, REHEARSAL, REPLICATES
 from dprelease.mechanisms.synthesizer import Stage
 from dprelease.mechanisms.tables import noisy_tables
 from dprelease.spec import ReleaseSpec
@@ -364,7 +364,7 @@ def _replicates(r: Run, fit: _Fitted, staging: Path) -> dict | None:
     if REPLICATES * fit.n_fitted * len(schema) > MAX_CELLS:
         return None
     r.at("build_replicates")
-    k, most = (2, 1) if r.rehearsal else (REPLICATES, LOO_TABLES)
+    k, most = REHEARSAL if r.rehearsal else (REPLICATES, LOO_TABLES)
     seed = int.from_bytes(hashlib.sha256(r.rid.encode()).digest()[:8], "big")
     measured = [mm for st in fit.stages for mm in st.measurements]
     reps, checks = r.task(build_replicates)(

@@ -43,6 +43,7 @@ from dprelease.mechanisms.tables import NoisyTable
 __all__ = [
     "LOO_TABLES",
     "MAX_CELLS",
+    "REHEARSAL",
     "REPLICATES",
     "HeldOut",
     "bootstrap",
@@ -62,6 +63,8 @@ MAX_CELLS = 50_000_000
 publishes none (a public decision on n and the schema), and its queries that no table holds
 get bounds; the replicates' memory (and their K fits' time) never fails a release after its
 budget is spent."""
+REHEARSAL = (2, 1)
+"""The replicates and held-out tables of a rehearsal: the same code, at the least cost."""
 SUBQUERIES = 40
 """Random sub-queries (a subset of groups on each axis) per held-out table."""
 

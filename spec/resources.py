@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 
 from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.mechanisms.replicates import LOO_TABLES, REHEARSAL, REPLICATES
 from dprelease.mechanisms.resources import GB, Need, Shape, need
 from dprelease.mechanisms.schema import Nominal
 from dprelease.spec.release import ReleaseSpec, SpecError
@@ -149,6 +150,7 @@ def shape_of(spec: ReleaseSpec, n: int | None, *, rehearsal: bool) -> Shape:
         chunk = max(1, n // 3)
         check_rows = min(n, REHEARSAL_CHECK_ROWS) if spec.checks.enabled else 0
     target = getattr(spec.mechanism_params(), "target", None)
+    builds_none = synth.without is None or spec.engine.streaming  # as ``flows.pipeline._replicates``
     return Shape(
         mechanism=synth.name,
         params=synth.params_type(**given),
@@ -164,6 +166,8 @@ def shape_of(spec: ReleaseSpec, n: int | None, *, rehearsal: bool) -> Shape:
         workers=(spec.engine.workers or 2)  # a LocalCluster's default (``engines.runners``)
         if spec.engine.name == "dask" and spec.engine.scheduler is None and not rehearsal
         else 0,
+        replicates=0 if builds_none else (REHEARSAL[0] if rehearsal else REPLICATES),
+        held_out=0 if builds_none else (REHEARSAL[1] if rehearsal else LOO_TABLES),
     )
 
 

@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import time
 
+import numpy as np
 import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dprelease.engines.tables import table_to_bins, table_to_rows
+from dprelease.mechanisms.accounting import plan_budget
 from dprelease.mechanisms.registry import MECHANISMS
-from dprelease.mechanisms.resources import GB, Shape, need
+from dprelease.mechanisms.replicates import LOO_TABLES, REPLICATES, bootstrap, held_out
+from dprelease.mechanisms.resources import GB, SECONDS_MARGIN, Shape, need
+from dprelease.mechanisms.tables import noisy_tables
 from dprelease.spec import load_spec
 from dprelease.spec.resources import (
     DEFAULT_MEMORY_GB,
@@ -29,6 +35,7 @@ from dprelease.spec.resources import (
     forecast_resources,
 )
 from tests.helpers import DEMO_SPEC
+from tests.intervals import GENERATED, generated_table
 from tests.properties import property_settings
 
 
@@ -63,6 +70,8 @@ def shapes(draw):
         check_rows=draw(st.sampled_from([None, 0, 200, 50_000])),
         target=None if mechanism != "aim" or p < 3 else draw(st.sampled_from([None, 0])),
         workers=draw(st.sampled_from([0, 2])),
+        replicates=draw(st.sampled_from([0, 2, 10])),
+        held_out=draw(st.sampled_from([0, 1, 48])),
     )
 
 
@@ -181,3 +190,35 @@ def test_the_forecast_bounds_every_calibration_run(run, tmp_path):
     config = next(c for c in bench.GRID if c[0] == run["label"])
     memory, seconds = bench.forecast(config, tmp_path)
     assert seconds >= run["cpu"] and memory >= run["peak"], (seconds, memory, run)
+
+
+def test_the_replicates_term_bounds_the_replicates_cpu_time():
+    """The query intervals' replicates (10 refits, the held-out draws) are forecast: their
+    CPU time, measured through the flow's own functions on a 5,000-row table, stays under
+    the term (with the margin every term gets)."""
+    synth = MECHANISMS["factor_gauss"]
+    params = synth.params_type(target="band")
+    plan = plan_budget("zcdp", 1.0, 1e-6, synth.stage_weights(GENERATED, params))
+    table = generated_table(5000, 0)
+    bins = table_to_bins(table, GENERATED)
+    fit = synth.fit(
+        table_to_rows(table, bins, GENERATED), GENERATED, plan, params, m=5000, rng=np.random.default_rng(0)
+    )
+    started = time.process_time()
+    bootstrap(synth, fit.rows.bins, GENERATED, plan, params, 5000, REPLICATES, 0)
+    held_out(synth, fit.stages[1].state, GENERATED, params, noisy_tables(fit.measurements), 5000, 0)
+    spent = time.process_time() - started
+    shape = Shape(
+        "factor_gauss",
+        params,
+        tuple(GENERATED.n_bins),
+        tuple(False for _ in GENERATED.columns),
+        6,
+        5000,
+        None,
+        replicates=REPLICATES,
+        held_out=LOO_TABLES,
+    )
+    term = next(t for t in need(shape, prefect=False).terms if t.field == "the query intervals' replicates")
+    assert spent <= SECONDS_MARGIN * term.seconds, (spent, term.seconds)
+    print(f"replicates: {spent:.2f} s of CPU, forecast {SECONDS_MARGIN * term.seconds:.2f} s")
