@@ -245,6 +245,14 @@ class Release:
             e["name"]: pd.read_csv(self.path / "public" / e["file"], keep_default_na=False) for e in entries
         }
 
+    @property
+    def report_path(self) -> Path | None:
+        """``public/report.html``, the analyst's report built from the published files only
+        (the measured tables with their error bars, what the data is fit for), or None for a
+        release that published no tables (a gate stopped it, or made before reports)."""
+        path = self.path / "public" / "report.html"
+        return path if path.is_file() else None
+
     def query(self, where: Mapping[str, Any], *, level: float = 0.9) -> QueryResult:
         """The count of fitted rows meeting ``where``, with its interval: :func:`query`."""
         return query(self, where, level=level)

@@ -126,6 +126,7 @@ def test_the_release_object_holds_the_tables_and_answers_queries(bundle):
 
     r = Release._of(bundle, f"sqlite:///{bundle.parent / 'ledger.db'}")
     assert "pair[age,income]" in r.tables and set(r.tables["histogram[sex]"]["sex"]) == {"Female", "Male"}
+    assert r.report_path == r.path / "public" / "report.html" and r.report_path.is_file()
     got = r.query({"sex": "Female"})
     assert got.method == "analytic" and got.count_lower <= got.count <= got.count_upper
 
