@@ -16,7 +16,9 @@ synthetic rows D*: q̂ = q(D*)·n/m. Its error has two parts.
   κ is the least value for which the interval below, built the same way, holds the held-out
   sums at the level asked (``kappa``: a calibration on the checks).
 
-The interval is q̂ ± t_{K−1,(1+level)/2}·√(RMSE² + κ²·q̂²): a model-based interval whose
+The interval is q̂ ± t_{K−1,(1+level)/2}·√(RMSE² + (s·κ·q̂)²), s the share of the query's
+column pairs that no published table holds (``records.query``: a query whose pairs were all
+measured leans on no unmeasured two-column relation): a model-based interval whose
 coverage is measured, not proven (``benchmarks/bench_intervals.py``, ``tests``). A query at
 ``level`` calibrates κ at (1 + level)/2: the checks are two-column tables, the queries span
 up to three columns and lean on more of the model's assumptions. Measured on Adult at ε = 1
