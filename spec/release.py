@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import replace
@@ -17,7 +18,7 @@ from pydantic import (
 )
 
 from dprelease.mechanisms.accounting import BudgetPlan, plan_budget
-from dprelease.mechanisms.auto import AUTO, CANDIDATES, AutoChoice, candidate_params, choose
+from dprelease.mechanisms.auto import AUTO, AUTO_PARAMS, CANDIDATES, AutoChoice, candidate_params, choose
 from dprelease.mechanisms.errors import DPReleaseError
 from dprelease.mechanisms.gates import GATES_STAGE, GATES_WEIGHT, gate_sensitivities
 from dprelease.mechanisms.registry import MECHANISMS
@@ -102,6 +103,7 @@ class ReleaseSpec(Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> ReleaseSpec:
+        self._one_target()
         if self.mechanism.name == AUTO:
             if self.allocation:
                 raise ValueError(
@@ -114,6 +116,27 @@ class ReleaseSpec(Strict):
         self._check_checks()
         self._check_structure()
         return self
+
+    def _one_target(self) -> None:
+        """``checks.target`` is the mechanism's target too, where the mechanism takes one and
+        its params name none: a nominal or ordinal checks target sets ``mechanism.params.target``
+        (the 2-way tables with it that refine the model: issue 40, following spec.md's example
+        set only the checks' key and lost them). ``params.target: null`` keeps it off; a
+        continuous checks target (R²) is no mechanism target."""
+        target, params = self.checks.target, self.mechanism.params
+        if target is None or "target" in params:
+            return
+        name = self.mechanism.name
+        takes: tuple[str, ...]
+        if name == AUTO:
+            takes = AUTO_PARAMS
+        else:
+            takes = tuple(f.name for f in dataclasses.fields(MECHANISMS[name].params_type))
+        if "target" not in takes:
+            return
+        declared = self.columns.get(target)
+        if isinstance(declared, NominalSpec | OrdinalSpec):
+            params["target"] = target
 
     def _check_mechanism(self, name: str, given: dict[str, Any]) -> None:
         """What mechanism ``name`` with parameters ``given`` needs of this spec."""
