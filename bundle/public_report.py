@@ -97,9 +97,26 @@ def _fit_for(doc: dict, index: dict) -> str:
         f"association between these columns comes from the {_e(doc['mechanism']['name'])} model's "
         "assumptions, not from the data. A deterministic link between two of them (a code and its label, "
         "a total and its parts) is not preserved; check such a pair before relying on it. A count over "
-        "them gets only wide Fréchet bounds (method: bounds).</p>"
+        "them gets an interval from the model's replicates (method: model) where the release published "
+        "them, else wide Fréchet bounds (method: bounds).</p>"
         f"<p class=note>{names(inferred)}</p>"
         + (f"<p><b>Not modelled</b>: {'; '.join(cannot)}.</p>" if cannot else "")
+        + _advice(doc)
+    )
+
+
+def _advice(doc: dict) -> str:
+    """The noisy tables' advice (``mechanisms.advice``): where the release smooths what the
+    data holds, because the schema did not declare it."""
+    advice = doc.get("advice") or []
+    if not advice:
+        return ""
+    items = "".join(f"<li>{_e(a['message'])}</li>" for a in advice)
+    return (
+        "<p><b>Shapes the release does not keep</b>: the noisy one-way tables show a value the data "
+        "holds many times inside a cell (its synthetic values are spread over the cell), or an end of "
+        "a declared range with no rows (its cells are wasted). Advice to the data steward:</p>"
+        f"<ul>{items}</ul>"
     )
 
 

@@ -45,6 +45,8 @@ def print_summary(bundle: Path) -> None:
         f"privacy: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP, replace-one neighbours; "
         f"{doc['privacy']['synthetic_rows']} synthetic rows"
     )
+    for advice in doc.get("advice") or []:  # from the noisy tables: what the schema could declare
+        console.print(f"[yellow]advice:[/yellow] {shown(advice['message'])}", soft_wrap=True)
     if not doc["randomness"]["fit_for_publication"]:
         console.print("[bold red]made with --insecure-seed: not fit for publication[/bold red]")
     _quality(bundle)

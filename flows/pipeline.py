@@ -45,6 +45,7 @@ from dprelease.flows.events import RunRecord
 from dprelease.flows.progress import rows_done, step_detail, step_reached
 from dprelease.ledger import Ledger, ledger_facts
 from dprelease.mechanisms.accounting import BudgetPlan
+from dprelease.mechanisms.advice import advise
 from dprelease.mechanisms.errors import DPReleaseError
 from dprelease.mechanisms.gates import GATES_STAGE, GateResult
 from dprelease.mechanisms.primitives import Measurement, Streams, sampler_note
@@ -436,6 +437,10 @@ def release_steps(
         compared_rows=len(fit.real[0]),
     )
     document["tables"] = write_tables(staging / "public", measured, spec.public_schema(), fit.n_fitted)
+    # what the noisy one-way tables say the schema could declare (post-processing: public)
+    document["advice"] = [
+        a.as_dict() for a in advise(noisy_tables(measured), spec.public_schema(), fit.n_fitted)
+    ]
     if replicated is not None:
         document["replicates"] = replicated
     write_ledger_record(staging / "internal", ledger.url)  # where the ledger is: internal, never public

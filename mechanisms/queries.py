@@ -45,7 +45,7 @@ from dprelease.mechanisms.errors import DPReleaseError
 from dprelease.mechanisms.schema import Column, Continuous
 from dprelease.mechanisms.tables import Noise, NoisyTable, combine
 
-__all__ = ["Answer", "Condition", "QueryError", "answer", "coverage", "group_labels"]
+__all__ = ["Answer", "Condition", "QueryError", "answer", "cell_span", "coverage", "group_labels"]
 
 NONE, PARTIAL, FULL, EMPTY = 0, 1, 2, 3
 
@@ -129,7 +129,7 @@ def _integers_in(column: Continuous, cell: int, a: float, b: float) -> tuple[int
     return (int(inside[0]), int(inside[-1])) if len(inside) else None
 
 
-def _span(column: Continuous, cell: int) -> tuple[float, float, bool] | None:
+def cell_span(column: Continuous, cell: int) -> tuple[float, float, bool] | None:
     """A numeric cell's values: (lo, hi, closed) on the raw scale, a point as (v, v, True);
     None for the missing cell or a cell that can hold no value."""
     _, _, item = column._layout
@@ -163,7 +163,7 @@ def group_labels(column: Column, groups: np.ndarray) -> list[str]:
         if not isinstance(column, Continuous):
             out.append(" | ".join(column.values[c] for c in members))
             continue
-        spans = [s for s in (_span(column, int(c)) for c in members) if s is not None]
+        spans = [s for s in (cell_span(column, int(c)) for c in members) if s is not None]
         if not spans:
             out.append("missing" if column.missing and 0 in members else "(no value)")
             continue

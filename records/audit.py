@@ -42,7 +42,7 @@ from dprelease.bundle.files import sha256
 from dprelease.mechanisms.accounting import zcdp_delta, zcdp_epsilon, zcdp_rho
 from dprelease.records.check import Check, not_checked
 from dprelease.records.ledger_choice import choose_ledger
-from dprelease.records.table_checks import published_replicates, published_tables
+from dprelease.records.table_checks import published_advice, published_replicates, published_tables
 
 if TYPE_CHECKING:
     from dprelease.ledger import Ledger
@@ -457,6 +457,8 @@ def verify_bundle(bundle: Path, ledger_url: str | None, *, public: bool = False)
     derived = _discovery(doc) if doc.get("kind") == "schema_discovery" else _derived(doc)
     checks = _files(bundle) + _identity(bundle, doc) + _arithmetic(doc) + derived + _status(doc)
     checks += published_tables(folder, doc) + published_replicates(folder, doc)
+    if doc.get("kind") != "schema_discovery" and "advice" in doc:
+        checks += published_advice(folder, doc, public_spec(doc).public_schema())
     if public and ledger_url is None:
         return [*checks, not_checked("ledger", "cross-check", "no ledger: only what was published")]
     chosen = choose_ledger(bundle, doc, ledger_url)

@@ -14,6 +14,8 @@ For ``replicates/`` (``published_replicates``): the file holds K × n rows (n th
 of every schema column, each a declared cell of its column; every model check names a
 published table and carries that table's recorded noise variance per cell (se²), so the
 calibration a query makes from them rests on the ledger's noise.
+
+``published_advice``: ``release.json``'s advice is re-derived from the published tables.
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ import numpy as np
 import pandas as pd
 
 from dprelease.bundle.tables import INDEX
+from dprelease.mechanisms.advice import advise
 from dprelease.mechanisms.axes import Axis
+from dprelease.mechanisms.schema import Schema
 from dprelease.mechanisms.tables import NoisyTable, combined_cells
 from dprelease.records.check import Check
 
-__all__ = ["load_tables", "published_replicates", "published_tables"]
+__all__ = ["load_tables", "published_advice", "published_replicates", "published_tables"]
 
 _TOL = 1e-6  # the CSV holds decimal text of the doubles: relative tolerance
 
@@ -76,6 +80,26 @@ def published_tables(folder: Path, doc: dict) -> list[Check]:
             )
         )
     return out
+
+
+def published_advice(folder: Path, doc: dict, schema: Schema) -> list[Check]:
+    """``release.json``'s ``advice`` is exactly what the published tables give
+    (``mechanisms.advice``: post-processing of public tables, nothing else); none for a
+    bundle made before advice was published."""
+    if "advice" not in doc or not (folder / INDEX).is_file():
+        return []
+    try:
+        index, tables = load_tables(folder)
+    except (OSError, ValueError, KeyError) as e:
+        return [Check("advice", "release.json advice", False, f"{type(e).__name__}: {e}")]
+    derived = [a.as_dict() for a in advise(tables, schema, int(index["rows_fitted"]))]
+    same = derived == doc["advice"]
+    detail = (
+        f"{len(derived)} item(s), re-derived from tables/"
+        if same
+        else f"release.json holds {len(doc['advice'])} item(s), tables/ give {len(derived)}"
+    )
+    return [Check("advice", "release.json advice", same, detail)]
 
 
 def _schema(doc: dict) -> dict[str, int]:

@@ -1,0 +1,69 @@
+"""The advice a release draws from its own noisy one-way tables (``mechanisms.advice``),
+through each marginal mechanism's own fit: a value the data holds many times inside a
+continuous cell, and a declared range whose end holds no rows, are named with the
+declaration to add; smooth columns inside fitting bounds raise nothing (the noise alone
+never does, by the thresholds' ``Z`` noise s.d.)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dprelease.engines.tables import table_to_bins, table_to_rows
+from dprelease.mechanisms.accounting import plan_budget
+from dprelease.mechanisms.advice import advise
+from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.mechanisms.schema import Continuous, Nominal, Schema
+from dprelease.mechanisms.tables import noisy_tables
+
+SCHEMA = Schema(
+    (
+        Continuous("total", 0.0, 100.0, intervals=16),
+        Continuous("spent", 0.0, 1000.0, intervals=20),
+        Continuous("age", 18, 80, integer=True),
+        Nominal("kind", ("a", "b", "c")),
+    )
+)
+
+
+def _table(n: int, rng: np.random.Generator, *, spike: bool, tail: bool) -> pd.DataFrame:
+    total = rng.uniform(0, 100, n)
+    if spike:
+        total[rng.random(n) < 0.226] = 0.0  # twoyear's stotal: 22.6 % zeros
+    spent = rng.uniform(0, 300 if tail else 1000, n)
+    return pd.DataFrame(
+        {
+            "total": total.round(2),
+            "spent": spent.round(2),
+            "age": rng.integers(18, 81, n),
+            "kind": rng.choice(["a", "b", "c"], n),
+        }
+    )
+
+
+def _advice(mechanism: str, table: pd.DataFrame, seed: int) -> list:
+    synth = MECHANISMS[mechanism]
+    params = synth.params_type()
+    plan = plan_budget("zcdp", 1.0, 1e-6, synth.stage_weights(SCHEMA, params))
+    rows = table_to_rows(table, table_to_bins(table, SCHEMA), SCHEMA)
+    fit = synth.fit(rows, SCHEMA, plan, params, m=len(table), rng=np.random.default_rng(seed))
+    return advise(noisy_tables(fit.measurements), SCHEMA, len(table))
+
+
+@pytest.mark.parametrize("mechanism", ["factor_gauss", "mst"])
+def test_a_spike_and_an_empty_end_are_named_with_what_to_declare(mechanism):
+    got = _advice(mechanism, _table(5000, np.random.default_rng(0), spike=True, tail=True), seed=0)
+    assert [(a.column, a.kind) for a in got] == [("total", "spike"), ("spent", "empty_end")], got
+    spike, end = got
+    assert "column 'total'" in spike.message and "[0, 6.25)" in spike.message
+    assert "atoms: [<that value>]" in spike.message
+    assert "above 300" in end.message and "the highest 14 of its 20 cells" in end.message
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_smooth_columns_in_fitting_bounds_raise_nothing(seed):
+    assert (
+        _advice("factor_gauss", _table(5000, np.random.default_rng(seed), spike=False, tail=False), seed)
+        == []
+    )
