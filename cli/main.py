@@ -393,6 +393,7 @@ def validate(
     from dprelease.engines.inputs import check_rows, failing_rules, fitted_rows, read_input, resolve_mechanism
     from dprelease.flows.rehearsal import rehearse
     from dprelease.spec import load_spec
+    from dprelease.spec.forecast import gate_forecasts
     from dprelease.spec.resources import check_resources, forecast_resources
 
     try:
@@ -443,6 +444,8 @@ def validate(
     fitted = fitted_rows(s, len(df))
     need = forecast_resources(s, fitted).lines()[-1]
     report_out.print(f"forecast for the input's {fitted:,} fitted rows: {shown(need)}", soft_wrap=True)
+    for gate in gate_forecasts(s, fitted):  # public facts: the plan, n, the histograms' noise
+        report_out.print(f"forecast: {shown(gate.line())}", soft_wrap=True)
     for w in [*rehearsal.warnings, *warnings]:
         console.print(f"[yellow]warning:[/yellow] {shown(w)}")
     if s.draft is not None:
