@@ -101,6 +101,25 @@ class LedgerSummary:
         """Whether every row and the head check out."""
         return not self.chain_problems
 
+    def __repr__(self) -> str:
+        """A few lines for a notebook (issue 41: the dataclass's repr was 10 KB on one line):
+        the ledger, its chain, and each dataset's spend and headroom; the rows are in
+        ``releases`` and ``accounts``."""
+        chain = "intact" if self.chain_intact else f"{len(self.chain_problems)} problem(s)"
+        head = f"{len(self.releases)} release(s), chain {chain}, head row {self.head[0]}"
+        lines = [f"LedgerSummary({self.url!r}: {head})"]
+        for name, a in self.accounts.items():
+            spent = (
+                "void (a release was not DP)"
+                if a.spent.void
+                else f"({a.spent.epsilon:.4g}, {a.spent.delta:.3g})"
+            )
+            h = a.headroom
+            left = "" if h is None else f"; next release up to ε {h.epsilon:.4g} at δ {h.delta:.3g}"
+            left += "; used up" if h is not None and h.used_up else ""
+            lines.append(f"  {name}: spent {spent}{left}")
+        return "\n".join(lines)
+
 
 def show(
     ledger: str | Path | None = None, *, out: str | Path = "releases", dataset: str | None = None

@@ -5,18 +5,23 @@ the CLI takes its exit codes from one table."""
 from __future__ import annotations
 
 import copy
+import typing
 import warnings
 
 import pandas as pd
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import dprelease
+from dprelease.api import _up
 from dprelease.cli.main import app
 from dprelease.flows import prefect_server
 from dprelease.ledger import Ledger
 from tests.helpers import DEMO_DIR, DEMO_SPEC, adult_rows, cli_text, record_release, write_spec
+from tests.properties import property_settings
 
 
 def test_a_valid_spec_loads_from_a_file_and_from_a_dict(tmp_path):
@@ -102,3 +107,33 @@ def test_the_cli_takes_its_exit_codes_from_the_table(tmp_path, monkeypatch):
         result = CliRunner().invoke(app, ["release", str(spec), "--out", str(out), "--release-id", "next"])
     assert result.exit_code == 9, result.output
     assert console.exit_code(BudgetRefused("x")) == 9
+
+
+@property_settings(300)
+@given(st.floats(min_value=1e-300, max_value=1e6, allow_nan=False, allow_infinity=False))
+def test_a_shown_privacy_loss_is_rounded_up_never_down(x):
+    """``Release.epsilon``, ``delta`` and ``rho`` read 12 significant digits (issue 41: ε
+    printed 0.9999999999999999), never below the ledger's value."""
+    shown = _up(x)
+    assert shown >= x and shown - x <= 1e-11 * x + 1e-300
+
+
+def test_the_api_annotations_resolve():
+    """``typing.get_type_hints`` on the API (issue 41: NameError, its types were imported
+    for type checkers only)."""
+    for f in (dprelease.release, dprelease.query, dprelease.synthesize, dprelease.Spec.load):
+        typing.get_type_hints(f)
+    typing.get_type_hints(dprelease.Release)
+
+
+def test_a_ledger_summary_reads_in_a_few_lines(tmp_path):
+    """Issue 41: ``ledger.show()``'s repr was 10 KB on one line."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    led = Ledger(url)
+    for k in range(40):
+        record_release(led, f"r{k}", dataset=f"d{k % 3}")
+    shown = repr(dprelease.ledger.show(url))
+    lines = shown.splitlines()
+    assert len(lines) == 4 and "40 release(s), chain intact" in lines[0], shown
+    assert all(line.startswith("  d") and "spent (" in line for line in lines[1:]), shown
+    assert len(shown) < 600
