@@ -215,3 +215,26 @@ def test_python_api_releases_from_the_installation(installed: Installed) -> None
             bundle / "public" / "synthetic.csv"
         ).is_file()
     assert got["frame"] and got["rows"] > 0 and got["columns"][:2] == ["age", "workclass"], got
+
+
+def test_a_checkout_without_symlinks_refuses_to_build(tmp_path: Path) -> None:
+    """Issue 41: with core.symlinks=false (Git for Windows' default) each dprelease/<layer>
+    link is a text file, and `pip install .` built, without a word, a package of five files.
+    The build backend now refuses, naming the layers and what to do."""
+    src = _copy_repository(tmp_path / "checkout")
+    for link in (src / "dprelease").iterdir():
+        if link.is_symlink():  # what git writes without symlinks: the target as text
+            target = os.readlink(link)
+            link.unlink()
+            link.write_text(target)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path / "dist"), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    said = done.stdout + done.stderr
+    assert done.returncode != 0, said
+    assert not list((tmp_path / "dist").glob("*.whl"))
+    assert "dprelease/{bundle,checks,cli," in said and "this checkout has no symbolic links" in said, said
+    assert "git clone -c core.symlinks=true" in said
