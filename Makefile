@@ -1,6 +1,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+RUNTIME := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint docs dist bench clean
@@ -9,12 +10,19 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+## the runtime alone (make demo): no test, lint or docs tools in an environment an operator may reuse
+$(RUNTIME): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $(RUNTIME)
+
+## the runtime with the dev and docs extras (make test, docs, lint, bench, dist)
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev,docs]'
-	touch $(STAMP)
+	touch $(RUNTIME) $(STAMP)
 
-## make demo: create the environment if needed, release the embedded Adult data (epsilon = 1).
-demo: $(STAMP)
+## make demo: create the environment if needed (the runtime only), release the embedded Adult data
+## (epsilon = 1).
+demo: $(RUNTIME)
 	$(BIN)/dprelease demo --out releases
 
 ## make test: create the environment if needed, lint and type-check, build the docs, and run the test suite

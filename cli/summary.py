@@ -45,12 +45,28 @@ def print_summary(bundle: Path) -> None:
         f"privacy: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP, replace-one neighbours; "
         f"{doc['privacy']['synthetic_rows']} synthetic rows"
     )
+    console.print(f"engine: {_engine(doc.get('engine') or {'name': 'memory'})}")
     for advice in doc.get("advice") or []:  # from the noisy tables: what the schema could declare
         console.print(f"[yellow]advice:[/yellow] {shown(advice['message'])}", soft_wrap=True)
     if not doc["randomness"]["fit_for_publication"]:
         console.print("[bold red]made with --insecure-seed: not fit for publication[/bold red]")
     _quality(bundle)
     print(f"bundle: {bundle}")
+
+
+def _engine(engine: dict) -> str:
+    """The engine that ran (issue 42: a spec without ``engine:`` ran in memory, and nothing
+    said so): its name, and for a streaming engine its chunks and workers.
+
+    >>> _engine({"name": "dask", "chunk_rows": 250000, "workers": 2})
+    'dask (250,000 rows a chunk, 2 workers)'
+    """
+    name = str(engine.get("name", "memory"))
+    if name == "memory":
+        return "memory (every row in memory; engine.name: local or dask streams larger inputs)"
+    facts = [f"{engine['chunk_rows']:,} rows a chunk"] if "chunk_rows" in engine else []
+    facts += [f"{engine['workers']} workers"] if engine.get("workers") else []
+    return f"{shown(name)} ({', '.join(facts)})" if facts else shown(name)
 
 
 def _quality(bundle: Path) -> None:

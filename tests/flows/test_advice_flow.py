@@ -56,6 +56,7 @@ def test_the_release_prints_the_advice_naming_column_and_declaration(released):
     assert got.exit_code == 0, text
     assert "advice: column 'total': " in text and "atoms: [<that value>] keeps it exact" in text
     assert "advice: column 'spent': " in text and " above 300, the highest 14 of its 20 cells" in text
+    assert "engine: memory (every row in memory" in text  # issue 42: which engine ran
 
 
 def test_the_advice_is_published_and_the_public_audit_re_derives_it(released, tmp_path):
