@@ -38,6 +38,7 @@ import pandas as pd
 import pyarrow as pa
 
 from dprelease.engines.frames import frame_input, write_frame
+from dprelease.engines.inputs import InputRefused
 from dprelease.errors import DPReleaseError, SpecError, UnexpectedFailure
 from dprelease.flows import DEMO_SPEC as _DEMO
 from dprelease.ledger import DatasetAccount
@@ -356,8 +357,8 @@ def release(
             already spent, or another dataset name with the same schema without
             ``new_dataset``); nothing was read or spent.
         ReleaseIdTaken: The release's folder exists.
-        InputRefused: The data breaks the public schema (``.detail`` names the columns and
-            rules); nothing was spent.
+        InputRefused: The data breaks the public schema; its message names the columns and
+            rules (you passed the data: Prefect's records never hold them); nothing was spent.
         GateError: A gate stopped the release: the budget was spent, nothing was published.
         UnexpectedFailure: Anything else; nothing was published (the failure record in
             ``<out>/failures/`` holds the traceback).
@@ -388,6 +389,8 @@ def release(
                     warn=_warn,
                     new_dataset=new_dataset,
                 )
+            except InputRefused as e:  # the caller passed the data: the column and the rule, as the CLI shows
+                raise e.told() from None
             except DPReleaseError:
                 raise
             except Exception as e:  # Prefect's own, outside the flow's body: recorded as the docs say

@@ -59,6 +59,14 @@ class InputRefused(DataError):
         does not; an ``InputRefused`` stays as it is."""
         return error if isinstance(error, InputRefused) else cls(stage, str(error))
 
+    def told(self) -> InputRefused:
+        """The same refusal with its detail in the message, for the steward's own process
+        (the Python API's caller, who passed the data; issue 41: the message hid the column
+        from them), never for Prefect or a log."""
+        shown = InputRefused(self.stage, self.detail, self.record)
+        shown.args = (self.detail + (f" (failure record: {self.record})" if self.record else ""),)
+        return shown
+
     def recorded(self, record: str) -> InputRefused:
         """The same refusal, naming its failure record."""
         return InputRefused(self.stage, self.detail, record)

@@ -74,3 +74,15 @@ def test_a_refused_release_raises_before_reading_data_and_spends_nothing(tmp_pat
     with Ledger(f"sqlite:///{out / 'ledger.db'}", create=False) as led:
         (row,) = led.entries(release_id="next")
     assert row["status"] == "refused" and not row["epsilon"]
+
+
+def test_a_dataframe_breaking_the_schema_is_refused_naming_the_column_to_its_caller(tmp_path):
+    """Issue 41: the caller passed the DataFrame, and the refusal hid the column from them
+    (Prefect's records still never hold it: ``tests/flows/test_refusal_privacy.py``)."""
+    spec = dprelease.Spec.load(write_spec(tmp_path, adult_rows(10), checks={"enabled": False}))
+    df = pd.read_csv(DEMO_DIR / "adult.csv.gz").sample(500, random_state=3)
+    df.loc[df.index[7], "age"] = 140  # above the schema's bounds [17, 90]
+    with pytest.raises(dprelease.errors.InputRefused) as e:
+        dprelease.release(spec, data=df, out=tmp_path / "out", release_id="bad-age")
+    assert "'age'" in str(e.value) and "failure record" in str(e.value), str(e.value)
+    assert e.value.detail in str(e.value)
