@@ -65,6 +65,7 @@ def test_demo_release_end_to_end(tmp_path):
     assert doc["privacy"]["rows_fitted"] == 32561 - 6512  # the demo holds 20 % out for the checks
     assert doc["status"] == "released"
     assert set(doc) == {
+        "advice",
         "release_id",
         "dataset",
         "status",
@@ -83,6 +84,7 @@ def test_demo_release_end_to_end(tmp_path):
         "times",
     }
     assert doc["engine"] == {"name": "memory"}
+    assert doc["advice"] == []  # the demo declares its atoms and bounds: its noisy tables advise nothing
     gates = doc["checks"]["gates"]  # the DP gates' noisy values and decisions only: no advisory result
     assert [g["gate"] for g in gates] == ["tvd_1way", "tvd_2way", "wasserstein_max"]
     assert all(g["passed"] and g["noise_sd"] > 0 for g in gates)

@@ -67,3 +67,26 @@ def test_smooth_columns_in_fitting_bounds_raise_nothing(seed):
         _advice("factor_gauss", _table(5000, np.random.default_rng(seed), spike=False, tail=False), seed)
         == []
     )
+
+
+def test_an_empty_range_beside_a_declared_atom_is_no_advice():
+    """Adult's capital_gain: most rows are its atom 0 and few values lie from 1 to 1,910; new
+    bounds leaving that range out would cut the atom, so it is not advised."""
+    schema = Schema(
+        (Continuous("gain", 0.0, 1000.0, intervals=20, atoms=(0.0,)), Nominal("kind", ("a", "b")))
+    )
+    rng = np.random.default_rng(4)
+    gain = np.where(rng.random(20_000) < 0.8, 0.0, rng.uniform(500, 1000, 20_000)).round(2)
+    table = pd.DataFrame({"gain": gain, "kind": rng.choice(["a", "b"], 20_000)})
+    synth = MECHANISMS["factor_gauss"]
+    params = synth.params_type()
+    plan = plan_budget("zcdp", 1.0, 1e-6, synth.stage_weights(schema, params))
+    fit = synth.fit(
+        table_to_rows(table, table_to_bins(table, schema), schema),
+        schema,
+        plan,
+        params,
+        m=20_000,
+        rng=np.random.default_rng(4),
+    )
+    assert advise(noisy_tables(fit.measurements), schema, 20_000) == []
