@@ -101,12 +101,14 @@ from threadpoolctl import threadpool_limits
 
 from dprelease.checks.utility import pmse, rank_correlation, tstr
 from dprelease.engines.tables import read_table, rows_to_table, table_to_bins, table_to_rows
+from dprelease.engines.value_grid import value_grid
 from dprelease.flows import DEMO_SPEC
 from dprelease.mechanisms.accounting import plan_budget
 from dprelease.mechanisms.errors import DPReleaseError
 from dprelease.mechanisms.gates import GATES_STAGE
 from dprelease.mechanisms.registry import MECHANISMS
 from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
+from dprelease.mechanisms.value_grid import GRID_STAGE
 from dprelease.spec import ReleaseSpec
 
 SPECS_DIR = Path(__file__).resolve().with_name("specs")
@@ -198,15 +200,18 @@ class Method:
     params: dict[str, Any] | None = None
     peer: str | None = None
     extra: dict[str, Any] | None = None  # merged over the params (the spec's or ``params``)
+    value_grid: bool = False  # ``mechanism.value_grid``: stage grid after decoding
 
 
 METHODS: dict[str, Method] = {
     "factor_gauss_today": Method("factor_gauss (copula only)", mechanism="factor_gauss", spec="copula"),
     "factor_gauss": Method("factor_gauss", mechanism="factor_gauss"),
+    "factor_gauss_grid": Method("factor_gauss + value grid", mechanism="factor_gauss", value_grid=True),
     # ours on Private-PGM (mechanisms/mst.py, mechanisms/aim.py): aim takes the spec's target, mst none
     "mst": Method("mst (ours, Private-PGM)", mechanism="mst", params={}),
     "aim": Method("aim (ours, Private-PGM)", mechanism="aim"),
     "aim_batch4": Method("aim, 4 rounds per estimate (ours)", mechanism="aim", extra={"batch": 4}),
+    "mst_grid": Method("mst + value grid (ours)", mechanism="mst", params={}, value_grid=True),
     **{key: Method(peer.label, peer=key) for key, peer in PEERS.items()},
 }
 METRICS = (
@@ -295,6 +300,8 @@ class Table:
         if m.mechanism != mechanism.get("name", "factor_gauss") or m.params is not None or m.extra:
             params = m.params if m.params is not None else mechanism.get("params") or {}
             mechanism = {"name": m.mechanism, "params": {**params, **(m.extra or {})}}
+        if m.value_grid:
+            mechanism = {**mechanism, "value_grid": True}
         return validate({**raw, "mechanism": mechanism}, self.d.spec)
 
     @property
@@ -612,6 +619,8 @@ def fit_mechanism(
         table_to_rows(train, bins, schema), schema, plan, spec.mechanism_params(), m=len(train), rng=rng
     )
     syn = rows_to_table(fitted.rows, schema, rng=np.random.default_rng([DECODE_SEED, *seed_key]))
+    if spec.mechanism.value_grid:  # stage grid, as the release flow runs it after decoding
+        _, syn = value_grid(train, syn, schema, plan.stage(GRID_STAGE), rng)
     return syn, {"status": "ok", "total_s": time.perf_counter() - t0, "rho": plan.rho}
 
 

@@ -1,6 +1,7 @@
 """The release's steps from the reserve to the sealed bundle, shared by the release flow
 (``flows/release.py``) and its rehearsal (``flows/rehearsal.py``): allocate and reserve the
-budget, validate and encode the input, measure, sample, decode and validate the output, the
+budget, validate and encode the input, measure, sample, decode (and place values on the
+private value grid) and validate the output, the
 DP gates, the release document, the advisory checks and the bundle.
 
 A ``Run`` says where the steps run. In the release, each step is a Prefect task and the
@@ -53,6 +54,7 @@ from dprelease.mechanisms.registry import MECHANISMS
 from dprelease.mechanisms.replicates import LOO_TABLES, MAX_CELLS, REHEARSAL, REPLICATES
 from dprelease.mechanisms.synthesizer import Stage
 from dprelease.mechanisms.tables import noisy_tables
+from dprelease.mechanisms.value_grid import GRID_STAGE
 from dprelease.spec import ReleaseSpec
 from dprelease.spec.resources import REHEARSAL_CHECK_ROWS
 from dprelease.tasks.budget import allocate_budget
@@ -68,7 +70,13 @@ from dprelease.tasks.streaming import (
     stream_sample,
     streaming_steps,
 )
-from dprelease.tasks.synthesis import decode, encode, estimate_private_moments, project_and_sample
+from dprelease.tasks.synthesis import (
+    decode,
+    encode,
+    estimate_private_moments,
+    place_on_value_grid,
+    project_and_sample,
+)
 from dprelease.tasks.validate import validate_input, validate_output
 
 __all__ = ["Outcome", "Run", "release_steps"]
@@ -193,9 +201,15 @@ def _synthesise(r: Run, staging: Path, streams: Streams) -> _Fitted:
         record(sampled.measurements)
     r.at("decode")
     synthetic = r.task(decode)(name, sampled.state, schema, params, streams.decode)
+    stages = [encoded, moments, sampled]
+    if GRID_STAGE in {s.stage for s in r.plan.stages}:
+        r.at("place_on_value_grid")
+        with r.ledger.spending(r.rid, [GRID_STAGE], r.plan) as record:
+            grid, synthetic = r.task(place_on_value_grid)(train, synthetic, schema, r.plan, streams.grid)
+            record(grid.measurements)
+        stages.append(grid)
     r.at("validate_output")
     r.task(validate_output)(synthetic, schema, internal)
-    stages = [encoded, moments, sampled]
     return _Fitted(
         len(table),
         len(train),
@@ -386,7 +400,7 @@ def _replicates(r: Run, fit: _Fitted, staging: Path) -> dict | None:
 
 def _undeclared_stages(spec: ReleaseSpec, plan: BudgetPlan) -> list[str]:
     spends = MECHANISMS[spec.mechanism.name].spends
-    declared = {s for stages in spends.values() for s in stages} | {GATES_STAGE}
+    declared = {s for stages in spends.values() for s in stages} | {GATES_STAGE, GRID_STAGE}
     return sorted({s.stage for s in plan.stages} - declared)
 
 

@@ -88,7 +88,8 @@ def noise_rngs(insecure_seed: int | None, k: int) -> list[np.random.Generator]:
 @dataclass(frozen=True)
 class Streams:
     """The named random streams of one release (independent generators): the four
-    synthesis steps, the holdout split, the gates' noise and the advisory checks.
+    synthesis steps, the holdout split, the gates' noise, the advisory checks and the
+    value grid (``mechanisms.value_grid``).
     ``row_keys``: the streaming engines' per-row keys, drawn from ``holdout`` once."""
 
     encode: np.random.Generator
@@ -98,6 +99,7 @@ class Streams:
     holdout: np.random.Generator
     gates: np.random.Generator
     checks: np.random.Generator
+    grid: np.random.Generator
 
     @functools.cached_property
     def row_keys(self) -> RowKeys:
@@ -111,7 +113,7 @@ class Streams:
 def release_streams(insecure_seed: int | None) -> Streams:
     """A release's named streams: ``noise_rngs`` in a fixed order (so a seeded release
     draws the same numbers as before the streams had names)."""
-    order = ("encode", "estimate", "sample", "decode", "holdout", "checks", "gates")
+    order = ("encode", "estimate", "sample", "decode", "holdout", "checks", "gates", "grid")
     return Streams(**dict(zip(order, noise_rngs(insecure_seed, len(order)), strict=True)))
 
 

@@ -24,6 +24,7 @@ from dprelease.mechanisms.gates import GATES_STAGE, GATES_WEIGHT, gate_sensitivi
 from dprelease.mechanisms.registry import MECHANISMS
 from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 from dprelease.mechanisms.synthesizer import Sensitivity
+from dprelease.mechanisms.value_grid import GRID_STAGE, GRID_WEIGHT, grid_columns, grid_sensitivities
 from dprelease.spec.columns import (
     ColumnSpec,
     ContinuousSpec,
@@ -115,7 +116,23 @@ class ReleaseSpec(Strict):
             self._check_mechanism(self.mechanism.name, self.mechanism.params)
         self._check_checks()
         self._check_structure()
+        self._check_value_grid()
         return self
+
+    def _check_value_grid(self) -> None:
+        """``mechanism.value_grid`` needs a column with a public grid and the memory engine."""
+        if not self.mechanism.value_grid:
+            return
+        if not grid_columns(self.public_schema()):
+            raise ValueError(
+                "mechanism.value_grid needs a continuous column with a public grid: declare decimals "
+                "(or integer: true with bounds spanning more than 128 integers) on one, or remove value_grid"
+            )
+        if self.engine.streaming:
+            raise ValueError(
+                f"mechanism.value_grid runs on engine.name: memory only (not {self.engine.name!r}); "
+                "remove value_grid or use engine.name: memory"
+            )
 
     def _one_target(self) -> None:
         """``checks.target`` is the mechanism's target too, where the mechanism takes one and
@@ -340,10 +357,14 @@ class ReleaseSpec(Strict):
 
     def _weights(self, name: str, params: Any) -> dict[str, float]:
         """Mechanism ``name``'s default stage weights, and the ``gates`` stage
-        (``GATES_WEIGHT`` of the mechanism's total) when the spec declares gates."""
+        (``GATES_WEIGHT`` of the mechanism's total) when the spec declares gates, and the
+        ``grid`` stage (``GRID_WEIGHT`` of it) with ``mechanism.value_grid``."""
         weights = MECHANISMS[name].stage_weights(self.public_schema(), params)
+        total = math.fsum(weights.values()) or 1.0
         if self.checks.gates:
-            weights[GATES_STAGE] = GATES_WEIGHT * (math.fsum(weights.values()) or 1.0)
+            weights[GATES_STAGE] = GATES_WEIGHT * total
+        if self.mechanism.value_grid:
+            weights[GRID_STAGE] = GRID_WEIGHT * total
         return weights
 
     def stage_weights(self) -> dict[str, float]:
@@ -371,6 +392,8 @@ class ReleaseSpec(Strict):
             if compared_rows is None:
                 raise ValueError("the gates' sensitivity needs the number of compared rows")
             out.update(gate_sensitivities(list(self.checks.gates), compared_rows))
+        if self.mechanism.value_grid:
+            out.update(grid_sensitivities(self.public_schema()))
         return out
 
     def mechanism_params(self) -> Any:
@@ -475,6 +498,8 @@ class ReleaseSpec(Strict):
         Dask scheduler's address."""
         d = self.model_dump(mode="json", by_alias=True, exclude={"base_dir", "dataset"})
         d["dataset"] = {"name": self.dataset.name}
+        if not self.mechanism.value_grid:  # off: published as before the key existed
+            del d["mechanism"]["value_grid"]
         if self.engine.scheduler is not None:  # infrastructure, like the data path
             d["engine"]["scheduler"] = "set (address not published)"
         return d

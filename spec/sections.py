@@ -185,8 +185,13 @@ class PrivacySpec(Strict):
 
 
 class MechanismSpec(Strict):
+    """``value_grid``: also measure, at stage ``grid``, which values of its public grid each
+    continuous column with ``decimals`` (or integer intervals) takes, and move synthetic
+    values onto them inside their cells (``mechanisms.value_grid``)."""
+
     name: Label
     params: dict[Label, Any] = Field(default_factory=dict)
+    value_grid: bool = Field(default=False, strict=True)
 
     @model_validator(mode="after")
     def _known(self) -> MechanismSpec:

@@ -18,13 +18,15 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from dprelease.engines.tables import rows_to_table
+from dprelease.engines.value_grid import value_grid
 from dprelease.mechanisms.accounting import BudgetPlan
 from dprelease.mechanisms.registry import MECHANISMS
 from dprelease.mechanisms.schema import Schema
 from dprelease.mechanisms.synthesizer import MixedRows, Stage
+from dprelease.mechanisms.value_grid import GRID_STAGE
 from dprelease.tasks.scrub import scrub_errors
 
-__all__ = ["decode", "encode", "estimate_private_moments", "project_and_sample"]
+__all__ = ["decode", "encode", "estimate_private_moments", "place_on_value_grid", "project_and_sample"]
 
 
 def _log(stage: Stage, what: str) -> Stage:
@@ -62,3 +64,15 @@ def project_and_sample(mechanism: str, state: Any, params: Any, m: int, rng: np.
 def decode(mechanism: str, state: Any, schema: Schema, params: Any, rng: np.random.Generator) -> pd.DataFrame:
     """Synthetic rows → values of the schema's types (post-processing)."""
     return rows_to_table(MECHANISMS[mechanism].decode(state, schema, params, rng), schema, rng=rng)
+
+
+@task(name="place_on_value_grid", cache_policy=NO_CACHE, persist_result=False)
+@scrub_errors
+def place_on_value_grid(
+    fitted: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema, plan: BudgetPlan, rng: np.random.Generator
+) -> tuple[Stage, pd.DataFrame]:
+    """Stage ``grid`` (``engines.value_grid``): the fitted rows' noisy grid counts, and the
+    synthetic values moved onto the kept points inside their cells (post-processing)."""
+    stage, out = value_grid(fitted, synthetic, schema, plan.stage(GRID_STAGE), rng)
+    get_run_logger().info("value grid: %d column(s)", len(stage.measurements))
+    return stage, out
