@@ -5,11 +5,10 @@ No data path and no raw value ever enters them."""
 from __future__ import annotations
 
 import platform
-import subprocess
 from datetime import UTC, datetime
 from importlib import metadata
-from pathlib import Path
 
+from dprelease._version import __version__, commit
 from dprelease.mechanisms.accounting import BudgetPlan, account
 from dprelease.mechanisms.accuracy import expected_error
 from dprelease.mechanisms.errors import BudgetError
@@ -53,7 +52,7 @@ ROW_ORDER_NOTE = (
 )
 
 
-_PACKAGES = ["dprelease", "numpy", "scipy", "pandas", "prefect", "great_expectations", "pydantic"]
+_PACKAGES = ["numpy", "scipy", "pandas", "prefect", "great_expectations", "pydantic"]
 
 
 def _check_sensitivities(measurements: list[Measurement], derived: dict) -> None:
@@ -86,23 +85,8 @@ def accuracy_of(book: dict, n_fitted: int) -> list[dict]:
     ]
 
 
-def _git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        )
-        return out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def _versions() -> dict:
-    out = {"python": platform.python_version()}
+    out = {"python": platform.python_version(), "dprelease": __version__}
     for pkg in _PACKAGES:
         try:
             out[pkg] = metadata.version(pkg)
@@ -207,7 +191,7 @@ def release_document(
                 "do not publish this release",
             }
         ),
-        "software": {"versions": _versions(), "git_commit": _git_commit()},
+        "software": {"versions": _versions(), "git_commit": commit()},
         "times": {"started": started.isoformat(), "finished": datetime.now(UTC).isoformat()},
     }
 

@@ -36,6 +36,29 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+def _print_version(given: bool) -> None:
+    if given:
+        from dprelease._version import __version__, commit
+
+        typer.echo(f"dprelease {__version__} (commit {commit()})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the version and the commit this code runs from, and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Publish differentially private synthetic microdata with an audit trail."""
+
 SpecArg = Annotated[
     Path, typer.Argument(help="Release spec (YAML): dataset, public schema, privacy budget, mechanism.")
 ]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from dprelease._version import __version__ as __version__
 from dprelease.flows.defaults import apply_defaults
 
 apply_defaults()  # before anything imports Prefect
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from dprelease.api import NotForPublication, Release, Spec, query, release, synthesize
     from dprelease.errors import DPReleaseError
 
-__version__ = "0.1.0"
 __all__ = [
     "DPReleaseError",
     "NotForPublication",
