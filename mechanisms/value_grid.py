@@ -18,17 +18,19 @@ another by +1, Δ₁ = 2, Δ₂ = √2 (attained by any record moving between tw
 pure DP. Privacy: ρ-zCDP (ε-DP) by composition of the k histograms.
 
 **Post-processing** (``ValueGrid``, ``place``): a point is *kept* when its noisy count
-exceeds τ = σ·Φ⁻¹(1 − ``FALSE_POINTS``/K) (Laplace: b·ln(K/(2·``FALSE_POINTS``))), so
-that of K empty points ``FALSE_POINTS`` are expected to pass; a kept point weighs its
-noisy count. A synthetic value in cell c is moved to a kept point of c (chosen by weight)
-with probability min(1, (W_c + s·√k_c)·m/(n·m_c)), W_c the kept weight in c (k_c points,
-each count's noise s.d. s), m_c the synthetic rows in c, m and n the synthetic and fitted
-rows: the share of the cell's rows that the kept points explain, given one noise s.d. of
-benefit (a cell wholly on its points would otherwise keep about s/W_c of its rows off
-them by noise alone). Otherwise it stays where the synthesizer put it. Only noisy counts and the
-synthetic rows are read, and a value never leaves its cell, so every binned figure of the
-release is unchanged. The method is ours (a thresholded noisy histogram, as Cormode et
-al. 2012's sparse publishing of a large domain).
+exceeds τ = σ·Φ⁻¹(1 − ``FALSE_POINTS``/K) (Laplace: b·ln(K/(2·``FALSE_POINTS``))), so that
+of K empty points ``FALSE_POINTS`` are expected to pass; a kept point weighs its noisy
+count. A synthetic value in cell c moves to a kept point of c with probability
+min(1, (W_c + s·√k_c)·m/(n·m_c)): W_c the kept weight in c (k_c points, each count's noise
+s.d. s), m_c the synthetic rows in c, m and n the synthetic and fitted rows. That is the
+share of the cell's rows the kept points explain, given one noise s.d. of benefit (a cell
+wholly on its points would otherwise keep about s/W_c of its rows off them by noise alone).
+The values moved in a cell take the points in proportion to their weights and in the
+values' order, so the synthesizer's within-cell placement, which carries the row's other
+columns, is kept as a rank. Only noisy counts and the synthetic rows are read, and a value
+never leaves its cell (but for one grid step of rounding), so every binned figure of the
+release is unchanged. The method is ours: a thresholded noisy histogram, as Cormode et
+al. 2012 publish a sparse histogram over a large domain.
 """
 
 from __future__ import annotations
@@ -183,11 +185,11 @@ def place(
     values: np.ndarray, grid: ValueGrid, column: Continuous, n: int, rng: np.random.Generator
 ) -> np.ndarray:
     """Synthetic ``values`` with each moved, with probability min(1, (W_c + s·√k_c)·m/(n·m_c)),
-    to a kept point of its cell c chosen by weight (the module's docstring); ``n`` is the
-    fitted rows. A value's cell is where it lies, or, in a cell without a kept point, the
-    cell of a kept point within one grid step (where the decoding's rounding to the grid
-    carried it over an edge). Post-processing: reads only ``grid`` (noisy) and the
-    synthetic values."""
+    to a kept point of its cell c, by weight and in order (``_in_order``; the module's
+    docstring); ``n`` is the fitted rows. A value's cell is where it lies, or, in a cell
+    without a kept point, the cell of a kept point within one grid step (where the
+    decoding's rounding to the grid carried it over an edge). Post-processing: reads only
+    ``grid`` (noisy) and the synthetic values."""
     x = np.asarray(values, dtype=float).copy()
     if not len(grid.points) or not len(x):
         return x
@@ -209,8 +211,21 @@ def place(
         explained = float(w.sum()) + grid.noise_sd * math.sqrt(len(w))
         share = min(1.0, explained * m / (n * len(rows)))
         moved = rows[rng.random(len(rows)) < share]
-        x[moved] = rng.choice(points[mine], size=len(moved), p=w / w.sum())
+        x[moved] = _in_order(x[moved], points[mine], w)
     return x
+
+
+def _in_order(values: np.ndarray, points: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The k ``values`` of one cell replaced by the points (ascending) at the weighted
+    quantiles (i + ½)/k of their ranks: the points in proportion to their weights, and in
+    the values' order, so that what the synthesizer placed higher in the cell (with the
+    other columns of its row) stays higher."""
+    k = len(values)
+    cdf = np.cumsum(weights) / weights.sum()
+    at = np.minimum(np.searchsorted(cdf, (np.arange(k) + 0.5) / k), len(points) - 1)
+    out = np.empty(k)
+    out[np.argsort(values, kind="stable")] = points[at]
+    return out
 
 
 def _carried_back(

@@ -124,6 +124,20 @@ def test_post_processing_reads_only_the_noisy_counts() -> None:
     assert np.array_equal(a, b)
 
 
+def test_the_order_inside_a_cell_is_kept_and_the_weights_met() -> None:
+    """A cell wholly on its points: every value moves; a value placed higher by the
+    synthesizer (with its row's other columns) is not placed lower; the points' shares
+    are their weights' within 1/k."""
+    column = Continuous("age", 0.0, 1.0, decimals=2, intervals=1)
+    grid = ValueGrid("age", np.array([0.2, 0.5, 0.9]), np.array([100.0, 300.0, 600.0]), 10.0, 5.0)
+    x = column.finish(np.random.default_rng(6).uniform(0, 1, 1000))
+    placed = place(x, grid, column, 1000, np.random.default_rng(7))
+    order = np.argsort(x, kind="stable")
+    assert np.all(np.diff(placed[order]) >= 0)
+    shares = [np.mean(placed == v) for v in (0.2, 0.5, 0.9)]
+    assert shares == pytest.approx([0.1, 0.3, 0.6], abs=1e-3)
+
+
 @property_settings(max_examples=60)
 @given(
     seed=st.integers(0, 2**32 - 1),
