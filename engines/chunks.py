@@ -40,6 +40,7 @@ from dprelease.engines.tables import (
     one_hot_categories,
     table_to_bins,
 )
+from dprelease.engines.value_grid import fitted_grid_counts
 from dprelease.mechanisms.rowkeys import RowKeys, holdout_mask, row_uniforms
 from dprelease.mechanisms.schema import Continuous, Schema
 
@@ -200,10 +201,10 @@ def _smallest(a: pd.DataFrame, b: pd.DataFrame, k: int) -> pd.DataFrame:
 class Scan:
     """Pass 1 over some rows: their count, the fitted count, the number of chunks (a
     function of the file's byte length: confidential, for ``internal/`` only), the
-    validation records (confidential counts),
-    the policy counts, the fitted rows' histograms (``None`` once a chunk broke the
-    schema) and uniform samples (bottom-k by a positional priority) of fitted and
-    held-out rows for the checks."""
+    validation records (confidential counts), the policy counts, the fitted rows'
+    histograms and, for ``mechanism.value_grid``, their grid counts (``None`` once a chunk
+    broke the schema), and uniform samples (bottom-k by a positional priority) of fitted
+    and held-out rows for the checks."""
 
     rows: int
     fitted: int
@@ -213,16 +214,16 @@ class Scan:
     counts: list[np.ndarray] | None = field(repr=False)
     fitted_sample: pd.DataFrame = field(repr=False)
     held_sample: pd.DataFrame = field(repr=False)
+    grids: list[np.ndarray] | None = field(default=None, repr=False)
 
     @property
     def valid(self) -> bool:
         return all(r["success"] for r in self.validation)
 
     def combine(self, other: Scan, k: int) -> Scan:
-        counts = (
-            None
-            if self.counts is None or other.counts is None
-            else [a + b for a, b in zip(self.counts, other.counts, strict=True)]
+        counts, grids = (
+            None if mine is None or theirs is None else [a + b for a, b in zip(mine, theirs, strict=True)]
+            for mine, theirs in ((self.counts, other.counts), (self.grids, other.grids))
         )
         changed = {
             kind: {c: n + other.changed[kind][c] for c, n in cols.items()}
@@ -237,6 +238,7 @@ class Scan:
             counts,
             _smallest(self.fitted_sample, other.fitted_sample, k),
             _smallest(self.held_sample, other.held_sample, k),
+            grids,
         )
 
     def samples(self) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -264,6 +266,7 @@ class ChunkJob:
     chunk_sum: Callable[..., np.ndarray]
     ignored: tuple[str, ...] = ()
     one_hot: dict[str, OneHot] = field(default_factory=dict)
+    value_grid: bool = False  # pass 1 also counts the grid columns' points (``mechanisms.value_grid``)
 
     def frame(self, table: pa.Table) -> tuple[pd.DataFrame, dict[str, dict[str, int]]]:
         """The chunk as a table with the declared policies applied, and their counts."""
@@ -284,10 +287,12 @@ class ChunkJob:
         held = holdout_mask(self.keys.holdout, start, n, self.holdout_fraction)
         priority = row_uniforms(self.keys.sample, start, n, 1)[:, 0]
         tagged = df.assign(**{_PRIORITY: priority, "__row__": np.arange(start, start + n)})
-        counts = None
+        counts = grids = None
         if all(r["success"] for r in records):
             bins = table_to_bins(df, self.schema)[~held]
             counts = [np.bincount(bins[:, j], minlength=k) for j, k in enumerate(self.schema.n_bins)]
+            if self.value_grid:
+                grids = fitted_grid_counts(df[~held], self.schema)
         k = self.sample_rows
         return Scan(
             n,
@@ -298,6 +303,7 @@ class ChunkJob:
             counts,
             tagged[~held].nsmallest(k, _PRIORITY, keep="first"),
             tagged[held].nsmallest(k, _PRIORITY, keep="first"),
+            grids,
         )
 
     def statistic(self, table: pa.Table, start: int, state: Any, params: Any) -> np.ndarray:

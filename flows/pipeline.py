@@ -20,6 +20,7 @@ rows chunk by chunk.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from collections.abc import Callable
@@ -42,6 +43,7 @@ from dprelease.bundle.tables import write_tables
 from dprelease.engines.inputs import InputRefused, check_rows, holdout_split
 from dprelease.engines.runners import open_engine
 from dprelease.engines.tables import DataError, table_to_bins, table_to_rows
+from dprelease.engines.value_grid import on_value_grid
 from dprelease.flows.events import RunRecord
 from dprelease.flows.progress import rows_done, step_detail, step_reached
 from dprelease.ledger import Ledger, ledger_facts
@@ -68,6 +70,7 @@ from dprelease.tasks.streaming import (
     stream_encode,
     stream_estimate,
     stream_sample,
+    stream_value_grid,
     streaming_steps,
 )
 from dprelease.tasks.synthesis import (
@@ -261,6 +264,17 @@ def _synthesise_streaming(r: Run, staging: Path, streams: Streams) -> _Fitted:
     with r.spending("sample") as record:
         sampled = r.task(stream_sample)(steps, moments.state, params)
         record(sampled.measurements)
+    stages = [encoded, moments, sampled]
+    finish = None
+    if GRID_STAGE in {s.stage for s in r.plan.stages}:
+        r.at("stream_value_grid")
+        with r.ledger.spending(r.rid, [GRID_STAGE], r.plan) as record:
+            grid = r.task(stream_value_grid)(scan, schema, r.plan, streams.grid)
+            record(grid.measurements)
+        stages.append(grid)
+        finish = functools.partial(
+            on_value_grid, grids=grid.state, schema=schema, n=scan.fitted, rng=streams.grid
+        )
     r.at("decode")
     m, k = spec.synthetic_rows or scan.fitted, spec.checks.sample_rows
     written = r.task(stream_decode)(
@@ -275,6 +289,7 @@ def _synthesise_streaming(r: Run, staging: Path, streams: Streams) -> _Fitted:
         streams.decode,
         r.rows("decode"),
         Layout.of(spec),
+        finish,
     )
     fitted_sample, held_sample = scan.samples()
     counting = "; before them, a pass counting each chunk's rows" if facts.get("counting_pass") else ""
@@ -282,7 +297,7 @@ def _synthesise_streaming(r: Run, staging: Path, streams: Streams) -> _Fitted:
         scan.rows,
         scan.fitted,
         m,
-        [encoded, moments, sampled],
+        stages,
         (fitted_sample, table_to_bins(fitted_sample, schema)),
         held_sample if spec.checks.holdout_fraction else None,
         written.sample,

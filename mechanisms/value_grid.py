@@ -125,23 +125,24 @@ def grid_sensitivities(schema: Schema) -> dict[str, Sensitivity]:
 
 
 def measure_grids(
-    columns: dict[str, np.ndarray], schema: Schema, stage_part: StageBudget, rng: np.random.Generator
+    counts: list[np.ndarray], schema: Schema, stage_part: StageBudget, rng: np.random.Generator
 ) -> list[Measurement]:
-    """One noisy histogram per grid column (``grid_columns``) of its values ``columns[name]``:
-    the stage split evenly over them; Δ₁ = 2, Δ₂ = √2 (the module's docstring)."""
+    """One noisy histogram per grid column (``grid_columns``) from its exact ``counts``
+    (``grid_counts``; summed over chunks on the streaming engines): the stage split evenly
+    over them; Δ₁ = 2, Δ₂ = √2 (the module's docstring)."""
     grids = grid_columns(schema)
     if not grids:
         return []
     return [
         measure_stage(
-            grid_counts(columns[c.name], c),
+            np.asarray(exact, dtype=float),
             part,
             l2_sensitivity=histogram_sensitivity("l2"),
             l1_sensitivity=histogram_sensitivity("l1"),
             rng=rng,
             name=f"grid[{c.name}]",
         )
-        for c, part in zip(grids, stage_part.split(len(grids)), strict=True)
+        for c, exact, part in zip(grids, counts, stage_part.split(len(grids)), strict=True)
     ]
 
 

@@ -120,18 +120,11 @@ class ReleaseSpec(Strict):
         return self
 
     def _check_value_grid(self) -> None:
-        """``mechanism.value_grid`` needs a column with a public grid and the memory engine."""
-        if not self.mechanism.value_grid:
-            return
-        if not grid_columns(self.public_schema()):
+        """``mechanism.value_grid`` needs a column with a public grid."""
+        if self.mechanism.value_grid and not grid_columns(self.public_schema()):
             raise ValueError(
                 "mechanism.value_grid needs a continuous column with a public grid: declare decimals "
                 "(or integer: true with bounds spanning more than 128 integers) on one, or remove value_grid"
-            )
-        if self.engine.streaming:
-            raise ValueError(
-                f"mechanism.value_grid runs on engine.name: memory only (not {self.engine.name!r}); "
-                "remove value_grid or use engine.name: memory"
             )
 
     def _one_target(self) -> None:

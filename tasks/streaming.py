@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
@@ -29,11 +30,13 @@ from dprelease.engines.chunks import ChunkJob, Scan
 from dprelease.engines.inputs import InputRefused, failing_rules, refuse_input, refuse_output
 from dprelease.engines.runners import DaskEngine, LocalEngine
 from dprelease.engines.tables import DataError, bins_to_table
+from dprelease.engines.value_grid import measure_value_grid
 from dprelease.mechanisms.accounting import BudgetPlan
 from dprelease.mechanisms.registry import MECHANISMS
 from dprelease.mechanisms.rowkeys import RowKeys
 from dprelease.mechanisms.schema import Schema
 from dprelease.mechanisms.synthesizer import Stage, Streaming
+from dprelease.mechanisms.value_grid import GRID_STAGE
 from dprelease.spec import ReleaseSpec
 from dprelease.tasks.scrub import scrub_errors
 
@@ -45,6 +48,7 @@ __all__ = [
     "stream_encode",
     "stream_estimate",
     "stream_sample",
+    "stream_value_grid",
     "streaming_steps",
 ]
 
@@ -72,6 +76,7 @@ def chunk_job(spec: ReleaseSpec, keys: RowKeys) -> ChunkJob:
         chunk_sum=streaming_steps(spec).chunk_sum,
         ignored=tuple(spec.ignored_columns()),
         one_hot=spec.one_hot(),
+        value_grid=spec.mechanism.value_grid,
     )
 
 
@@ -146,6 +151,18 @@ def stream_sample(steps: Streaming, state: Any, params: Any) -> Stage:
     return steps.sample(state, params)
 
 
+@task(name="stream_value_grid", cache_policy=NO_CACHE, persist_result=False)
+@scrub_errors
+def stream_value_grid(scan: Scan, schema: Schema, plan: BudgetPlan, rng: np.random.Generator) -> Stage:
+    """Stage ``grid`` on pass 1's summed grid counts (``engines.value_grid``); the stage's
+    state is the kept points that ``stream_decode`` places the values on."""
+    if scan.grids is None:
+        raise DataError("internal error: pass 1 counted no grid points")
+    stage = measure_value_grid(scan.grids, schema, plan.stage(GRID_STAGE), rng)
+    get_run_logger().info("value grid: %d column(s)", len(stage.measurements))
+    return stage
+
+
 @task(name="stream_decode", cache_policy=NO_CACHE, persist_result=False)
 @scrub_errors
 def stream_decode(
@@ -160,14 +177,16 @@ def stream_decode(
     rng: np.random.Generator,
     progress: Progress = None,
     layout: Layout | None = None,
+    finish: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
 ) -> Synthetic:
     """m fresh rows in chunks of ``chunk_rows`` (``Streaming.draw``), decoded to the
-    schema's values, validated with the schema's GX suite chunk by chunk and appended to
-    ``public/`` (``bundle.stream.write_synthetic_chunks``). Post-processing only."""
+    schema's values (then ``finish``ed: the value grid's placement), validated with the
+    schema's GX suite chunk by chunk and appended to ``public/``
+    (``bundle.stream.write_synthetic_chunks``). Post-processing only."""
     from dprelease.expectations.suite import validate_table  # GX is heavy: import on first use
 
     synthetic = write_synthetic_chunks(
-        lambda k: bins_to_table(steps.draw(state, k, rng).bins, schema, rng=rng),
+        lambda k: (finish or _same)(bins_to_table(steps.draw(state, k, rng).bins, schema, rng=rng)),
         lambda table: validate_table(table, schema, "output")[1],
         schema,
         m,
@@ -182,3 +201,7 @@ def stream_decode(
     names = ", ".join(f"synthetic.{f}" for f in formats)
     get_run_logger().info("wrote %d synthetic rows in %d chunks: %s", m, synthetic.chunks, names)
     return synthetic
+
+
+def _same(table: pd.DataFrame) -> pd.DataFrame:
+    return table

@@ -71,7 +71,8 @@ def test_noise_is_the_planned_scale() -> None:
     rho = plan.stage(GRID_STAGE).rho
     assert rho is not None
     columns = {"age": np.full(100, 0.5), "income": np.full(100, 1.0), "gain": np.zeros(100)}
-    measured = measure_grids(columns, SCHEMA, plan.stage(GRID_STAGE), np.random.default_rng(1))
+    counts = [grid_counts(columns[c.name], c) for c in grid_columns(SCHEMA)]
+    measured = measure_grids(counts, SCHEMA, plan.stage(GRID_STAGE), np.random.default_rng(1))
     assert [m.name for m in measured] == ["grid[age]", "grid[income]", "grid[gain]"]
     for m in measured:
         assert m.scale == pytest.approx(math.sqrt(2) / math.sqrt(2 * rho / 3))
@@ -88,7 +89,7 @@ def test_a_coarse_grid_is_found_and_the_values_move_onto_it() -> None:
     real = rng.choice(GRID_AGES, 4000)
     plan = plan_budget("zcdp", 1.0, 1e-6, {"marginals": 0.95, GRID_STAGE: 0.05})
     schema = Schema((AGE,))
-    (m,) = measure_grids({"age": real}, schema, plan.stage(GRID_STAGE), rng)
+    (m,) = measure_grids([grid_counts(real, AGE)], schema, plan.stage(GRID_STAGE), rng)
     grid = ValueGrid.of(m, AGE)
     assert set(np.round(grid.points, 2)) == set(GRID_AGES)
     synthetic = AGE.from_bins(AGE.to_bins(rng.choice(GRID_AGES, 4000)), rng.random(4000))
@@ -107,7 +108,7 @@ def test_empty_points_pass_at_the_stated_rate() -> None:
     kept = [
         len(
             ValueGrid.of(
-                measure_grids({"income": none}, schema, plan.stage(GRID_STAGE), rng)[0], INCOME
+                measure_grids([grid_counts(none, INCOME)], schema, plan.stage(GRID_STAGE), rng)[0], INCOME
             ).points
         )
         for none in [np.empty(0)] * 200
