@@ -80,5 +80,6 @@ def mechanisms(
     out.print(
         "Stage weights: the default split at the default params, for a schema with a column of "
         "every kind; params and the schema can change it (stages a schema does not need are "
-        "dropped), a spec's allocation overrides it, and declared gates add a 'gates' stage."
+        "dropped), a spec's allocation overrides it, declared gates add a 'gates' stage and "
+        "mechanism.value_grid a 'grid' stage."
     )
