@@ -274,14 +274,15 @@ def main(argv: list[str] | None = None) -> int:
         # Other runs may have stored other items since this one started: keep theirs.
         results = {**_on_disk(), **{i: results[i] for i in done}, item: entry}
         done.append(item)
+        if not args.no_write:  # saved after each item (a later item, 13, cites an earlier one, 3),
+            # and before it is rendered: a rendering error must not lose the measurements
+            RESULTS.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
         print("\n".join(section(item, results[item])), flush=True)
         if item == "quality" and not args.no_write:
             from render.quality import FIGURE_REL, draw
 
             drawn = draw(results[item]["figures"], REPO / FIGURE_REL)
             print(f"wrote {drawn.relative_to(REPO)}", flush=True)
-        if not args.no_write:  # saved after each item: a later item (13) cites an earlier one (3)
-            RESULTS.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     elapsed = time.perf_counter() - started
     if not args.no_write:
         results = {**_on_disk(), **{i: results[i] for i in done}}

@@ -132,7 +132,9 @@ def rule_evidence(f: dict[str, Any], fast: str = "factor_gauss", slow: str = "ai
             ahead = [
                 m
                 for m in RULE_METRICS
-                if (a["metrics"][m]["mean"] > b["metrics"][m]["mean"]) == (m == "tstr_auc")
+                if a["metrics"][m] is not None
+                and b["metrics"][m] is not None  # a metric some run could not compute
+                and (a["metrics"][m]["mean"] > b["metrics"][m]["mean"]) == (m == "tstr_auc")
                 and a["metrics"][m]["mean"] != b["metrics"][m]["mean"]
             ]
             pick = choose(t["train_rows"], "zcdp", len(t["columns"]), _continuous(t), t["target"]).mechanism
