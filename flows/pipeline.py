@@ -267,7 +267,7 @@ def _synthesise_streaming(r: Run, staging: Path, streams: Streams) -> _Fitted:
     stages = [encoded, moments, sampled]
     finish = None
     if GRID_STAGE in {s.stage for s in r.plan.stages}:
-        r.at("stream_value_grid")
+        r.at("place_on_value_grid")
         with r.ledger.spending(r.rid, [GRID_STAGE], r.plan) as record:
             grid = r.task(stream_value_grid)(scan, schema, r.plan, streams.grid)
             record(grid.measurements)

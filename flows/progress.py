@@ -35,6 +35,7 @@ STAGES = {
     "estimate_private_moments": "measuring the private moments",
     "project_and_sample": "projecting and sampling",
     "decode": "decoding to the schema's types",
+    "place_on_value_grid": "finding the values each grid column takes (noisy) and placing the synthetic ones",
     "validate_output": "validating the synthetic data (GX)",
     "check_gates": "testing the gates (noisy metrics, differentially private)",
     "build_replicates": "re-running the mechanism on its synthetic rows (the query intervals' replicates)",
