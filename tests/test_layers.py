@@ -88,7 +88,14 @@ def test_no_module_is_imported_by_its_bare_name():
     assert {k: v for k, v in bare.items() if v} == {}
 
 
-FACADE = {p.stem for p in (ROOT / "dprelease").glob("*.py") if p.stem != "__init__"}
+FACADE = {p.stem for p in (ROOT / "dprelease").glob("*.py") if p.stem not in ("__init__", "_version")}
+"""``dprelease/_version.py`` is the one leaf below every floor: the version and the commit."""
+
+
+def test_the_version_is_a_leaf():
+    """Every floor may read the version (``release.json``, ``--version``): it imports nothing
+    of the project."""
+    assert not {n for n in _imported(ROOT / "dprelease" / "_version.py") if n.startswith("dprelease")}
 
 
 def test_nothing_below_imports_the_facade():
