@@ -19,11 +19,9 @@ Example:
 from __future__ import annotations
 
 import copy
-import decimal
 import functools
 import json
 import logging
-import math
 import os
 import shutil
 import tempfile
@@ -42,6 +40,7 @@ from dprelease.engines.inputs import InputRefused
 from dprelease.errors import DPReleaseError, SpecError, UnexpectedFailure
 from dprelease.flows import DEMO_SPEC as _DEMO
 from dprelease.ledger import DatasetAccount
+from dprelease.mechanisms.accounting import shown_up
 from dprelease.records.query import QueryResult
 from dprelease.spec import ReleaseSpec, load_spec, spec_from_mapping
 from dprelease.spec.document import plain_document, spec_text
@@ -207,9 +206,9 @@ class Release:
             doc["release_id"],
             doc["dataset"],
             priv["accountant"],
-            _up(totals["epsilon"]),
-            _up(totals["delta"]),
-            None if totals.get("rho") is None else _up(totals["rho"]),
+            shown_up(totals["epsilon"]),
+            shown_up(totals["delta"]),
+            None if totals.get("rho") is None else shown_up(totals["rho"]),
             priv["statement"],
             priv.get("accuracy") or [],
             doc["randomness"]["fit_for_publication"],
@@ -261,25 +260,6 @@ class Release:
             f"Release({self.release_id!r} of {self.dataset!r}: ({self.epsilon:.4g}, {self.delta:.3g})-DP"
             f"{rho}; bundle {str(self.path)!r}{seed})"
         )
-
-
-def _up(x: float, digits: int = 12) -> float:
-    """x rounded *up* to ``digits`` significant digits: the ledger's ε computed back from ρ
-    reads 0.9999999999999999 for a spec's 1; shown rounded up, a privacy loss is never
-    understated.
-
-    >>> _up(0.9999999999999999), _up(1e-06), _up(0.0), _up(2.7182818284590455)
-    (1.0, 1e-06, 0.0, 2.71828182846)
-    """
-    if x <= 0 or not math.isfinite(x):
-        return x
-    nearest = float(f"{x:.{digits}g}")
-    if nearest >= x:  # 0.9999999999999999 reads 1.0, the double nearest 0.001 reads 0.001
-        return nearest
-    exact = decimal.Decimal(x)
-    step = decimal.Decimal(1).scaleb(exact.adjusted() - digits + 1)
-    shown = float(exact.quantize(step, rounding=decimal.ROUND_CEILING))
-    return shown if shown >= x else math.nextafter(shown, math.inf)
 
 
 class NotForPublication(UserWarning):

@@ -15,6 +15,7 @@ uses, so a plan never exceeds the spec by a floating-point ulp.
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import math
 import sys
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ __all__ = [
     "StageBudget",
     "account",
     "plan_budget",
+    "shown_up",
     "split_budget",
     "zcdp_delta",
     "zcdp_epsilon",
@@ -352,3 +354,22 @@ def account(
         else "NOT differentially private: the totals are what the paper claims, not a guarantee"
     )
     return {"status": status, "defects": defects, "measurements": rows, "stages": stages, "totals": totals}
+
+
+def shown_up(x: float, digits: int = 12) -> float:
+    """x rounded *up* to ``digits`` significant digits: the ledger's ε computed back from ρ
+    reads 0.9999999999999999 for a spec's 1; shown rounded up, a privacy loss is never
+    understated.
+
+    >>> shown_up(0.9999999999999999), shown_up(1e-06), shown_up(0.0), shown_up(2.7182818284590455)
+    (1.0, 1e-06, 0.0, 2.71828182846)
+    """
+    if x <= 0 or not math.isfinite(x):
+        return x
+    nearest = float(f"{x:.{digits}g}")
+    if nearest >= x:  # 0.9999999999999999 reads 1.0, the double nearest 0.001 reads 0.001
+        return nearest
+    exact = decimal.Decimal(x)
+    step = decimal.Decimal(1).scaleb(exact.adjusted() - digits + 1)
+    shown = float(exact.quantize(step, rounding=decimal.ROUND_CEILING))
+    return shown if shown >= x else math.nextafter(shown, math.inf)

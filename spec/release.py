@@ -24,7 +24,7 @@ from dprelease.mechanisms.gates import GATES_STAGE, GATES_WEIGHT, gate_sensitivi
 from dprelease.mechanisms.registry import MECHANISMS
 from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 from dprelease.mechanisms.synthesizer import Sensitivity
-from dprelease.mechanisms.value_grid import GRID_STAGE, GRID_WEIGHT, grid_columns, grid_sensitivities
+from dprelease.mechanisms.value_grid import GRID_STAGE, GRID_WEIGHT, grid_sensitivities
 from dprelease.spec.columns import (
     ColumnSpec,
     ContinuousSpec,
@@ -49,6 +49,7 @@ from dprelease.spec.sections import (
     OutputSpec,
     PrivacySpec,
     ResourcesSpec,
+    check_value_grid,
 )
 
 __all__ = [
@@ -116,16 +117,8 @@ class ReleaseSpec(Strict):
             self._check_mechanism(self.mechanism.name, self.mechanism.params)
         self._check_checks()
         self._check_structure()
-        self._check_value_grid()
+        check_value_grid(self.mechanism, self.public_schema())
         return self
-
-    def _check_value_grid(self) -> None:
-        """``mechanism.value_grid`` needs a column with a public grid."""
-        if self.mechanism.value_grid and not grid_columns(self.public_schema()):
-            raise ValueError(
-                "mechanism.value_grid needs a continuous column with a public grid: declare decimals "
-                "(or integer: true with bounds spanning more than 128 integers) on one, or remove value_grid"
-            )
 
     def _one_target(self) -> None:
         """``checks.target`` is the mechanism's target too, where the mechanism takes one and

@@ -13,6 +13,8 @@ from dprelease.mechanisms.auto import AUTO, AUTO_PARAMS
 from dprelease.mechanisms.gates import GATEABLE, NOT_GATEABLE
 from dprelease.mechanisms.periods import Period, PeriodBudget
 from dprelease.mechanisms.registry import MECHANISMS
+from dprelease.mechanisms.schema import Schema
+from dprelease.mechanisms.value_grid import grid_columns
 from dprelease.spec.columns import Strict
 from dprelease.spec.text import Label, PathText
 
@@ -210,6 +212,15 @@ class MechanismSpec(Strict):
         if unknown:
             raise ValueError(f"params {unknown} are not parameters of {self.name}: {sorted(fields)}")
         return self
+
+
+def check_value_grid(mechanism: MechanismSpec, schema: Schema) -> None:
+    """``mechanism.value_grid`` needs a column with a public grid (``value_grid.grid_columns``)."""
+    if mechanism.value_grid and not grid_columns(schema):
+        raise ValueError(
+            "mechanism.value_grid needs a continuous column with a public grid: declare decimals "
+            "(or integer: true with bounds spanning more than 128 integers) on one, or remove value_grid"
+        )
 
 
 class GateSpec(Strict):

@@ -111,3 +111,20 @@ def test_nothing_below_imports_the_facade():
         if hits:
             wrong[str(p.relative_to(ROOT))] = sorted(hits)
     assert wrong == {}
+
+
+MAX_LINES = 500
+"""The most lines a product module may have (the CHANGELOG's promise since 0.2.0: modules over
+500 lines were split)."""
+
+
+def test_no_product_module_is_over_the_line_limit():
+    """Every module of every floor and of the facade is at most ``MAX_LINES`` lines: a module
+    that grows past it is split, as ``ledger/store.py`` and ``cli/main.py`` had to be."""
+    files = [p for d in [*PROJECT, "dprelease"] for p in (ROOT / d).rglob("*.py")]
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in files
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}, f"split these modules (at most {MAX_LINES} lines each): {long}"

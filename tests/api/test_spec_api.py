@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import dprelease
-from dprelease.api import _up
 from dprelease.cli.main import app
 from dprelease.flows import prefect_server
 from dprelease.ledger import Ledger
+from dprelease.mechanisms.accounting import shown_up as _up
 from tests.helpers import DEMO_DIR, DEMO_SPEC, adult_rows, cli_text, record_release, write_spec
 from tests.properties import property_settings
 
