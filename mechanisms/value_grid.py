@@ -202,7 +202,7 @@ def place(
     point_cells = column.to_bins(points)
     _carried_back(x, cells, points, point_cells, column)
     atom = column.atom_cells
-    m = len(present)
+    m = len(x)  # all synthetic rows, as n counts all fitted rows (missing ones too)
     for c in np.unique(point_cells):
         rows = np.flatnonzero(cells == c)
         if atom[c] or not len(rows):
@@ -233,9 +233,11 @@ def _carried_back(
     x: np.ndarray, cells: np.ndarray, points: np.ndarray, point_cells: np.ndarray, column: Continuous
 ) -> None:
     """In place: a value in a cell without a kept point takes the cell of the nearest kept
-    point (``points`` ascending) when that lies within one grid step of it, not an atom's."""
+    point (``points`` ascending) when that lies within one grid step of it; neither cell
+    may be an atom's (nor the missing cell)."""
     step = grid_step(column)
-    alone = np.flatnonzero((cells >= 0) & ~np.isin(cells, point_cells))
+    interval = np.flatnonzero(~column.atom_cells)  # an atom's value (or a missing one) stays
+    alone = np.flatnonzero(np.isin(cells, interval) & ~np.isin(cells, point_cells))
     if step is None or not len(alone):
         return
     v = x[alone]

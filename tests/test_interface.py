@@ -85,3 +85,17 @@ def test_the_cli_prints_the_version_and_the_commit() -> None:
     assert re.fullmatch(
         rf"dprelease {re.escape(dprelease.__version__)} \(commit ([0-9a-f]{{40}}|unknown)\)\n", got.output
     )
+
+
+def test_the_commit_is_this_checkouts_or_unknown(tmp_path) -> None:
+    """A copy of the package inside some other repository (a virtual environment in a
+    user's project) names no commit: that repository's commit is not this code's."""
+    import subprocess
+
+    from dprelease._version import commit
+
+    assert re.fullmatch(r"[0-9a-f]{40}", commit())  # this checkout: dprelease/ at its top
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    inner = tmp_path / ".venv" / "site-packages" / "dprelease"
+    inner.mkdir(parents=True)
+    assert commit(inner / "_version.py") == "unknown"

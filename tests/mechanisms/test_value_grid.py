@@ -153,10 +153,12 @@ def test_a_value_never_leaves_its_cell(seed: int, n_points: int, missing: bool, 
     the column's precision."""
     rng = np.random.default_rng(seed)
     column = Continuous("gain", 0, 99_999, integer=True, atoms=(0, 7688), missing=missing, transform="log")
-    points = np.unique(column.finish(rng.uniform(0, 99_999, n_points)))
+    near_atoms = [1.0, 7687.0, 7689.0]  # a kept point one step from an atom must not pull it
+    points = np.unique(column.finish(np.r_[rng.uniform(0, 99_999, n_points), near_atoms[: n_points % 4]]))
     grid = ValueGrid("gain", points, rng.uniform(0.1, 500, len(points)), 1.0, 5.0)
     x = column.finish(rng.uniform(0, 99_999, rows))
     x[rng.random(rows) < 0.2] = 0.0
+    x[rng.random(rows) < 0.1] = 7688.0
     if missing:
         x[rng.random(rows) < 0.1] = np.nan
     placed = place(x, grid, column, max(rows, 1), rng)
@@ -165,5 +167,6 @@ def test_a_value_never_leaves_its_cell(seed: int, n_points: int, missing: bool, 
     before, after = column.to_bins(x[ok]), column.to_bins(placed[ok])
     near = np.abs(points[:, None] - x[ok][None, :]).min(axis=0, initial=np.inf) <= 1
     assert np.all((after == before) | near)
-    assert np.array_equal(placed[x == 0.0], x[x == 0.0])
+    for atom in (0.0, 7688.0):
+        assert np.array_equal(placed[x == atom], x[x == atom])
     assert np.array_equal(column.finish(placed[ok]), placed[ok])
