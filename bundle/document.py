@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 
 from dprelease._version import __version__, commit
+from dprelease.bundle.format import BUNDLE_FORMAT
 from dprelease.mechanisms.accounting import BudgetPlan, account
 from dprelease.mechanisms.accuracy import expected_error
 from dprelease.mechanisms.errors import BudgetError
@@ -135,6 +136,7 @@ def release_document(
         _check_sensitivities(measurements, derived)
     in_order = synth.keeps_row_order
     return {
+        "bundle_format": BUNDLE_FORMAT,
         "release_id": release_id,
         "dataset": spec.dataset.name,
         "status": status,

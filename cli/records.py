@@ -27,7 +27,11 @@ audit_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-ledger_app = typer.Typer(help="Read the budget ledger.", no_args_is_help=True, add_completion=False)
+ledger_app = typer.Typer(
+    help="Read the budget ledger, settle a dead release, migrate an older format.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 BundleArg = Annotated[
     Path,
     typer.Argument(help="A release bundle folder, <out>/<release_id>, or a copy of its public/ folder."),
@@ -297,7 +301,7 @@ def ledger_show(
     """The releases in the ledger, what each is charged, and each dataset's account under its
     budget policy (lifetime; or period: each period's and the all-time totals). Exits 1 when
     the hash chain is broken."""
-    from dprelease.ledger import show
+    from dprelease.ledger import FORMAT, show
 
     try:
         summary = show(ledger, out=out, dataset=dataset)
@@ -364,6 +368,11 @@ def ledger_show(
         else "[red]hash chain broken: " + shown("; ".join(problems))
     )
     screen.print(f"chain head: row {head[0]}, sha256 {shown(head[1])}")
+    if summary.format < FORMAT:
+        screen.print(
+            f"[yellow]ledger format {summary.format}, older than this version's ({FORMAT}): releases are "
+            "refused until `dprelease ledger migrate` has run (back the ledger up first)[/yellow]"
+        )
     if problems:
         fail(
             f"the ledger's hash chain is broken in {len(problems)} place(s); its charges cannot be trusted.",
@@ -426,4 +435,35 @@ def _print_periods(screen: Console, name: str, account: DatasetAccount, room: He
     screen.print(
         f"{total}; a person in k periods' tables is covered by the composition of k period budgets, "
         "not by one"
+    )
+
+
+@ledger_app.command("migrate")
+def ledger_migrate(
+    ledger: LedgerReadOpt = None,
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", help="The folder the releases went to; its ledger.db unless --ledger names another."
+        ),
+    ] = Path("releases"),
+) -> None:
+    """Bring a ledger written by an older dprelease to this version's format, once, after a
+    backup: no row changes; the format is stamped and the step is a row of the hash chain.
+    A release refuses an older ledger until this has run (docs/operator/upgrade.md)."""
+    from dprelease.ledger import FORMAT, migrate
+
+    try:
+        row = migrate(ledger, out=out)
+    except DPReleaseError as e:
+        fail(str(e), "pass --ledger with the releases' database, or --out with their folder.", exit_code(e))
+    if row is None:
+        console.print(f"the ledger is in format {FORMAT} already: nothing to do")
+        return
+    d = row["detail"]
+    console.print(
+        f"migrated the ledger from format {d['from_format']} to {d['to_format']}: no row changed; the step "
+        f"is row {row['seq']} of the hash chain (dprelease {d['software']['dprelease']}). Anchor the new "
+        "chain head (`dprelease ledger show`) where you keep the old one",
+        soft_wrap=True,
     )

@@ -34,6 +34,7 @@ import pandas as pd
 from pydantic import ValidationError
 
 from dprelease.bundle.files import PRIVATE_DIR, PUBLIC_DIR, make_dir, sha256, write_json
+from dprelease.bundle.format import BUNDLE_FORMAT
 from dprelease.bundle.ledger_record import LEDGER_RECORD, write_ledger_record
 from dprelease.bundle.staging import check_out
 from dprelease.bundle.write import io_error
@@ -333,6 +334,7 @@ def _document(
 ) -> dict:
     spent = math.fsum(m.epsilon or 0.0 for m in made)
     return {
+        "bundle_format": BUNDLE_FORMAT,
         "kind": MECHANISM,
         "release_id": found.release_id,
         "dataset": dataset,

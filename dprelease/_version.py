@@ -8,7 +8,7 @@ from pathlib import Path
 
 __all__ = ["__version__", "commit"]
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 
 def commit(where: Path | None = None) -> str:

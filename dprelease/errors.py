@@ -18,12 +18,13 @@ Example:
 
 from __future__ import annotations
 
+from dprelease.bundle.format import BundleFormatError
 from dprelease.bundle.staging import ReleaseIdTaken
 from dprelease.checks.gates import GateError
 from dprelease.engines.header import DataError
 from dprelease.engines.inputs import InputRefused, InputValidationError
 from dprelease.flows.run import PrefectNotStarted, PrefectUnreachable, UnexpectedFailure
-from dprelease.ledger import BudgetRefused, LedgerError, LedgerLocked, NoLedger
+from dprelease.ledger import BudgetRefused, LedgerError, LedgerFormatError, LedgerLocked, NoLedger
 from dprelease.mechanisms.errors import BudgetError, DPReleaseError, SchemaError
 from dprelease.mechanisms.queries import QueryError
 from dprelease.spec import SpecError
@@ -31,6 +32,7 @@ from dprelease.spec import SpecError
 __all__ = [
     "BudgetError",
     "BudgetRefused",
+    "BundleFormatError",
     "BundleNotFound",
     "DPReleaseError",
     "DataError",
@@ -38,6 +40,7 @@ __all__ = [
     "InputRefused",
     "InputValidationError",
     "LedgerError",
+    "LedgerFormatError",
     "LedgerLocked",
     "NoLedger",
     "PrefectNotStarted",

@@ -150,6 +150,7 @@ def _refused_by_the_ledger(
     except NoLedger:
         return
     with book:
+        book.check_writable()  # an older ledger's format: migrate first, before anything is read
         if any(out.glob(".staging-*")):
             from dprelease.records.recovery import recover
 

@@ -8,16 +8,18 @@ charged to; ``ledger.decision`` whether a reservation is admitted (the rerun rul
 checks the hash chain; ``ledger.url`` reads the ledger's URL as its driver does and rebuilds
 what may be shown; ``ledger.database`` holds the tables, the connection and the write lock;
 ``ledger.facts`` the figures a release publishes; ``ledger.summary`` (``show``) what
-``dprelease ledger show`` reports, as data. It sits below the Prefect tasks and imports only
-``mechanisms``.
+``dprelease ledger show`` reports, as data; ``ledger.format`` the format a ledger states and
+``ledger.migrate`` (``migrate``) the explicit step from an older one. It sits below the
+Prefect tasks and imports only ``mechanisms``.
 """
 
 from dprelease.ledger.charges import UNPROTECTED, spent_charge, void_since
 from dprelease.ledger.database import FIELDS, LOCK_WAIT, row_hash
 from dprelease.ledger.errors import BudgetRefused, LedgerError, LedgerLocked, NoLedger
 from dprelease.ledger.facts import budget_facts, ledger_facts
+from dprelease.ledger.format import FORMAT, LedgerFormatError
 from dprelease.ledger.store import Ledger
-from dprelease.ledger.summary import DatasetAccount, LedgerSummary, show
+from dprelease.ledger.summary import DatasetAccount, LedgerSummary, migrate, show
 from dprelease.ledger.url import (
     PASSWORD_ENV,
     LedgerURL,
@@ -30,6 +32,7 @@ from dprelease.ledger.url import (
 
 __all__ = [
     "FIELDS",
+    "FORMAT",
     "LOCK_WAIT",
     "PASSWORD_ENV",
     "UNPROTECTED",
@@ -37,6 +40,7 @@ __all__ = [
     "DatasetAccount",
     "Ledger",
     "LedgerError",
+    "LedgerFormatError",
     "LedgerLocked",
     "LedgerSummary",
     "LedgerURL",
@@ -45,6 +49,7 @@ __all__ = [
     "default_url",
     "ledger_facts",
     "ledger_url",
+    "migrate",
     "parse_url",
     "row_hash",
     "show",

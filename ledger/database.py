@@ -43,6 +43,7 @@ from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from dprelease.ledger.errors import BudgetRefused, LedgerError, LedgerLocked, NoLedger
+from dprelease.ledger.format import check_writable, software, stored_format
 from dprelease.ledger.url import PASSWORD_ENV, parse_url
 
 __all__ = [
@@ -224,7 +225,8 @@ class Txn:
         for k in _FLOATS:  # the database returns doubles: hash what it will return
             row[k] = None if row[k] is None else float(row[k])
         row.update(seq=self.seq + 1, time=self.time, prev_hash=self.head)
-        row["detail"] = json.dumps(fields.get("detail") or {}, sort_keys=True, allow_nan=False)
+        detail = {**(fields.get("detail") or {}), "software": software()}
+        row["detail"] = json.dumps(detail, sort_keys=True, allow_nan=False)
         row["hash"] = row_hash(row)
         self.conn.execute(insert(ENTRIES).values(**row))
         self.conn.execute(update(HEAD).where(HEAD.c.id == 1).values(seq=row["seq"], hash=row["hash"]))
@@ -262,16 +264,19 @@ def raw_rows(conn: Connection, *where) -> list[dict]:
 
 
 @contextmanager
-def transaction(engine: Engine, shown: str) -> Iterator[Txn]:
+def transaction(engine: Engine, shown: str, *, migrating: bool = False) -> Iterator[Txn]:
     """The one write lock: a transaction holding the chain head (``FOR UPDATE`` on
-    PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` is taken on ``begin``). ``shown``: the
-    ledger's URL as a message shows it (``shown_url``)."""
+    PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` is taken on ``begin``), on a ledger of this
+    code's format (``ledger.format.check_writable``, under the lock) unless ``migrating``
+    it there. ``shown``: the ledger's URL as a message shows it (``shown_url``)."""
     try:
         with engine.begin() as conn:
             q = select(HEAD.c.seq, HEAD.c.hash).where(HEAD.c.id == 1)
             if engine.dialect.name == "postgresql":
                 q = q.with_for_update()
             seq, head = conn.execute(q).one()
+            if not migrating:
+                check_writable(stored_format(conn), shown)
             yield Txn(conn, seq, head)
     except SQLAlchemyError as e:
         raise LedgerError(

@@ -15,6 +15,10 @@ Rows (``kind`` / ``status``), in the order a release writes them:
   attempt closed by ``settle`` is ``failed`` with who settled it, why, and the evidence;
 * ``release`` / ``refused``: a release the budget policy or a rerun rule refused; it
   costs nothing and does not change the state of an earlier attempt.
+* ``ledger`` / ``migrated``: ``ledger migrate`` brought the ledger to this code's format
+  (``ledger.format``); no release, no dataset (``(ledger)``), no charge.
+
+Every row's ``detail`` names the software that wrote it (``software``; from format 2 on).
 
 A release_id whose attempt drew no noise may be reserved again: a new attempt, charged to
 the window of its own reservation (``ledger.windows``, the one rule every account reads).
@@ -36,6 +40,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from dprelease.ledger import database
+from dprelease.ledger import format as ledger_format
 from dprelease.ledger.chain import chain_problems, read_rows_problems, set_checkpoint, tail_problems
 from dprelease.ledger.charges import (
     STATES,
@@ -53,6 +58,7 @@ from dprelease.ledger.charges import (
 from dprelease.ledger.database import ENTRIES, GENESIS, HEAD, METADATA, open_engine, open_problem, transaction
 from dprelease.ledger.decision import Asked, decide, read_rows
 from dprelease.ledger.errors import BudgetRefused, LedgerError, NoLedger
+from dprelease.ledger.migrate import migrate
 from dprelease.ledger.policy import declared_policy, plan_charge, policy_detail
 from dprelease.ledger.url import PASSWORD_ENV, parse_url
 from dprelease.ledger.windows import attempts, composed, in_window, latest_attempt, window_spends
@@ -81,15 +87,36 @@ class Ledger:
             if not create:
                 if not inspect(self.engine).has_table(ENTRIES.name):
                     raise NoLedger(f"there is no ledger at {self.url}; pass the --ledger the releases used")
-                return
-            with self.engine.begin() as conn:
-                if self.engine.dialect.name == "postgresql":
-                    conn.execute(text("SELECT pg_advisory_xact_lock(7151)"))  # concurrent first use
-                METADATA.create_all(conn)
-                if conn.execute(select(HEAD.c.id)).first() is None:
-                    conn.execute(insert(HEAD).values(id=1, seq=0, hash=GENESIS))
+            else:
+                with self.engine.begin() as conn:
+                    if self.engine.dialect.name == "postgresql":
+                        conn.execute(text("SELECT pg_advisory_xact_lock(7151)"))  # concurrent first use
+                    new = not inspect(conn).has_table(ENTRIES.name)
+                    METADATA.create_all(conn)
+                    if new:  # a new ledger is in this code's format
+                        ledger_format.stamp(conn)
+                    if conn.execute(select(HEAD.c.id)).first() is None:
+                        conn.execute(insert(HEAD).values(id=1, seq=0, hash=GENESIS))
+            self.format = self._format()
         except SQLAlchemyError as e:
             raise LedgerError(f"the ledger at {self.url} {open_problem(e, self.url)}") from None
+        ledger_format.check_readable(self.format, self.url)
+
+    def _format(self) -> ledger_format.StoredFormat:
+        with self.engine.connect() as conn:
+            return ledger_format.stored_format(conn)
+
+    def check_writable(self) -> None:
+        """Refuse now, before anything is read or spent, what every write would refuse: a
+        ledger of another format than this code writes (``ledger.format.check_writable``)."""
+        ledger_format.check_writable(self._format(), self.url)
+
+    def migrate(self) -> dict | None:
+        """Bring an older ledger to this code's format (``ledger.migrate.migrate``); the
+        ``ledger``/``migrated`` row, or None when it is in this format already."""
+        row = migrate(self.engine, self.url)
+        self.format = self._format()
+        return row
 
     def close(self) -> None:
         self.engine.dispose()

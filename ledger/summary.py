@@ -88,6 +88,8 @@ class LedgerSummary:
         accounts: Each dataset's account under its budget policy, by dataset name.
         chain_problems: What is wrong with the hash chain (empty: it is intact).
         head: The chain head (row, sha256): publish it elsewhere to anchor the chain.
+        format: The ledger's format (``ledger.format``; below this version's, a release
+            refuses it until ``migrate``).
     """
 
     url: str
@@ -95,6 +97,7 @@ class LedgerSummary:
     accounts: dict[str, DatasetAccount]
     chain_problems: list[str]
     head: tuple[int, str]
+    format: int
 
     @property
     def chain_intact(self) -> bool:
@@ -160,7 +163,7 @@ def show(
                 None if budget is None else led.all_time_guarantee(name, budget),
                 _schema_events(r for r in releases if r["dataset"] == name),
             )
-        return LedgerSummary(led.url, releases, accounts, led.verify_chain(), led.head())
+        return LedgerSummary(led.url, releases, accounts, led.verify_chain(), led.head(), led.format.format)
 
 
 def _periods(led: Ledger, dataset: str, budget: PeriodBudget) -> tuple[PeriodAccount, ...]:
@@ -178,3 +181,26 @@ def _schema_events(releases: Iterable[dict]) -> tuple[dict, ...]:
                 keys = [k for k in ("new_dataset", "schema_before", "schema") if k in d]
                 out.append({"release_id": e["release_id"], "time": e["time"], **{k: d[k] for k in keys}})
     return tuple(out)
+
+
+def migrate(ledger: str | Path | None = None, *, out: str | Path = "releases") -> dict | None:
+    """Bring a ledger of an older format to this version's (``ledger.format``,
+    ``ledger.migrate``): no row changes; ``ledger_format`` is stamped and a
+    ``ledger``/``migrated`` row is appended to the hash chain. Back the ledger up first.
+
+    Args:
+        ledger: As for ``show``; default ``OUT/ledger.db``.
+        out: The folder the releases went to (read when ``ledger`` is None).
+
+    Returns:
+        The ``migrated`` row (``detail``: ``from_format``, ``to_format``, ``software``), or
+        None when the ledger is in this version's format already.
+
+    Raises:
+        NoLedger: There is no ledger there.
+        LedgerFormatError: The ledger is of a newer format than this version knows.
+        LedgerError: The ledger cannot be opened, or its hash chain is broken.
+    """
+    url = ledger_url(None if ledger is None else str(ledger), out)
+    with Ledger(url, create=False) as led:
+        return led.migrate()

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dprelease.bundle.files import sha256
+from dprelease.bundle.format import BUNDLE_FORMATS, check_bundle_format
 from dprelease.mechanisms.accounting import zcdp_delta, zcdp_epsilon, zcdp_rho
 from dprelease.records.check import Check, not_checked
 from dprelease.records.ledger_choice import choose_ledger
@@ -287,13 +288,14 @@ def _ledger(doc: dict, bundle: Path, url: str) -> list[Check]:
     record = doc["privacy"].get("ledger_record") or {}
     try:
         with Ledger(url, create=False) as led:  # an audit never creates a ledger
-            problems = led.verify_chain()
+            problems, stamped = led.verify_chain(), led.format
             hashes = {r["seq"]: r["hash"] for r in led.entries()} if record.get("chain_head") else {}
             rows = {r["seq"]: r for r in led.entries(release_id=rid)}
             void = led.void_since(doc["dataset"])
             period = period_checks(led, doc)
     except LedgerError as e:
         return [Check("ledger", "cross-check", False, str(e))]
+    out.append(Check("ledger", "format", True, f"{stamped.format} ({stamped.written_by})"))
     out.append(Check("ledger", "hash chain", not problems, "; ".join(problems) or "intact"))
     if record.get("chain_head"):  # bundles from before issue 38 name the ledger's URL instead
         seq, digest = record["chain_head"]["seq"], record["chain_head"]["hash"]
@@ -454,8 +456,10 @@ def verify_bundle(bundle: Path, ledger_url: str | None, *, public: bool = False)
     else the one ``choose_ledger`` finds; none with ``public`` (only what was published is
     checked, and the ledger cross-check is reported as not checked)."""
     doc, folder = load_document(bundle)
+    found = check_bundle_format(doc, f"at {bundle}")
     derived = _discovery(doc) if doc.get("kind") == "schema_discovery" else _derived(doc)
-    checks = _files(bundle) + _identity(bundle, doc) + _arithmetic(doc) + derived + _status(doc)
+    checks = [Check("format", "bundle format", True, f"{found}: {BUNDLE_FORMATS[found]}")]
+    checks += _files(bundle) + _identity(bundle, doc) + _arithmetic(doc) + derived + _status(doc)
     checks += published_tables(folder, doc) + published_replicates(folder, doc)
     if doc.get("kind") != "schema_discovery" and "advice" in doc:
         checks += published_advice(folder, doc, public_spec(doc).public_schema())

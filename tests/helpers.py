@@ -133,6 +133,11 @@ def two_passes(engine, job, code):
 PURE_PLAN = plan_budget("pure", 1.0, 0.0, {"a": 1.0, "b": 1.0})
 
 
+def without_software(detail: dict) -> dict:
+    """A ledger row's ``detail`` without ``software`` (the version and commit every row names)."""
+    return {k: v for k, v in detail.items() if k != "software"}
+
+
 def record_release(led, rid, plan=PURE_PLAN, lifetime=None, status="released", dataset="d"):
     """Reserve, spend every stage of ``plan`` and finish a release in ``led``."""
     led.reserve(dataset=dataset, release_id=rid, mechanism="m", plan=plan, lifetime=lifetime)

@@ -69,10 +69,12 @@ def spec_lines() -> set[str]:
 
 
 def ledger_lines() -> set[str]:
-    """``ledger: <table>.<column>`` of the ledger's database."""
+    """``ledger: <table>.<column>`` of the ledger's database, and ``ledger: format N``."""
     from dprelease.ledger.database import METADATA
+    from dprelease.ledger.format import FORMAT, FORMAT_TABLE
 
-    return {f"ledger: {t.name}.{c.name}" for t in METADATA.tables.values() for c in t.columns}
+    tables = [*METADATA.tables.values(), FORMAT_TABLE]
+    return {f"ledger: {t.name}.{c.name}" for t in tables for c in t.columns} | {f"ledger: format {FORMAT}"}
 
 
 def interface() -> set[str]:

@@ -66,6 +66,7 @@ def test_demo_release_end_to_end(tmp_path):
     assert doc["status"] == "released"
     assert set(doc) == {
         "advice",
+        "bundle_format",
         "release_id",
         "dataset",
         "status",
