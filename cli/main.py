@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from dprelease.cli.console import console, exit_code, fail, shown
+from dprelease.cli.deploy import deploy_app
 from dprelease.cli.draft import discover, init
 from dprelease.cli.listing import mechanisms
 from dprelease.cli.options import (
@@ -302,6 +303,7 @@ app.command("notify")(notify)
 ledger_app.command("settle")(settle)
 app.add_typer(audit_app, name="audit")
 app.add_typer(ledger_app, name="ledger")
+app.add_typer(deploy_app, name="deploy")
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -240,3 +241,47 @@ def test_three_scheduled_runs_across_two_months_under_a_period_budget(deployed, 
         "nov-b": ("refused", "2026-11-30T23:59:00+00:00"),
         "dec-a": ("released", "2026-12-01T00:00:00+00:00"),
     }
+
+
+def test_deploy_check_names_each_deployment_that_would_fail_at_its_slot(deployed, tmp_path):
+    """``dprelease deploy check`` (issue 42) reads what the server registered: the demo
+    deployment holds; one whose spec has no budget policy, one made from another checkout
+    (0.2.0) and one deployed with DPRELEASE_HOME unset are each named, with what to do."""
+    import httpx
+
+    env, _ = deployed
+    run = [str(BIN / "dprelease"), "deploy", "check"]
+    ok = subprocess.run(run, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and "every check holds" in " ".join(ok.stderr.split()), ok.stdout + ok.stderr
+    old = tmp_path / "dprelease-0.2.0"
+    (old / "dprelease").mkdir(parents=True)
+    (old / "dprelease" / "_version.py").write_text('__version__ = "0.2.0"\n')
+    (old / "flows" / "demo").mkdir(parents=True)
+    for name in ("adult-monthly.yaml", "adult.csv.gz"):
+        (old / "flows" / "demo" / name).write_bytes((ROOT / "flows" / "demo" / name).read_bytes())
+    flow_id = api(env, "GET", "/deployments/name/" + DEPLOYMENT)["flow_id"]
+    made = []
+    for name, directory, spec in (
+        ("no-policy", str(ROOT), "flows/demo/adult.yaml"),
+        ("old-checkout", str(old), "flows/demo/adult-monthly.yaml"),
+        ("home-unset", "", "flows/demo/adult-monthly.yaml"),
+    ):
+        body = {
+            "name": name,
+            "flow_id": flow_id,
+            "entrypoint": "flows/release.py:release",
+            "parameters": {"spec_path": spec, "out_dir": str(tmp_path / "out")},
+            "pull_steps": [{"prefect.deployments.steps.set_working_directory": {"directory": directory}}],
+        }
+        made.append(api(env, "POST", "/deployments/", json=body)["id"])
+    try:
+        out = subprocess.run(run, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    finally:
+        for dep_id in made:
+            httpx.delete(f"{env['PREFECT_API_URL']}/deployments/{dep_id}", timeout=30)
+    said = " ".join((out.stdout + out.stderr).replace("│", " ").split())
+    assert out.returncode == 1, said
+    assert "3 check(s) failed" in said
+    for name, check in (("no-policy", "spec"), ("old-checkout", "code"), ("home-unset", "code")):
+        assert f"dp-release/{name}: {check}" in said
+    assert "declares no budget policy" in said and "dprelease 0.2.0" in said and "DPRELEASE_HOME" in said
