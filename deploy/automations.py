@@ -12,7 +12,10 @@ Seven automations; six notify the same target:
   settle``, or closed), and where its failure record is;
 * **refused or gated**: a ``dprelease.release.refused`` (the ledger's reason: the budget
   policy or the rerun rule) or ``dprelease.release.gated`` (a utility or linkage gate stopped
-  the release) event, with the budget the dataset's next release can take;
+  the release) event, with the budget the dataset's next release can take. A refusal the
+  ledger already gave the dataset for the very same reason (nothing changed: a schedule
+  whose period budget is spent, slot after slot) is ``dprelease.release.refused-again``,
+  which no automation watches: one message per period, not one per slot;
 * **published**: a ``dprelease.release.completed`` event: the release id, the dataset and
   what the release spent (ε, δ), all public;
 * **no release in the window** (proactive): no ``dprelease.release.completed`` event within
@@ -42,11 +45,12 @@ Seven automations; six notify the same target:
 
 The release automations watch the release events themselves, whoever ran the release: a
 deployment's run or a CLI or Python run against the server. Each event kind raises one alert:
-a failed, refused or gated run of a deployment also enters Prefect's Failed state, which no
-automation watches (it would alert twice). A run whose process was killed before its hooks
-ran sends no event of its own: under a worker that lives on (``kill -9``, out of memory) the
-worker runs the crash hook, which sends ``.failed``; when the worker or the machine died too,
-the heartbeat automations report it.
+a failed or gated run of a deployment also enters Prefect's Failed state, which no
+automation watches (it would alert twice); a refused run ends in a Completed state named
+``Refused`` (an expected outcome: one log line, no traceback, no retry). A run whose
+process was killed before its hooks ran sends no event of its own: under a worker that lives
+on (``kill -9``, out of memory) the worker runs the crash hook, which sends ``.failed``; when
+the worker or the machine died too, the heartbeat automations report it.
 
 The target is a ``CustomWebhookNotificationBlock`` named ``dprelease-alerts`` posting JSON
 ``{"subject": …, "body": …}`` to ``--webhook-url``, or an existing notification block
@@ -191,8 +195,10 @@ REFUSED_BODY = (
     + " and its internal reports in the bundle's internal/ folder."
     "{% else %}"
     "{% set reason = (event.payload.message or 'see `dprelease ledger show`') | trim %}"
-    "The ledger's reason: {{ reason }}{% if not reason.endswith('.') %}.{% endif %} "
-    "Nothing was read or published."
+    "The ledger's reason: {{ reason }}{% if not reason.endswith('.') %}.{% endif %}"
+    "{% if 'othing was read' not in reason %} Nothing was read or published.{% endif %}"
+    " Runs refused again for this very reason are not paged (their event is "
+    "dprelease.release.refused-again); the next message comes when something changes."
     "{% endif %}" + _NEXT + " `dprelease ledger show` says what each release was charged."
 )
 # Reactive, on dprelease.release.completed: public facts only (the bundle states them too);

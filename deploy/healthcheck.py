@@ -14,24 +14,29 @@ It talks to the API the way the worker does: ``PREFECT_API_URL``, ``PREFECT_API_
 * **pool**: the work pool exists, is not paused, and has a *ready* worker: one the server
   holds ONLINE whose last heartbeat is at most ``--max-heartbeat-age`` seconds old (default:
   3 of its heartbeat intervals, the rule the server's own foreman applies);
-* **deployment** (``--deployment FLOW/NAME``): it exists, is not paused, has an active
-  schedule, the scheduler has created an upcoming run, and no scheduled run is more than
-  ``--late-after`` seconds overdue (a run no worker picked up);
+* **deployment** (``--deployment FLOW/NAME``): it exists, runs this checkout's code (its
+  pull step's directory is the one this script and the worker run from, not another
+  version's), is not paused, has an active schedule, the scheduler has created an upcoming
+  run, and no scheduled run is more than ``--late-after`` seconds overdue (a run no worker
+  picked up);
 * **worker** (``--worker-health URL``): ``prefect worker start --with-healthcheck`` answers 200
   and the server answers this host. The endpoint answers OK for 30 query intervals (5 min)
   after the worker's last poll, server or not; a worker on this host that cannot reach the
   server runs nothing, so the line fails then.
 
-Nothing here reads a flow's parameters or results: only names, states and times.
+Nothing here reads a flow's parameters or results: only names, states, times and the
+deployment's pull step.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import ssl
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 
@@ -144,6 +149,8 @@ def check_deployment(api: httpx.Client, deployment: str, late_after: float, now:
         dep = r.json()
         if dep.get("paused"):
             return Check("deployment", False, f"{name} is paused (prefect deployment resume '{deployment}')")
+        if (other := _other_code(dep, name)) is not None:
+            return Check("deployment", False, other)
         if not any(s.get("active") for s in dep.get("schedules") or []):
             return Check("deployment", False, f"{name} has no active schedule: nothing will run by itself")
         runs = api.post(
@@ -180,6 +187,40 @@ def check_deployment(api: httpx.Client, deployment: str, late_after: float, now:
         True,
         f"{name}: {len(upcoming)} upcoming run(s), the next at {upcoming[0].isoformat(timespec='minutes')}",
     )
+
+
+HERE = Path(__file__).resolve().parents[1]
+"""The checkout this script runs from: the units run it and the worker from the same one."""
+
+
+def _version_at(folder: Path) -> str:
+    try:
+        text = (folder / "dprelease" / "_version.py").read_text(encoding="utf-8")
+    except OSError:
+        return "unknown"
+    found = re.search(r'__version__ = "([^"]+)"', text)
+    return found[1] if found else "unknown"
+
+
+def _other_code(dep: dict, name: str) -> str | None:
+    """Why the deployment's runs would not run this checkout's code (the worker's), or None:
+    its pull step's directory is unset (deployed without ``DPRELEASE_HOME``) or another
+    checkout, whose version is named. A deployment without that pull step runs in the
+    worker's own folder."""
+    for step in dep.get("pull_steps") or []:
+        chdir = step.get("prefect.deployments.steps.set_working_directory")
+        if chdir is None:
+            continue
+        directory = str(chdir.get("directory") or "")
+        if not directory or "{{" in directory:
+            return f"{name}'s pull step has no directory: deployed with DPRELEASE_HOME unset, every run fails"
+        if Path(directory).resolve() != HERE:
+            return (
+                f"{name} runs the code in {directory} (dprelease {_version_at(Path(directory))}), not the "
+                f"worker's {HERE} (dprelease {_version_at(HERE)}): deploy again from {HERE} "
+                "(dprelease deploy check says what each deployment runs)"
+            )
+    return None
 
 
 def check_worker(url: str, timeout: float, server: Check | None = None) -> Check:

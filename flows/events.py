@@ -1,16 +1,17 @@
 """What a release tells the operators: the Prefect events and notices of its outcome, the
 runs the failure hooks look after, and the hooks themselves.
 
-Events (``dprelease.release.completed``, ``.gated``, ``.refused``, ``.failed``) name the
-release as their resource (``dprelease.release.<release_id>``, with the dataset as a
-label), relate it to its flow run, flow, deployment and tags, and carry only public facts:
+Events (``dprelease.release.completed``, ``.gated``, ``.refused``, ``.refused-again``,
+``.failed``) name the release as their resource (``dprelease.release.<release_id>``, with
+the dataset as a label), relate it to its flow run, flow, deployment and tags, and carry only public facts:
 the status, what the release is charged (ε, δ) and the dataset's lifetime account (budget,
 spent, left) from the ledger, where the bundle is (absolute path, host, and URL when the
 flow has a ``public_url``), for a refusal the ledger's message (budgets only), and for a
 failure the exception's type and the stage, never its message, and where its failure record
 is (absolute path and host). The charge is there exact (``epsilon_spent``, ``delta_spent``)
 and rounded for people (``spent``: 0.9999999999999999 is "ε = 1"). ``deploy/automations.py``
-reacts to them.
+reacts to them; a refusal the ledger already gave for the same reason is ``.refused-again``,
+which it logs and does not page.
 
 Notices are sent, or queued when Prefect cannot be reached, by ``flows.delivery``.
 
@@ -34,6 +35,7 @@ from dprelease.bundle.write import write_failure_record
 from dprelease.checks.gates import GateError
 from dprelease.flows.delivery import deliver
 from dprelease.ledger import BudgetRefused, Ledger, budget_facts
+from dprelease.ledger.charges import repeated_refusal
 from dprelease.mechanisms.errors import DPReleaseError
 from dprelease.spec import RELEASE_ID  # re-exported: the flow and the hooks check release ids with it
 
@@ -49,7 +51,7 @@ __all__ = [
     "untrack",
 ]
 
-KINDS = ("completed", "gated", "refused", "failed")
+KINDS = ("completed", "gated", "refused", "refused-again", "failed")
 _log = logging.getLogger("dprelease.events")
 
 
@@ -269,7 +271,7 @@ def record_failure(
     kind = (
         "gated"
         if isinstance(error, GateError)
-        else "refused"
+        else _refusal_kind(ledger, record.dataset, rid)
         if isinstance(error, BudgetRefused)
         else "failed"
     )
@@ -286,6 +288,18 @@ def record_failure(
     record.handled = True
     deliver(record.out, notice(rid, kind, events=[event], artifacts=artifacts))
     return path
+
+
+def _refusal_kind(ledger: Ledger | None, dataset: str | None, rid: str) -> str:
+    """``refused``, or ``refused-again`` when the ledger already refused the dataset for the
+    very same reason (``ledger.charges.repeated_refusal``): no automation pages on it, so a
+    schedule whose period budget is spent pages once per period, not at every slot."""
+    if ledger is None or dataset is None:
+        return "refused"
+    try:
+        return "refused-again" if repeated_refusal(ledger.entries(dataset=dataset), rid) else "refused"
+    except DPReleaseError:  # the ledger cannot be read: tell the operator
+        return "refused"
 
 
 def _close_failed(ledger: Ledger, rid: str, stage: str, error: BaseException, sealed: bool) -> None:

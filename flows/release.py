@@ -121,24 +121,33 @@ def _in_place(sealed: bool, dest: Path, staging: Path) -> bool:
     return sealed and os.path.isdir(dest) and not dest.is_symlink() and not staging.exists()
 
 
-def _choose(
-    spec: ReleaseSpec, record: RunRecord, rid: str, streams: Streams, new_dataset: str | None
-) -> ReleaseSpec:
-    """``mechanism: auto`` resolved in a sound order. First the ledger's refusal, recorded
-    (``flows.run.refuse_first``: neither the rerun rule nor the budget policy depends on the
-    choice), whatever the data file holds; then the rule on the public n, counted without
-    parsing a value (``engines.inputs.public_rows``), and the rows the release fits: on a
-    streaming engine those its holdout coin keeps with the release's own row keys. Then the
-    rehearsal and the reserve run the chosen mechanism's plan."""
+def _refused_first(spec: ReleaseSpec, record: RunRecord, rid: str, new_dataset: str | None) -> None:
+    """The ledger's refusal, decided in the flow's body before anything else runs and
+    recorded as the reserve records it (``flows.run.refuse_first``: the rerun rule and the
+    budget policy, neither of which depends on the data or on ``auto``'s choice). An expected
+    refusal so never happens inside a task, whose engine would log it with its traceback; the
+    reserve still decides again under the ledger's lock."""
     url = record.ledger_url or default_url(record.out)
     try:
         book = Ledger(url, create=False, password=record.ledger_password)
     except NoLedger:  # a first release: nothing to refuse yet (the reserve still decides)
-        book = None
-    if book is not None:
-        with book:
-            log_recovered(recover(record.out, book))  # what dead runs left holds budget until recovered
+        return
+    with book:
+        log_recovered(recover(record.out, book))  # what dead runs left holds budget until recovered
+        try:
             refuse_first(book, spec, rid, rid, new_dataset)
+        except BudgetRefused as e:
+            record.stage = "allocate_budget"
+            record_failure(record, book, e, record.out / f".not-staged-{rid}", False)
+            raise
+
+
+def _choose(spec: ReleaseSpec, rid: str, streams: Streams) -> ReleaseSpec:
+    """``mechanism: auto`` resolved in a sound order, after the ledger's refusal
+    (``_refused_first``), whatever the data file holds: the rule on the public n, counted
+    without parsing a value (``engines.inputs.public_rows``), and the rows the release fits:
+    on a streaming engine those its holdout coin keeps with the release's own row keys. Then
+    the rehearsal and the reserve run the chosen mechanism's plan."""
     chosen = resolve_mechanism(spec, streams.row_keys if spec.engine.streaming else None)
     # the reason quotes the count, which the readers confirm only after the reserve (check_rows):
     # release.json states it then; Prefect hears the name, which the reserved plan shows anyway
@@ -224,11 +233,33 @@ def release(
         # Prefect logs and persists what the flow raises: never an unscrubbed message
         safe = scrub(e, "the release flow") if isinstance(e, Exception) else e
         _OUTCOME["error"] = safe
+        if isinstance(safe, BudgetRefused) and deployment.id is not None:
+            return _refused(safe)
         if safe is e:
             raise
         raise safe from None
     _OUTCOME["path"] = path
     return path
+
+
+def _refused(error: BudgetRefused) -> Any:
+    """A deployment's run refused by the ledger (the budget policy, the rerun rule) or for
+    want of a budget policy, before any reservation, so that nothing was read or spent, ends
+    in a state of type Completed named ``Refused``, with the reason as its message, and one
+    log line: an expected outcome of a schedule. A Failed state would make Prefect's engine
+    log the exception with its traceback in the worker's log (141 lines and 7 ERROR lines per
+    refusal, issue 42), and retry the run if the deployment retries. The failure hook, which
+    Prefect then does not run, is called here: it reports a refusal the body had not recorded
+    (``flows.hooks``). A run outside a deployment (the CLI, the Python API) raises the refusal
+    as before."""
+    from prefect.context import FlowRunContext
+    from prefect.states import Completed, Failed
+
+    ctx = FlowRunContext.get()
+    if ctx is not None and ctx.flow_run is not None:
+        on_failure(ctx.flow, ctx.flow_run, Failed(message=str(error), data=error))
+    get_run_logger().warning("refused; nothing was read or spent: %s", error)
+    return Completed(name="Refused", message=str(error))
 
 
 def _run(
@@ -255,7 +286,9 @@ def _run(
     rid = release_id or spec.resolved_release_id(_slot_time(started))
     record.release_id, record.dataset, record.stage = rid, spec.dataset.name, "prepare"
     if deployment.id is not None and not spec.privacy.has_policy:  # a scheduled release: before any read
-        raise BudgetRefused(NEEDS_POLICY)
+        raise BudgetRefused(
+            f"the spec {spec_path} of this deployment declares no budget policy: {NEEDS_POLICY}"
+        )
     given = None if ledger_url is None else parse_url(ledger_url)  # refuses any other secret
     if given is not None and given.password is not None:
         raise DPReleaseError(
@@ -279,9 +312,10 @@ def _run(
         send_undelivered(out)
         untrack(flow_run.id)
         return str(done)
+    _refused_first(spec, record, rid, new_dataset)
     streams = release_streams(insecure_seed)
     if spec.mechanism.name == AUTO:
-        spec = _choose(spec, record, rid, streams, new_dataset)
+        spec = _choose(spec, rid, streams)
     check_resources(spec)  # before the rehearsal: the memory and time it and the release would need
     step_reached(record, "rehearse")
     for warning in rehearse(spec, rid, insecure_seed=insecure_seed).warnings:  # before the reserve

@@ -32,6 +32,7 @@ __all__ = [
     "listing",
     "policy_name",
     "public_row",
+    "repeated_refusal",
     "rerun_refusal",
     "same_release",
     "spent_charge",
@@ -153,6 +154,21 @@ def rerun_refusal(release_id: str, rows: list[dict]) -> str | None:
             )
         )
     return None
+
+
+def repeated_refusal(rows: list[dict], release_id: str) -> bool:
+    """Whether ``release_id``'s last refusal repeats an earlier one: among ``rows`` (one
+    dataset's, chain order), an earlier ``refused`` row gave the very same reason. The
+    ledger's reason states everything a refusal depends on (the rule, the period and what it
+    spent, the next ε, the reset time; a release id), so the same reason means that nothing
+    has changed since the operator was told: the refusal is logged and not paged again
+    (``flows.events``: ``dprelease.release.refused-again``)."""
+    refused = [r for r in rows if r["kind"] == "release" and r["status"] == "refused"]
+    mine = [i for i, r in enumerate(refused) if r["release_id"] == release_id]
+    if not mine:
+        return False
+    reason = refused[mine[-1]]["detail"].get("reason")
+    return any(r["detail"].get("reason") == reason for r in refused[: mine[-1]])
 
 
 def abandoned(rows: list[dict]) -> dict | None:

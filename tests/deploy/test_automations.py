@@ -280,8 +280,17 @@ CASES = [
         ),
         [
             "adult-20261101t020000z of dataset adult (flow run witty-fox) was refused at",
-            f"The ledger's reason: {REFUSAL_MESSAGE}. Nothing was read or published. {NEXT}",
+            f"The ledger's reason: {REFUSAL_MESSAGE}. Nothing was read or published. Runs refused again "
+            "for this very reason are not paged (their event is dprelease.release.refused-again); the next "
+            f"message comes when something changes. {NEXT}",
         ],
+    ),
+    (  # the ledger's reason says that nothing was read: the body does not say it twice
+        auto.REFUSED,
+        _release_event(
+            "refused", error="BudgetRefused", message="period budget used up; nothing was read or spent"
+        ),
+        ["reason: period budget used up; nothing was read or spent. Runs refused again"],
     ),
     (
         auto.REFUSED,

@@ -39,6 +39,19 @@ def alerts():
     server.shutdown()
 
 
+_WORKER_LOG: dict[str, str] = {}
+"""What the worker printed while it ran each flow run, by run id."""
+
+
+def _refused(run: dict) -> None:
+    """An expected refusal ends the run Completed, named Refused, with the reason as its
+    message, and its worker's log holds no traceback and no ERROR line (issue 42)."""
+    assert (run["state"]["type"], run["state"]["name"]) == ("COMPLETED", "Refused"), run["state"]
+    log = _WORKER_LOG[run["id"]]
+    assert "Traceback" not in log and "| ERROR" not in log, log[-3000:]
+    assert "refused; nothing was read or spent" in log, log[-3000:]
+
+
 def _trigger_and_work(env, spec: Path, out: Path, *params: str, worker_env=None) -> dict:
     """Run the deployment now with this spec (and ``params``, ``name=value``), let one worker
     pass (its environment ``worker_env``, default ``env``) pick it up, return the flow run
@@ -56,16 +69,12 @@ def _trigger_and_work(env, spec: Path, out: Path, *params: str, worker_env=None)
         *(arg for p in params for arg in ("--param", p)),
     )
     run_id = re.search(r"UUID:\s*([0-9a-f-]{36})", text).group(1)
-    cli(
-        worker_env or env,
-        str(BIN / "prefect"),
-        "worker",
-        "start",
-        "--pool",
-        "dprelease-process",
-        "--run-once",
-        timeout=600,
+    worker = [str(BIN / "prefect"), "worker", "start", "--pool", "dprelease-process", "--run-once"]
+    done = subprocess.run(
+        worker, env=worker_env or env, cwd=ROOT, capture_output=True, text=True, timeout=600
     )
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    _WORKER_LOG[run_id] = done.stdout + done.stderr
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         run = api(env, "GET", f"/flow_runs/{run_id}")
@@ -145,7 +154,7 @@ def test_scheduled_release_and_refusal_through_a_real_server(deployed, alerts, t
     slot = api(env, "GET", "/v2/concurrency_limits/dprelease-dataset-adult")  # flows/concurrency.py
     assert (slot["limit"], slot["active_slots"]) == (1, 0)
     second = _trigger_and_work(env, spec, out)
-    assert second["state"]["type"] == "FAILED"
+    _refused(second)
     with Ledger(f"sqlite:///{out / 'ledger.db'}") as led:
         rows = [(r["status"], r["release_id"]) for r in led.releases()]
     assert sorted(status for status, _ in rows) == ["refused", "released"]
@@ -170,7 +179,7 @@ def test_a_deployment_run_without_a_budget_policy_is_refused_before_any_read(dep
     (tmp_path / "data.csv").write_text("not the data\x00")  # read, it would fail as unparsable data
     out = tmp_path / "out"
     run = _trigger_and_work(env, spec, out, "release_id=no-policy")
-    assert run["state"]["type"] == "FAILED", run["state"]
+    _refused(run)
     (refused,) = _events(env, "dprelease.release.refused", "no-policy")
     assert NEEDS_POLICY in refused["payload"]["message"]
     assert not _events(env, "dprelease.release.failed", "no-policy", wait=0)  # sent with it if at all
@@ -217,13 +226,18 @@ def test_three_scheduled_runs_across_two_months_under_a_period_budget(deployed, 
     assert record["this_period"]["resets"] == "2026-12-01T00:00:00+00:00"
 
     (tmp_path / "data.csv").write_text("not the data\x00")  # refused before it is read
-    assert run("nov-b", "2026-11-30T23:59:00+00:00")["state"]["type"] == "FAILED"
+    _refused(run("nov-b", "2026-11-30T23:59:00+00:00"))
     (refused,) = _events(env, "dprelease.release.refused", "nov-b")
     said = refused["payload"]["message"]
     assert "period budget of dataset 'adult'" in said and "in period 2026-11" in said, said
     assert "until the period resets at 2026-12-01T00:00Z" in said, said
     assert months() == november  # nothing more charged
     assert not _events(env, "dprelease.release.failed", "nov-b", wait=0) and not (out / "nov-b").exists()
+    # the next slot of the spent month: refused for the very same reason, so not paged again
+    _refused(run("nov-c", "2026-11-30T23:59:30+00:00"))
+    (again,) = _events(env, "dprelease.release.refused-again", "nov-c")
+    assert again["payload"]["message"] == said
+    assert not _events(env, "dprelease.release.refused", "nov-c", wait=0)
 
     (tmp_path / "data.csv").write_bytes(data)
     assert run("dec-a", "2026-12-01T00:00:00+00:00")["state"]["type"] == "COMPLETED"
@@ -239,6 +253,7 @@ def test_three_scheduled_runs_across_two_months_under_a_period_budget(deployed, 
     assert started == {
         "nov-a": ("released", "2026-11-30T23:58:00+00:00"),
         "nov-b": ("refused", "2026-11-30T23:59:00+00:00"),
+        "nov-c": ("refused", "2026-11-30T23:59:30+00:00"),
         "dec-a": ("released", "2026-12-01T00:00:00+00:00"),
     }
 

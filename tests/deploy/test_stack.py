@@ -480,6 +480,17 @@ def test_healthcheck_against_the_units_server_and_worker(stack_server, tmp_path)
         assert rc == 0, out
         assert f"ready worker(s): {socket.gethostname()}" in out and "1 upcoming run(s)" in out
         assert f"ok    worker: http://127.0.0.1:{whport}/health answers OK" in out
+        for directory, said in (
+            (str(tmp_path), f"runs the code in {tmp_path} (dprelease unknown)"),
+            ("", "unset"),
+        ):
+            elsewhere = {"prefect.deployments.steps.set_working_directory": {"directory": directory}}
+            api.patch(f"/deployments/{dep['id']}", json={"pull_steps": [elsewhere]}).raise_for_status()
+            rc, out = check()  # a deployment made from another checkout, or with DPRELEASE_HOME unset
+            assert rc == 1 and said in out, out
+        here_step = {"prefect.deployments.steps.set_working_directory": {"directory": str(ROOT)}}
+        api.patch(f"/deployments/{dep['id']}", json={"pull_steps": [here_step]}).raise_for_status()
+        assert check()[0] == 0
     deadline = time.monotonic() + 30  # the worker is gone: 3 heartbeats (6 s) later it is not ready
     while "known workers, none ready" not in (out := check()[1]) and time.monotonic() < deadline:
         time.sleep(1)

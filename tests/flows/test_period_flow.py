@@ -10,6 +10,7 @@ The releases run the flow directly under the session's Prefect server, not throu
 and a worker: a worker's runs happen in another process, whose clock a test cannot set."""
 
 import json
+import re
 from datetime import datetime
 
 import pytest
@@ -154,11 +155,13 @@ def test_a_deployment_run_without_a_budget_policy_is_refused_before_any_read(tmp
     (tmp_path / "data.csv").write_text("not the data\x00")  # never read
     monkeypatch.setenv("PREFECT__RUNTIME__DEPLOYMENT__ID", "0f6b3c1e-5a4e-4a57-9a49-3c2f8e1d7b10")
     out = tmp_path / "out"
-    with pytest.raises(
-        BudgetRefused, match=r"privacy.period \(e.g. \{length: P1M.*or privacy.lifetime_epsilon"
-    ):
-        release(str(spec), str(out), release_id="scheduled")
+    state = release(str(spec), str(out), release_id="scheduled", return_state=True)
+    assert (state.type.value, state.name) == ("COMPLETED", "Refused")  # an expected end, no traceback
+    assert re.search(r"privacy.period \(e.g. \{length: P1M.*or privacy.lifetime_epsilon", state.message)
+    assert f"the spec {spec} of this deployment declares no budget policy" in state.message
     assert not (out / "ledger.db").exists() and not (out / "scheduled").exists()
+    (record,) = (out / "failures").iterdir()  # the failure hook's record, called by the body
+    assert json.loads((record / "failure.json").read_text())["error"] == "BudgetRefused"
     monkeypatch.delenv("PREFECT__RUNTIME__DEPLOYMENT__ID")  # the same spec from the CLI or the API runs
     with pytest.raises(Exception, match="data") as e:
         release(str(spec), str(out), release_id="direct")
