@@ -3,7 +3,8 @@ one explicit step from an older format to this one (``dprelease ledger migrate``
 
 * **Format 1**, written by dprelease 0.1.0 and 0.2.0: the tables ``ledger_head``,
   ``ledger_checkpoint`` and ``ledger_entries``, and no stored format. A ledger without the
-  ``ledger_format`` table is format 1.
+  ``ledger_format`` table, or with the table empty (``deploy/postgres/setup.sql`` creates it
+  empty in a ledger that holds rows already), is format 1.
 * **Format 2** (this version): the same tables and rows, plus ``ledger_format`` (one row: the
   format, and the dprelease that created or migrated the ledger), and every row's ``detail``
   names the dprelease version and commit that wrote it (``software``).

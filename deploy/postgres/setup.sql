@@ -19,8 +19,9 @@
 --   dprelease         LOGIN; what the worker's flow runs and the CLI use (DPRELEASE_LEDGER).
 --                     SELECT and INSERT on ledger_entries; SELECT and UPDATE (seq, hash) of the
 --                     one-row tables ledger_head and ledger_checkpoint (the write lock is a
---                     SELECT ... FOR UPDATE of the head, which needs UPDATE). No UPDATE,
---                     DELETE or TRUNCATE of a ledger row, no DDL.
+--                     SELECT ... FOR UPDATE of the head, which needs UPDATE); SELECT, INSERT
+--                     and DELETE of the one-row ledger_format (`dprelease ledger migrate`
+--                     stamps it). No UPDATE, DELETE or TRUNCATE of a ledger row, no DDL.
 --   dprelease_reader  LOGIN; SELECT only: `dprelease ledger show`, `dprelease audit verify`,
 --                     and the backups (pg_dump).
 -- Besides the grants, triggers refuse UPDATE, DELETE and TRUNCATE of ledger_entries (and
@@ -99,6 +100,19 @@ CREATE TABLE IF NOT EXISTS ledger_entries (
 );
 CREATE INDEX IF NOT EXISTS ix_ledger_entries_dataset ON ledger_entries (dataset);
 CREATE INDEX IF NOT EXISTS ix_ledger_entries_release_id ON ledger_entries (release_id);
+-- the ledger's format (ledger/format.py, FORMAT): a new, empty ledger is stamped with this
+-- version's format; one that already holds rows (an older version's, or a restored backup)
+-- keeps the table empty, i.e. format 1, until `dprelease ledger migrate` stamps it and records
+-- the step in the hash chain
+CREATE TABLE IF NOT EXISTS ledger_format (
+    id INTEGER NOT NULL,
+    format INTEGER NOT NULL,
+    written_by VARCHAR(40) NOT NULL,
+    PRIMARY KEY (id)
+);
+INSERT INTO ledger_format (id, format, written_by)
+    SELECT 1, 2, 'deploy/postgres/setup.sql' WHERE NOT EXISTS (SELECT FROM ledger_entries)
+    ON CONFLICT (id) DO NOTHING;
 
 -- the genesis head, and a checkpoint at the genesis (the same as no checkpoint), so that the
 -- writer never needs INSERT on these two tables
@@ -125,9 +139,11 @@ CREATE OR REPLACE TRIGGER ledger_checkpoint_no_truncate
     BEFORE TRUNCATE ON ledger_checkpoint FOR EACH STATEMENT EXECUTE FUNCTION ledger_append_only();
 
 -- grants: exactly these, whatever was granted before
-REVOKE ALL ON ledger_entries, ledger_head, ledger_checkpoint FROM PUBLIC, :"ledger_writer", :"ledger_reader";
+REVOKE ALL ON ledger_entries, ledger_head, ledger_checkpoint, ledger_format
+    FROM PUBLIC, :"ledger_writer", :"ledger_reader";
 REVOKE ALL ON FUNCTION ledger_append_only() FROM PUBLIC;
 GRANT SELECT, INSERT ON ledger_entries TO :"ledger_writer";
 GRANT SELECT, UPDATE (seq, hash) ON ledger_head, ledger_checkpoint TO :"ledger_writer";
-GRANT SELECT ON ledger_entries, ledger_head, ledger_checkpoint TO :"ledger_reader";
+GRANT SELECT, INSERT, DELETE ON ledger_format TO :"ledger_writer";  -- `ledger migrate` stamps it
+GRANT SELECT ON ledger_entries, ledger_head, ledger_checkpoint, ledger_format TO :"ledger_reader";
 RESET ROLE;

@@ -105,3 +105,15 @@ def test_a_newer_format_is_refused_for_reading_and_writing_naming_its_version(ah
                 LedgerFormatError, match=rf"format {FORMAT + ahead} \(written by dprelease 9\.9\.9\)"
             ):
                 Ledger(url, create=create)
+
+
+def test_the_postgresql_setup_stamps_this_format_on_a_new_ledger_only():
+    """``deploy/postgres/setup.sql`` creates the tables for a PostgreSQL ledger: it stamps
+    ``FORMAT`` (the one this code writes), and only where no row exists yet."""
+    import re
+
+    sql = (Path(__file__).resolve().parents[2] / "deploy" / "postgres" / "setup.sql").read_text()
+    stamped = re.search(
+        r"SELECT 1, (\d+), 'deploy/postgres/setup.sql' WHERE NOT EXISTS \(SELECT FROM ledger_entries\)", sql
+    )
+    assert stamped is not None and int(stamped[1]) == FORMAT
