@@ -50,7 +50,7 @@ def _previous(into: Path) -> Path:
     return into
 
 
-@pytest.mark.e2e
+@pytest.mark.deploy
 def test_the_upgrade_guide_runs_as_shown_from_0_2_0_and_back(tmp_path: Path):
     previous = _previous(tmp_path / "dprelease-0.2.0")
     releases = tmp_path / "releases"

@@ -77,7 +77,7 @@ def _wait_gone(home: Path, timeout: float = 15.0) -> list[int]:
     return left
 
 
-@pytest.mark.e2e
+@pytest.mark.deploy
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc")
 def test_releases_killed_at_random_points_leave_nothing_behind(tmp_path):
     spec = write_spec(tmp_path, adult_rows(400))

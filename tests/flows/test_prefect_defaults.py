@@ -180,7 +180,7 @@ def _record_says_nothing_was_read_or_spent(out: Path) -> None:
     assert "nothing was read or spent" in failure["message"]
 
 
-@pytest.mark.e2e
+@pytest.mark.deploy
 def test_the_api_reports_a_server_too_slow_to_start_and_the_next_call_starts_a_fresh_one(tmp_path):
     env = _env(tmp_path)
     done = subprocess.run(
