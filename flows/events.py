@@ -297,7 +297,11 @@ def _refusal_kind(ledger: Ledger | None, dataset: str | None, rid: str) -> str:
     if ledger is None or dataset is None:
         return "refused"
     try:
-        return "refused-again" if repeated_refusal(ledger.entries(dataset=dataset), rid) else "refused"
+        return (
+            "refused-again"
+            if repeated_refusal(ledger.entries(dataset=dataset, kinds=("release",)), rid)
+            else "refused"
+        )
     except DPReleaseError:  # the ledger cannot be read: tell the operator
         return "refused"
 

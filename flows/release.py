@@ -248,10 +248,10 @@ def _refused(error: BudgetRefused) -> Any:
     in a state of type Completed named ``Refused``, with the reason as its message, and one
     log line: an expected outcome of a schedule. A Failed state would make Prefect's engine
     log the exception with its traceback in the worker's log (141 lines and 7 ERROR lines per
-    refusal, issue 42), and retry the run if the deployment retries. The failure hook, which
-    Prefect then does not run, is called here: it reports a refusal the body had not recorded
-    (``flows.hooks``). A run outside a deployment (the CLI, the Python API) raises the refusal
-    as before."""
+    refusal in issue 42's operator trial), and retry the run if the deployment retries. The
+    failure hook, which Prefect then does not run, is called here: it reports a refusal the
+    body had not recorded (``flows.hooks``). A run outside a deployment (the CLI, the Python
+    API) raises the refusal as before."""
     from prefect.context import FlowRunContext
     from prefect.states import Completed, Failed
 

@@ -19,6 +19,7 @@ writing alike, naming the version that wrote it: this code cannot know what its 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from sqlalchemy import Column, Integer, MetaData, String, Table, inspect, select
@@ -83,14 +84,10 @@ def software() -> dict[str, str]:
     return {"dprelease": __version__, "commit": _commit()}
 
 
-_COMMIT: list[str] = []
-
-
+@functools.cache
 def _commit() -> str:
     """``commit()`` asked once per process (it runs git)."""
-    if not _COMMIT:
-        _COMMIT.append(commit())
-    return _COMMIT[0]
+    return commit()
 
 
 def stored_format(conn: Connection) -> StoredFormat:

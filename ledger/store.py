@@ -132,10 +132,16 @@ class Ledger:
 
     # reading -------------------------------------------------------------------------
 
-    def entries(self, *, dataset: str | None = None, release_id: str | None = None) -> list[dict]:
-        """Rows in chain order, ``detail`` decoded."""
+    def entries(
+        self,
+        *,
+        dataset: str | None = None,
+        release_id: str | None = None,
+        kinds: tuple[str, ...] | None = None,
+    ) -> list[dict]:
+        """Rows in chain order (of ``kinds`` only, when given), ``detail`` decoded."""
         where = {k: v for k, v in (("dataset", dataset), ("release_id", release_id)) if v is not None}
-        return self._select(None, **where)
+        return self._select(kinds, **where)
 
     @staticmethod
     def _read(conn: Connection, kinds: tuple[str, ...] | None = None, **where) -> list[dict]:
