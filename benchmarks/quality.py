@@ -212,6 +212,18 @@ METHODS: dict[str, Method] = {
     "aim": Method("aim (ours, Private-PGM)", mechanism="aim"),
     "aim_batch4": Method("aim, 4 rounds per estimate (ours)", mechanism="aim", extra={"batch": 4}),
     "mst_grid": Method("mst + value grid (ours)", mechanism="mst", params={}, value_grid=True),
+    # the same with a merged column's groups at equal widths (``cuts: equal``), not private quantiles
+    "factor_gauss_equal": Method(
+        "factor_gauss, equal-width groups", mechanism="factor_gauss", extra={"cuts": "equal"}
+    ),
+    "mst_quantiles": Method(
+        "mst, groups at private quantiles (ours)", mechanism="mst", params={"cuts": "quantiles"}
+    ),
+    "aim_batch4_equal": Method(
+        "aim, 4 rounds per estimate, equal-width groups (ours)",
+        mechanism="aim",
+        extra={"batch": 4, "cuts": "equal"},
+    ),
     **{key: Method(peer.label, peer=key) for key, peer in PEERS.items()},
 }
 METRICS = (

@@ -9,7 +9,8 @@ Per entry of a statistic, the noise e has
   E|e| = 2q/(1 − q²);
 * none (a value used without noise; the release is then not DP): 0.
 
-For a **count table** over public cells (one-way histograms ``histogram[...]``, two-way
+For a **count table** over public cells (one-way histograms ``histogram[...]`` and, over a
+column's declared cells, ``cuts[...]``, two-way
 marginals ``marginal[...]`` (mst, aim), the
 refine stage's ``pair[...]``, ron_gauss's ``class_counts``), whose counts sum to the public
 n, the noise alone moves the normalised table by E‖e‖₁/(2n) = K·E|e|/(2n) in total
@@ -23,7 +24,7 @@ import math
 
 __all__ = ["COUNT_TABLES", "describe", "entry_noise", "expected_error", "is_count_table"]
 
-COUNT_TABLES = ("histogram[", "pair[", "marginal[", "class_counts")
+COUNT_TABLES = ("histogram[", "cuts[", "pair[", "marginal[", "class_counts")
 
 
 def entry_noise(mechanism: str, scale: float) -> tuple[float, float]:

@@ -48,6 +48,7 @@ import numpy as np
 
 from dprelease.mechanisms.accounting import BudgetPlan
 from dprelease.mechanisms.axes import axes_of
+from dprelease.mechanisms.factor_marginals import Cuts, check_cuts, one_way_sensitivities
 from dprelease.mechanisms.graphical import Marginal, Model, estimate, marginal_of, model_size, sample
 from dprelease.mechanisms.marginals import histogram_sensitivity
 from dprelease.mechanisms.primitives import Measurement, exponential_mechanism, measure_stage
@@ -98,7 +99,8 @@ class AIMParams:
     estimate after every round; more rounds share a model, never choosing a candidate twice
     in one batch, and the budget is annealed when every table of the batch barely moved the
     model); ``triples``: with a target, its three-way marginals with every two other columns
-    are candidates too (``workload.target_triples``). mbi compiles a program for every new
+    are candidates too (``workload.target_triples``); ``cuts``: where a merged column's
+    groups lie (``factor_marginals.Cuts``). mbi compiles a program for every new
     set of cliques, which is most of AIM's time."""
 
     def triples_of(self) -> str | None:
@@ -112,6 +114,7 @@ class AIMParams:
     target: str | None = None
     batch: int = 1
     triples: bool = True
+    cuts: Cuts = "quantiles"
 
     def __post_init__(self) -> None:
         if self.rounds is not None and not (isinstance(self.rounds, int) and self.rounds >= 1):
@@ -122,6 +125,7 @@ class AIMParams:
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"params.{name} ({value}) must be an integer >= 1")
+        check_cuts(self.cuts)
 
     def total_rounds(self, p: int) -> int:
         return self.rounds if self.rounds is not None else 16 * p
@@ -360,11 +364,12 @@ def _name(names: list[str], columns: tuple[int, ...], t: int) -> str:
 def sensitivities(
     schema: Schema, params: AIMParams, n: int, facts: Mapping[str, Any] | None = None
 ) -> dict[str, Sensitivity]:
-    """Every statistic aim measures, from public facts: one histogram per column, the
+    """Every statistic aim measures, from public facts: one histogram per column (and one
+    over the declared cells per column cut by private mass, ``facts["cuts"]``), the
     target's tables (``facts["target_pairs"]``), and per round (``facts["rounds"]``, the
     noisy selections' outcome) its selection and its table."""
     h1, h2 = histogram_sensitivity("l1"), histogram_sensitivity("l2")
-    out = {f"histogram[{c}]": Sensitivity("marginals", h1, h2, tight=True) for c in schema.names}
+    out = one_way_sensitivities(schema, facts)
     for a, b in (facts or {}).get("target_pairs", []):
         out[pair_name(schema.names, schema.names.index(a), schema.names.index(b))] = Sensitivity(
             "target", h1, h2, tight=True
@@ -425,8 +430,8 @@ SYNTHESIZER = Synthesizer(
     defects=lambda params: [],
     keeps_row_order=False,
     spends={"encode": ("marginals",), "estimate": ("target", "select", "measure")},
-    encode=lambda rows, schema, plan, params, rng: _stage(
-        encode_rows(rows.bins, schema, plan, None, rng, triples_of=params.triples_of())
+    encode=lambda rows, schema, plan, params, rng: (
+        encode_rows(rows.bins, schema, plan, None, rng, params.triples_of(), params.cuts).stage
     ),
     estimate=lambda workload, plan, params, rng: _estimate(workload, workload.counts, plan, params, rng),
     sample=lambda state, params, m, rng: Stage((*_model_stage(state, params).state, m)),
@@ -434,8 +439,8 @@ SYNTHESIZER = Synthesizer(
     sensitivities=sensitivities,
     check=check,
     streaming=Streaming(
-        lambda counts, n, schema, plan, params, rng: _stage(
-            encode_counts(counts, n, schema, plan, None, rng, triples_of=params.triples_of())
+        lambda counts, n, schema, plan, params, rng: (
+            encode_counts(counts, n, schema, plan, None, rng, params.triples_of(), params.cuts).stage
         ),
         lambda bins, dither, state, params: chunk_counts(bins, state),
         lambda total, n, workload, plan, params, rng: _estimate(
@@ -448,7 +453,3 @@ SYNTHESIZER = Synthesizer(
     models_missing=True,
     rehearsal_params={"rounds": 2, "round_iters": 5, "iters": 5},
 )
-
-
-def _stage(workload: Workload) -> Stage:
-    return Stage(workload, workload.one_way)

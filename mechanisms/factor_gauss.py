@@ -3,10 +3,13 @@ fresh Gaussian samples decoded through the private marginals.
 
 Stages and their budgets (default weights 0.5 / 0.5):
 
-1. ``marginals`` — one private histogram per column over public cells: the declared
+1. ``marginals`` — one private histogram per column over its groups: the declared
    bins, with a continuous column's intervals merged into the number of groups that
    public n and the noise scale call for (``mechanisms.resolution``; atoms, declared
-   ``bins`` and ``values`` are kept), post-processed to private CDFs.
+   ``bins`` and ``values`` are kept), post-processed to private CDFs. With ``params.cuts``
+   ``quantiles`` (the default) a merged column's groups are placed at private quantiles,
+   read off a noisy histogram over its declared cells measured first from the column's
+   share (``factor_marginals.measure_one_way``); with ``equal`` they are equal widths.
 2. encoding (post-processing) — latent scores z = Φ⁻¹(U) (``mechanisms.latent``),
    clipped to [−c, c] and each row to L2 norm ≤ B (public c and B; B = √p by default).
 3. ``moments`` — S = ZᵀZ/n released with noise on its upper triangle (mirrored).
@@ -37,18 +40,22 @@ The privacy argument and the derivations: ``docs/proofs/factor_gauss.md``.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
 from dprelease.mechanisms.accounting import BudgetPlan, StageBudget
 from dprelease.mechanisms.factor_marginals import (
     Code,
-    cells_for,
-    code_from_marginals,
+    Cuts,
+    check_cuts,
+    code_from_one_way,
     marginal_noise,
     mean_abs_noise,
-    measure_marginals,
+    measure_one_way,
+    one_way_sensitivities,
 )
 from dprelease.mechanisms.factor_model import (
     bound_rows,
@@ -109,13 +116,15 @@ class FactorGaussParams:
     chosen from the *noisy* eigenvalues; ``attenuation_correction`` undoes the shrinkage
     of latent correlations by coarse bins (both post-processing); ``target`` (a nominal or
     ordinal column) adds the ``refine`` stage: its 2-way tables with every other column and
-    the tables of the other nominal and ordinal columns' pairs (``refine.table_pairs``)."""
+    the tables of the other nominal and ordinal columns' pairs (``refine.table_pairs``);
+    ``cuts``: where a merged column's groups lie (``factor_marginals.Cuts``)."""
 
     clip: float = 4.0
     row_norm: float | None = None
     factors: int | None = None
     attenuation_correction: bool = True
     target: str | None = None
+    cuts: Cuts = "quantiles"
 
     def __post_init__(self) -> None:
         if not (self.clip > 0 and math.isfinite(self.clip)):
@@ -124,6 +133,7 @@ class FactorGaussParams:
             raise ValueError(f"params.row_norm ({self.row_norm}) must be a finite number > 0")
         if self.factors is not None and self.factors < 1:
             raise ValueError(f"params.factors ({self.factors}) must be an integer >= 1")
+        check_cuts(self.cuts)
 
     def bound(self, p: int) -> float:
         return self.row_norm if self.row_norm is not None else math.sqrt(p)
@@ -142,20 +152,18 @@ def stage_weights(schema: Schema, params: FactorGaussParams) -> dict[str, float]
     return dict(STAGE_WEIGHTS if params.target is None else REFINE_WEIGHTS)
 
 
-def sensitivities(schema: Schema, params: FactorGaussParams, n: int, facts=None) -> dict[str, Sensitivity]:
-    """Every statistic factor_gauss measures, from public facts: one histogram per column
+def sensitivities(
+    schema: Schema, params: FactorGaussParams, n: int, facts: Mapping[str, Any] | None = None
+) -> dict[str, Sensitivity]:
+    """Every statistic factor_gauss measures, from public facts: one histogram per column,
+    and one over the declared cells per column cut by private mass (``facts["cuts"]``)
     (Δ₁ = 2, Δ₂ = √2, ``marginals.histogram_sensitivity``; attained by any record moving
     bins) and the latent second moment (``second_moment_sensitivity`` with B =
     ``params.bound(p)``; its Δ₂ is attained by z = B·e₁ vs z' = B·e₂ when B ≤ c, its Δ₁
     by no pair in general); with a ``target``, each 2-way table of ``refine.table_pairs``
     (a count histogram over public cells: Δ₁ = 2, Δ₂ = √2, attained; ``mechanisms.refine``)."""
     p = len(schema)
-    out = {
-        f"histogram[{name}]": Sensitivity(
-            "marginals", histogram_sensitivity("l1"), histogram_sensitivity("l2"), tight=True
-        )
-        for name in schema.names
-    }
+    out = one_way_sensitivities(schema, facts)
     b = params.bound(p)
     out["latent_second_moment"] = Sensitivity(
         "moments", second_moment_sensitivity(n, b, p, "l1"), second_moment_sensitivity(n, b, p, "l2")
@@ -198,6 +206,7 @@ class Encoded:
     marginals: tuple[Measurement, ...]
     bound: float
     pair_counts: tuple[np.ndarray, ...] = field(default=(), repr=False)
+    facts: Mapping[str, Any] = field(default_factory=dict)
 
 
 def latent_rows(bins: np.ndarray, code: Code, params: FactorGaussParams, dither: np.ndarray) -> np.ndarray:
@@ -222,21 +231,19 @@ def encode(
     *,
     rng: np.random.Generator,
 ) -> Encoded:
-    """Stage 1 (private histograms of the public groups ``cells_for`` → CDFs, nominal
-    order) and stage 2 (bounded scores).
+    """Stage 1 (private histograms over the groups ``measure_one_way`` places → CDFs,
+    nominal order) and stage 2 (bounded scores).
 
-    Sensitivity, Noise, Privacy: ``measure_marginals`` (a histogram of groups is a
+    Sensitivity, Noise, Privacy: ``measure_one_way`` (a histogram of groups is a
     histogram: Δ₁ = 2, Δ₂ = √2); stage 2 is post-processing.
     Reference: ours (no paper); ``docs/proofs/factor_gauss.md``.
     """
     n, p = bins.shape
-    cells = cells_for(schema, stage_part, n)
-    coarse = cells.coarse(bins)
-    counts = [histogram(coarse[:, j], k) for j, k in enumerate(cells.n_groups)]
-    marginals = measure_marginals(counts, schema.names, stage_part, cells, rng=rng)
-    code = code_from_marginals(marginals, n, schema, cells)
+    counts = [histogram(bins[:, j], c.n_bins) for j, c in enumerate(schema.columns)]
+    one_way = measure_one_way(counts, n, schema, stage_part, params.cuts, rng=rng)
+    code = code_from_one_way(one_way, schema)
     z = latent_rows(bins, code, params, row_uniforms(RowKeys.draw(rng).dither, 0, n, p))
-    return Encoded(z, code, tuple(marginals), params.bound(len(schema)))
+    return Encoded(z, code, one_way.measurements, params.bound(len(schema)), facts=one_way.facts)
 
 
 def measure_moments(
@@ -306,7 +313,7 @@ def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: Fac
             code=replace(encoded.code, pairs=pairs),
             pair_counts=tuple(pair_counts(rows.bins, pairs)),
         )
-    return Stage(encoded, encoded.marginals)
+    return Stage(encoded, encoded.marginals, encoded.facts)
 
 
 def _measure_refine(counts: list[np.ndarray], code: Code, plan: BudgetPlan, rng) -> tuple[Measurement, ...]:
@@ -355,20 +362,16 @@ def _decode_stage(
 def encode_counts(
     counts: list[np.ndarray], n: int, schema: Schema, plan: BudgetPlan, params: FactorGaussParams, rng
 ) -> Stage:
-    """Stage 1 from the fitted rows' summed one-way histograms over the declared cells,
-    summed into the public groups (``cells_for``, exact); noise drawn once, here. The
-    code also carries the ``refine`` tables' public cells, for pass 2.
+    """Stage 1 from the fitted rows' summed one-way histograms over the declared cells
+    (``measure_one_way``); noise drawn once, here. The code also carries the ``refine``
+    tables' public cells, for pass 2.
 
-    Sensitivity, Noise, Privacy: ``measure_marginals``, as ``encode``.
+    Sensitivity, Noise, Privacy: ``measure_one_way``, as ``encode``.
     Reference: ours (no paper); ``docs/proofs/factor_gauss.md``.
     """
-    stage_part = plan.stage("marginals")
-    cells = cells_for(schema, stage_part, n)
-    marginals = measure_marginals(cells.coarse_counts(counts), schema.names, stage_part, cells, rng=rng)
-    code = replace(
-        code_from_marginals(marginals, n, schema, cells), pairs=refine_cells(schema, plan, params, n)
-    )
-    return Stage(code, tuple(marginals))
+    one_way = measure_one_way(counts, n, schema, plan.stage("marginals"), params.cuts, rng=rng)
+    code = replace(code_from_one_way(one_way, schema), pairs=refine_cells(schema, plan, params, n))
+    return Stage(code, one_way.measurements, one_way.facts)
 
 
 def chunk_moment_sum(

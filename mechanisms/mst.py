@@ -38,6 +38,7 @@ import numpy as np
 
 from dprelease.mechanisms.accounting import BudgetPlan, StageBudget
 from dprelease.mechanisms.axes import axes_of
+from dprelease.mechanisms.factor_marginals import Cuts, check_cuts, one_way_sensitivities
 from dprelease.mechanisms.graphical import Marginal, estimate, sample
 from dprelease.mechanisms.marginals import histogram_sensitivity
 from dprelease.mechanisms.primitives import Measurement, exponential_mechanism, measure_stage
@@ -66,13 +67,18 @@ SCORE_SENSITIVITY = 2.0
 
 @dataclass(frozen=True)
 class MSTParams:
-    """Public hyperparameters: ``iters`` of mirror descent for the estimate."""
+    """Public hyperparameters: ``iters`` of mirror descent for the estimate; ``cuts``:
+    where a merged column's groups lie (``factor_marginals.Cuts``): ``equal`` by default, as
+    measured (private quantiles helped mst on NMES1988 and hurt it on CreditCard and PSID1976
+    at ε = 1, ``BENCHMARKS.md``), unlike ``factor_gauss`` and ``aim``."""
 
     iters: int = 1000
+    cuts: Cuts = "equal"
 
     def __post_init__(self) -> None:
         if not (isinstance(self.iters, int) and self.iters >= 1):
             raise ValueError(f"params.iters ({self.iters}) must be an integer >= 1")
+        check_cuts(self.cuts)
 
 
 def stage_weights(schema: Schema, params: MSTParams) -> dict[str, float]:
@@ -163,10 +169,11 @@ def measure_tree(
 def sensitivities(
     schema: Schema, params: MSTParams, n: int, facts: Mapping[str, Any] | None = None
 ) -> dict[str, Sensitivity]:
-    """Every statistic mst measures, from public facts: one histogram per column, the
+    """Every statistic mst measures, from public facts: one histogram per column (and one
+    over the declared cells per column cut by private mass, ``facts["cuts"]``), the
     selections and the chosen pairs (``facts["tree"]``, the noisy selections' outcome)."""
     h1, h2 = histogram_sensitivity("l1"), histogram_sensitivity("l2")
-    out = {f"histogram[{c}]": Sensitivity("marginals", h1, h2, tight=True) for c in schema.names}
+    out = one_way_sensitivities(schema, facts)
     tree = (facts or {}).get("tree", [])
     for t, (a, b) in enumerate(tree):
         out[f"select[{t}]"] = Sensitivity("select", None, None, linf=SCORE_SENSITIVITY)
@@ -180,8 +187,7 @@ def _facts(chosen: list[tuple[int, int]], names: list[str]) -> dict[str, Any]:
 
 
 def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: MSTParams, rng) -> Stage:
-    workload = encode_rows(rows.bins, schema, plan, None, rng)
-    return Stage(workload, workload.one_way)
+    return encode_rows(rows.bins, schema, plan, None, rng, cuts=params.cuts).stage
 
 
 def _estimate(workload: Workload, counts, plan: BudgetPlan, rng) -> Stage:
@@ -228,8 +234,7 @@ def _draw(state: tuple[Workload, Any], m: int, rng: np.random.Generator) -> Mixe
 
 
 def _stream_encode(counts: list[np.ndarray], n: int, schema: Schema, plan: BudgetPlan, params, rng) -> Stage:
-    workload = encode_counts(counts, n, schema, plan, None, rng)
-    return Stage(workload, workload.one_way)
+    return encode_counts(counts, n, schema, plan, None, rng, cuts=params.cuts).stage
 
 
 def _stream_estimate(total: np.ndarray, n: int, workload: Workload, plan: BudgetPlan, params, rng) -> Stage:

@@ -42,7 +42,17 @@ import numpy as np
 
 from dprelease.mechanisms.schema import Column, Continuous, Schema
 
-__all__ = ["MIN_GROUPS", "NOISE_TVD", "Cells", "column_groups", "group_count", "resolve"]
+__all__ = [
+    "MIN_GROUPS",
+    "NOISE_TVD",
+    "Cells",
+    "column_groups",
+    "cut_points",
+    "group_count",
+    "mass_groups",
+    "mergeable",
+    "resolve",
+]
 
 NOISE_TVD = 0.25
 MIN_GROUPS = 2
@@ -56,19 +66,65 @@ def group_count(n: int, mean_abs_noise: float, declared: int) -> int:
     return max(min(k, declared), min(MIN_GROUPS, declared))
 
 
+def mergeable(column: Column) -> bool:
+    """A continuous column whose intervals the rule may merge: no declared ``bins`` or
+    ``values`` (a steward's choice is final)."""
+    return isinstance(column, Continuous) and column.values is None and column.intervals is None
+
+
 def column_groups(column: Column, n: int, mean_abs_noise: float) -> np.ndarray:
     """The group of each of ``column``'s cells (contiguous, numbered in cell order): merged
     intervals by ``group_count``, each declared atom alone (also on a column with a cell
     per integer); the identity for a column that is not
     continuous or that declares ``bins`` or ``values``."""
     identity = np.arange(column.n_bins)
-    if not isinstance(column, Continuous) or column.values is not None or column.intervals is not None:
+    if not isinstance(column, Continuous) or not mergeable(column):
         return identity
     k_declared = column.n_intervals
     k = group_count(n, mean_abs_noise, k_declared)
     if k == k_declared:
         return identity
     part = np.repeat(np.arange(k), [len(a) for a in np.array_split(np.arange(k_declared), k)])
+    return _label(column, part)
+
+
+def mass_groups(column: Continuous, distribution: np.ndarray, k: int) -> np.ndarray:
+    """At most k groups of contiguous intervals holding near-equal *private* mass (atoms
+    alone, as ``column_groups``): an interval goes to group ⌊k·F(mid)⌋ (at most k − 1), F the
+    cumulative share of the intervals' mass at its middle, from ``distribution``, a private
+    distribution over the declared cells. Post-processing of a noisy histogram: the cuts are
+    private quantiles of the column read off its noisy CDF (a spike of mass gets a group of
+    its own, a sparse tail is merged), not equal widths. Groups left empty by a jump of F are
+    skipped, so a column may get fewer than k."""
+    _, _, item = column._layout
+    alone = column.atom_cells
+    mass = np.zeros(column.n_intervals)
+    np.add.at(mass, item[~alone], np.asarray(distribution, dtype=float)[~alone])
+    total = mass.sum()
+    if total <= 0:
+        share = (np.arange(column.n_intervals) + 0.5) / column.n_intervals
+    else:
+        share = (np.cumsum(mass) - mass / 2) / total
+    return _label(column, np.minimum((share * k).astype(np.int64), k - 1))
+
+
+def cut_points(column: Continuous, groups: np.ndarray) -> list[float]:
+    """Where one group of intervals ends and the next begins, on the raw scale (the
+    interval edges between groups; atoms, alone, are not cuts): what a release publishes
+    of ``mass_groups``. Six significant digits."""
+    _, _, item = column._layout
+    interval = ~column.atom_cells
+    first: dict[int, int] = {}
+    for cell in np.flatnonzero(interval):
+        first.setdefault(int(groups[cell]), int(item[cell]))
+    starts = sorted(first.values())[1:]
+    edges = column._inverse(column.edges[starts]) if starts else np.empty(0)
+    return [float(f"{v:.6g}") for v in edges]
+
+
+def _label(column: Continuous, part: np.ndarray) -> np.ndarray:
+    """Per cell in value order, its group: runs of intervals in the same ``part`` (per
+    interval index) share one, each atom cell (``atom_cells``) is alone."""
     _, _, item = column._layout  # per cell: interval index, or −1 − atom index (or missing)
     alone = column.atom_cells
     groups = np.empty(column.n_bins, dtype=np.int64)

@@ -10,8 +10,9 @@ cell by the private one-way density (``resolution.Cells.fine``), then decoded as
 decodes a cell (exactly an atom, uniformly inside an interval).
 
 **Stage ``marginals``.** One noisy histogram per column over its groups
-(``factor_gauss.measure_marginals``: Δ₁ = 2, Δ₂ = √2 under replace-one, the stage split
-evenly over the p columns).
+(``factor_marginals.measure_one_way``: Δ₁ = 2, Δ₂ = √2 under replace-one, the stage split
+evenly over the p columns; with ``cuts="quantiles"`` a merged column's groups are placed at
+private quantiles of a noisy histogram over its declared cells, measured first).
 
 **Candidates.** The two-way marginals (i, j), i < j, whose table has at most
 ``MAX_PAIR_CELLS`` cells (a public rule on the schema and n), the target's pairs first. Their
@@ -22,19 +23,20 @@ them chunk by chunk in pass 2 and add them, and the selection runs on the sums.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
 from dprelease.mechanisms.accounting import BudgetPlan
-from dprelease.mechanisms.factor_gauss import cells_for, marginal_noise, measure_marginals
+from dprelease.mechanisms.factor_marginals import Cuts, HasCuts, marginal_noise, measure_one_way
 from dprelease.mechanisms.graphical import Marginal, table_counts
-from dprelease.mechanisms.marginals import histogram, private_distribution
+from dprelease.mechanisms.marginals import histogram
 from dprelease.mechanisms.primitives import Measurement
 from dprelease.mechanisms.resolution import Cells
 from dprelease.mechanisms.schema import Schema
-from dprelease.mechanisms.synthesizer import HistogramNoise, MixedRows
+from dprelease.mechanisms.synthesizer import HistogramNoise, MixedRows, Stage
 
 __all__ = [
     "MAX_PAIR_CELLS",
@@ -103,6 +105,14 @@ class Workload:
     counts: tuple[np.ndarray, ...] = field(default=(), repr=False)  # exact table counts: confidential
     one_counts: tuple[np.ndarray, ...] = field(default=(), repr=False)  # exact histograms: confidential
     triples: tuple[tuple[int, int, int], ...] = ()
+    cuts: tuple[Measurement, ...] = ()
+    facts: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def stage(self) -> Stage:
+        """The one-way stage for the flow: this workload, its measurements in the order
+        drawn (the cuts' histograms, then the groups'), and its public facts (cut points)."""
+        return Stage(self, (*self.cuts, *self.one_way), self.facts)
 
     @property
     def sizes(self) -> list[int]:
@@ -114,10 +124,6 @@ class Workload:
         return (*self.pairs, *self.triples)
 
 
-def _private_cells(schema: Schema, cells: Cells, marginals: list[Measurement], n: int) -> Cells:
-    return cells.with_private(schema, [private_distribution(m, n) for m in marginals])
-
-
 def encode_rows(
     bins: np.ndarray,
     schema: Schema,
@@ -125,6 +131,7 @@ def encode_rows(
     target: str | None,
     rng: np.random.Generator,
     triples_of: str | None = None,
+    cuts: Cuts = "quantiles",
 ) -> Workload:
     """The one-way stage on rows in memory (``encode_counts`` on their histograms over the
     declared cells), and the candidates' exact counts (confidential, kept in the workload
@@ -134,7 +141,7 @@ def encode_rows(
     Reference: as ``encode_counts``.
     """
     declared = [histogram(bins[:, j], c.n_bins) for j, c in enumerate(schema.columns)]
-    workload = encode_counts(declared, len(bins), schema, plan, target, rng, triples_of)
+    workload = encode_counts(declared, len(bins), schema, plan, target, rng, triples_of, cuts)
     groups = workload.cells.coarse(bins)
     return replace(workload, counts=tuple(table_counts(groups, workload.tables, workload.sizes)))
 
@@ -145,33 +152,35 @@ def encode_counts(
     schema: Schema,
     plan: BudgetPlan,
     target: str | None,
-    rng,
+    rng: np.random.Generator,
     triples_of: str | None = None,
+    cuts: Cuts = "quantiles",
 ) -> Workload:
     """The one-way stage from the fitted rows' histograms over the declared cells (in
     memory, or summed over chunks by the streaming engines' pass 1), summed into the groups;
     noise drawn once, here. The candidates: the pairs, the target's first, and with
     ``triples_of`` that column's triples.
 
-    Sensitivity: Δ₁ = 2, Δ₂ = √2 per histogram (``factor_gauss.measure_marginals``).
-    Noise: the ``marginals`` stage split evenly over the p columns.
+    Sensitivity: Δ₁ = 2, Δ₂ = √2 per histogram (``factor_marginals.measure_one_way``).
+    Noise: the ``marginals`` stage split evenly over the p columns (a cut column's part
+    shared with its cuts' histogram, ``CUT_SHARE``).
     Privacy: Σⱼ ρⱼ ≤ ρ_marginals (zCDP) or Σⱼ εⱼ ≤ ε_marginals (pure).
     Reference: McKenna et al. 2021 (MST) and 2022 (AIM) measure every one-way marginal first.
     """
-    budget = plan.stage("marginals")
-    cells = cells_for(schema, budget, n)
-    coarse = cells.coarse_counts(counts)
-    marginals = measure_marginals(coarse, schema.names, budget, cells, rng=rng)
-    pairs = candidate_pairs(schema, cells.n_groups, target)
-    triples = target_triples(schema, cells.n_groups, triples_of) if triples_of is not None else []
+    stage = measure_one_way(counts, n, schema, plan.stage("marginals"), cuts, rng=rng)
+    sizes = stage.cells.n_groups
+    pairs = candidate_pairs(schema, sizes, target)
+    triples = target_triples(schema, sizes, triples_of) if triples_of is not None else []
     return Workload(
         tuple(schema.names),
-        _private_cells(schema, cells, marginals, n),
+        stage.cells,
         tuple(pairs),
-        tuple(marginals),
+        stage.marginals,
         n,
-        one_counts=tuple(coarse),
+        one_counts=stage.coarse,
         triples=tuple(triples),
+        cuts=stage.cuts,
+        facts=stage.facts,
     )
 
 
@@ -204,7 +213,7 @@ def decode_groups(groups: np.ndarray, workload: Workload, rng: np.random.Generat
     return MixedRows(workload.cells.fine(groups, rng))
 
 
-def histograms(schema: Schema, params: object, plan: BudgetPlan, n: int | None) -> list[HistogramNoise]:
+def histograms(schema: Schema, params: HasCuts, plan: BudgetPlan, n: int | None) -> list[HistogramNoise]:
     """The one-way stage's noise per histogram, for the forecast (as ``factor_gauss``'s)."""
     return marginal_noise(schema, params, plan, n)
 

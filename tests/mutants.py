@@ -269,12 +269,17 @@ MUTANTS = [
         ISOLATION,
     ),
     Mutant(
+        "one-way stage: groups cut at the exact quantiles (the noisy cuts drawn, charged, unused)",
+        "mechanisms/factor_marginals.py",
+        "        groups[j] = mass_groups(column, private_distribution(m, n), public.n_groups[j])\n",
+        "        groups[j] = mass_groups(column, np.asarray(counts[j], dtype=float) / n, public.n_groups[j])\n",
+        FG,
+    ),
+    Mutant(
         "factor_gauss: CDFs from the exact histograms (the noisy ones drawn, charged, unused)",
-        "mechanisms/factor_gauss.py",
-        "    code = code_from_marginals(marginals, n, schema, cells)\n",
-        "    code = code_from_marginals(\n"
-        "        [replace(m, value=c.astype(float)) for m, c in zip(marginals, counts)], n, schema, cells\n"
-        "    )\n",
+        "mechanisms/factor_marginals.py",
+        "    distributions = [private_distribution(m, n) for m in marginals]\n",
+        "    distributions = [np.asarray(c, dtype=float) / n for c in coarse]\n",
         ISOLATION,
     ),
     Mutant(

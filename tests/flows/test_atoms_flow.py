@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from dprelease.cli.main import app
 from dprelease.engines.inputs import InputRefused
 from dprelease.flows.release import release
-from dprelease.mechanisms import factor_gauss as fg
+from dprelease.mechanisms import factor_marginals
 from dprelease.mechanisms.accounting import plan_budget
 from dprelease.mechanisms.accuracy import describe, expected_error
 from dprelease.spec import load_spec
@@ -71,7 +71,8 @@ def test_atoms_support_and_precision_reach_the_published_table(tmp_path, engine)
     # the published histograms are over the groups the public rule gives for the fitted n
     spec = load_spec(tmp_path / "spec.yaml")
     plan = plan_budget("zcdp", 1.0, 1e-6, spec.stage_weights())
-    groups = fg.cells_for(spec.public_schema(), plan.stage("marginals"), doc["privacy"]["rows_fitted"])
+    n_fitted = doc["privacy"]["rows_fitted"]
+    groups = factor_marginals.cells_for(spec.public_schema(), plan.stage("marginals"), n_fitted)
     assert [spent[f"histogram[{c}]"]["dimension"] for c in SCHEMA] == groups.n_groups
     assert groups.n_groups[1] == 4  # a declared support is never merged
     # the accuracy statement: one entry per measurement, from its noise scale and n alone

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from dprelease.mechanisms import factor_gauss as fg
+from dprelease.mechanisms import factor_marginals
 from dprelease.mechanisms.accounting import plan_budget
 from dprelease.mechanisms.errors import SchemaError
 from dprelease.mechanisms.resolution import MIN_GROUPS, NOISE_TVD, column_groups, group_count, resolve
@@ -109,7 +110,7 @@ def test_the_rule_reads_only_public_facts():
     assert list(inspect.signature(group_count).parameters) == ["n", "mean_abs_noise", "declared"]
     assert list(inspect.signature(column_groups).parameters) == ["column", "n", "mean_abs_noise"]
     assert list(inspect.signature(resolve).parameters) == ["schema", "n", "mean_abs_noise"]
-    assert list(inspect.signature(fg.cells_for).parameters) == ["schema", "stage_part", "n"]
+    assert list(inspect.signature(factor_marginals.cells_for).parameters) == ["schema", "stage_part", "n"]
 
 
 @pytest.mark.parametrize(
@@ -161,9 +162,11 @@ def test_placing_rows_back_keeps_each_groups_mass_and_stays_inside_it(rng):
 
 
 def test_factor_gauss_measures_the_groups_with_the_histogram_sensitivity(rng):
-    """Through the stage's own code path (``fg.encode``): on a small table each merged
-    column's measurement has one value per group, its recorded Δ is a histogram's (√2),
-    and the synthetic rows are in declared cells (atoms exact)."""
+    """Through the stage's own code path (``fg.encode``): on a small table each column's
+    histogram has one value per group (a merged column's groups placed by private mass), a
+    merged column is also measured over its declared
+    cells (``cuts[...]``), every recorded Δ is a histogram's (√2), and the synthetic rows
+    are in declared cells (atoms exact)."""
     schema = Schema((INCOME, HOURS, NOISY, Nominal("c", ("a", "b"))))
     n = 300
     bins = np.column_stack(
@@ -176,8 +179,16 @@ def test_factor_gauss_measures_the_groups_with_the_histogram_sensitivity(rng):
     ).astype(np.int32)
     plan = plan_budget("zcdp", 1.0, 1e-6, fg.STAGE_WEIGHTS)
     enc = fg.encode(bins, schema, plan.stage("marginals"), fg.FactorGaussParams(), rng=rng)
-    expected = fg.cells_for(schema, plan.stage("marginals"), n).n_groups
-    assert [len(m.value) for m in enc.marginals] == expected and expected[2] < DEFAULT_BINS
+    expected = factor_marginals.cells_for(schema, plan.stage("marginals"), n).n_groups
+    histograms = {m.name: len(m.value) for m in enc.marginals if m.name.startswith("histogram[")}
+    assert list(histograms) == [f"histogram[{c}]" for c in schema.names]
+    assert list(histograms.values()) == enc.code.cells.n_groups and expected[2] < DEFAULT_BINS
+    merged = [c.name for c, e in zip(schema.columns, expected, strict=True) if e < c.n_bins]
+    assert [k == c.n_bins for c, k in zip(schema.columns, histograms.values(), strict=True)] == [
+        c.name not in merged for c in schema.columns
+    ]
+    cuts = {m.name: len(m.value) for m in enc.marginals if m.name.startswith("cuts[")}
+    assert cuts == {f"cuts[{c}]": schema[c].n_bins for c in merged} and "x" in merged
     assert {m.sensitivity for m in enc.marginals} == {math.sqrt(2)}
     fit = fg.SYNTHESIZER.fit(MixedRows(bins), schema, plan, fg.FactorGaussParams(), m=2_000, rng=rng)
     out = fit.rows.bins
