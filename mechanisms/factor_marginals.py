@@ -30,11 +30,13 @@ __all__ = [
     "CUT_SHARE",
     "Code",
     "Cuts",
+    "Layout",
     "OneWay",
     "cells_for",
     "check_cuts",
     "code_from_one_way",
     "cut_columns",
+    "layout",
     "marginal_noise",
     "mean_abs_noise",
     "measure_one_way",
@@ -131,16 +133,34 @@ def cut_columns(schema: Schema, public: Cells, cuts: Cuts) -> list[int]:
     return [j for j, (c, k) in enumerate(zip(schema.columns, public.n_groups, strict=True)) if k < c.n_bins]
 
 
-def _parts(
-    stage_part: StageBudget, cut: list[int], p: int
-) -> tuple[list[StageBudget], dict[int, StageBudget]]:
-    """Each column's histogram part (the stage split evenly over the p columns) and, for a
-    cut column, its cuts part: ``CUT_SHARE`` of its own part (the histogram keeps the rest)."""
+@dataclass(frozen=True)
+class Layout:
+    """The one-way stage's public plan for n rows: the public ``cells`` (how many groups each
+    column gets), the ``cut`` columns, each column's histogram part and each cut column's
+    cuts part."""
+
+    cells: Cells
+    cut: list[int]
+    parts: list[StageBudget]
+    cut_parts: dict[int, StageBudget]
+
+
+def layout(schema: Schema, stage_part: StageBudget, n: int, cuts: Cuts) -> Layout:
+    """Public facts only. The stage split evenly over the p columns (``StageBudget.split``);
+    the columns the public rule merges (``cells_for``) are cut by private mass unless
+    ``cuts="equal"``; a cut column's part goes ``CUT_SHARE`` to its cuts and the rest to its
+    histogram, whose number of groups the rule then takes from that histogram's own noise
+    (fewer or as many: the forecast's L1 threshold holds for what is published)."""
+    p = len(schema)
+    public = cells_for(schema, stage_part, n)
+    cut = cut_columns(schema, public, cuts)
     parts = stage_part.split(p)
     cut_parts = {}
     for j in cut:
         cut_parts[j], parts[j] = parts[j].split_by([CUT_SHARE, 1 - CUT_SHARE])
-    return parts, cut_parts
+    if cut:
+        public = resolve(schema, n, [mean_abs_noise(*m) for m in _histogram_noise(parts)])
+    return Layout(public, cut, parts, cut_parts)
 
 
 def measure_one_way(
@@ -154,9 +174,9 @@ def measure_one_way(
 ) -> OneWay:
     """Stage 1's noise, from the fitted rows' exact histograms over the declared cells (in
     memory, or summed over chunks): per column one noisy histogram over its groups. The
-    groups are the public rule's (``cells_for``); with ``cuts="quantiles"`` a column the
-    rule merges into k groups is first measured over its declared cells (``cuts[c]``) and
-    its k groups are placed at the quantiles of that noisy histogram
+    groups are the public rule's (``layout``); with ``cuts="quantiles"`` a column the rule
+    merges into k groups is first measured over its declared cells (``cuts[c]``) and its k
+    groups are placed at the quantiles of that noisy histogram
     (``resolution.mass_groups``, post-processing). A group's rows are placed in its cells
     by the piecewise-linear density through the groups' private densities, as for public
     groups (placing them by the noisy histogram over the cells was measured worse: its noise
@@ -174,23 +194,21 @@ def measure_one_way(
     the data as PrivTree's (Zhang et al. 2016); ``docs/proofs/factor_gauss.md``.
     """
     names, p = schema.names, len(schema)
-    public = cells_for(schema, stage_part, n)
-    cut = cut_columns(schema, public, cuts)
-    parts, cut_parts = _parts(stage_part, cut, p)
-    groups: list[np.ndarray] = list(public.groups)
+    plan = layout(schema, stage_part, n, cuts)
+    groups: list[np.ndarray] = list(plan.cells.groups)
     measured, points = [], {}
-    for j in cut:
+    for j in plan.cut:
         column = schema.columns[j]
         assert isinstance(column, Continuous)  # merged, so continuous (``resolution.mergeable``)
         axis = Axis(names[j], np.arange(column.n_bins))
-        m = _histogram(counts[j], cut_parts[j], f"cuts[{names[j]}]", axis, rng)
+        m = _histogram(counts[j], plan.cut_parts[j], f"cuts[{names[j]}]", axis, rng)
         measured.append(m)
-        groups[j] = mass_groups(column, private_distribution(m, n), public.n_groups[j])
+        groups[j] = mass_groups(column, private_distribution(m, n), plan.cells.n_groups[j])
         points[names[j]] = cut_points(column, groups[j])
     cells = Cells(tuple(groups))
     coarse = cells.coarse_counts(list(counts))
     marginals = [
-        _histogram(coarse[j], parts[j], f"histogram[{names[j]}]", axes_of(cells, names, [j])[0], rng)
+        _histogram(coarse[j], plan.parts[j], f"histogram[{names[j]}]", axes_of(cells, names, [j])[0], rng)
         for j in range(p)
     ]
     distributions = [private_distribution(m, n) for m in marginals]
@@ -242,12 +260,11 @@ def marginal_noise(schema: Schema, params: HasCuts, plan: BudgetPlan, n: int | N
     σ = √2/√(2ρⱼ) (zCDP) or b = 2/εⱼ (pure), over the column's groups for n rows
     (``cells_for``; the declared cells while n is not known). Independent of the data."""
     stage_part = plan.stage("marginals")
-    p = len(schema)
     if n is None:
-        groups, parts = schema.n_bins, stage_part.split(p)
+        groups, parts = schema.n_bins, stage_part.split(len(schema))
     else:
-        public = cells_for(schema, stage_part, n)
-        groups, (parts, _) = public.n_groups, _parts(stage_part, cut_columns(schema, public, params.cuts), p)
+        public = layout(schema, stage_part, n, params.cuts)
+        groups, parts = public.cells.n_groups, public.parts
     return [
         HistogramNoise("marginals", c.name, k, *m, declared=c.n_bins)
         for c, k, m in zip(schema.columns, groups, _histogram_noise(parts), strict=True)
