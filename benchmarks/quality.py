@@ -32,7 +32,7 @@ domain stops the run, naming the column; nothing is clipped), then split 80/20 w
 (``fit_mechanism``: ``plan_budget("zcdp", ε, δ, weights)`` with the spec's stage weights, no
 gates → ``SYNTHESIZER.fit`` → ``rows_to_table``, as the release flow decodes); today
 ``factor_gauss`` in two variants of the same spec: ``factor_gauss (copula only)`` with the
-continuous columns' ``atoms``, ``values``, ``bins`` and ``decimals`` and the parameter
+continuous columns' ``atoms``, ``values``, ``bins``, ``edges`` and ``decimals`` and the parameter
 ``target`` (the ``refine`` stage) removed, i.e. the copula of before issue 16 except that the
 resolution rule merges intervals, and ``factor_gauss`` with the full spec (reported "not
 available", with pydantic's message, when the spec model does not accept it). Another
@@ -119,7 +119,7 @@ DEFAULT_SEEDS = 1
 DEFAULT_AIM_TIMEOUT_S = 1200.0
 QUICK_TABLE = "creditcard"
 
-NEW_FIELDS = ("atoms", "values", "bins", "decimals")
+NEW_FIELDS = ("atoms", "values", "bins", "edges", "decimals")
 """The continuous-column fields of issue 16, removed for ``factor_gauss (copula only)``."""
 
 JUDGE_BINS = 20

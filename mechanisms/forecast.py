@@ -167,10 +167,14 @@ def _coarse(h: HistogramNoise) -> bool:
 
 
 def swamped_bins(noise: Sequence[HistogramNoise], schema: Schema, epsilon: float, n: int) -> list[str]:
-    """One warning per continuous column with declared ``bins`` that a merging step
+    """One warning per continuous column with declared ``bins`` or edges that a merging step
     (``HistogramNoise.declared`` set) keeps, where the merge rule would keep only
     k = ``group_count(n, E|e|, bins)`` < bins interval cells. Public facts only."""
-    declared = {c.name: c for c in schema.columns if isinstance(c, Continuous) and c.intervals is not None}
+    declared = {
+        c.name: c
+        for c in schema.columns
+        if isinstance(c, Continuous) and (c.intervals is not None or c.cuts is not None)
+    }
     out, seen = [], set()
     for h in noise:
         c = declared.get(h.column)
@@ -179,10 +183,15 @@ def swamped_bins(noise: Sequence[HistogramNoise], schema: Schema, epsilon: float
         seen.add(c.name)
         k = group_count(n, h.mean_abs, c.n_intervals)
         if k < c.n_intervals:
+            field, fix = (
+                (f"bins: {c.intervals} keeps", "remove bins")
+                if c.cuts is None
+                else ("edges keep", "declare fewer edges")
+            )
             out.append(
-                f"column '{c.name}': bins: {c.intervals} keeps {c.intervals} cells; at privacy.epsilon "
+                f"column '{c.name}': {field} {c.n_intervals} cells; at privacy.epsilon "
                 f"{epsilon:g} and n = {n} fitted rows the noise swamps them (E|e| {h.mean_abs:.3g} per "
                 f"count, expected L1 error {c.n_intervals * h.mean_abs / n:.2g} > {WARN_L1:g}): the merge "
-                f"rule would keep {k}; remove bins to let it merge"
+                f"rule would keep {k}; {fix} to let it merge"
             )
     return out

@@ -67,9 +67,9 @@ def group_count(n: int, mean_abs_noise: float, declared: int) -> int:
 
 
 def mergeable(column: Column) -> bool:
-    """A continuous column whose intervals the rule may merge: no declared ``bins`` or
+    """A continuous column whose intervals the rule may merge: no declared ``bins``, edges or
     ``values`` (a steward's choice is final)."""
-    return isinstance(column, Continuous) and column.values is None and column.intervals is None
+    return isinstance(column, Continuous) and not column.declared
 
 
 def column_groups(column: Column, n: int, mean_abs_noise: float) -> np.ndarray:

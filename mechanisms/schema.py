@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import math
 from dataclasses import dataclass
@@ -60,7 +61,9 @@ class Continuous:
     them, default ``DEFAULT_BINS``; one per integer for a short integer range) and one
     cell per declared ``atoms`` value, placed by value among the intervals. A value equal
     to an atom is counted in the atom's cell and an atom cell decodes to exactly its
-    value. ``values`` declares a finite support instead: one cell per value, no
+    value. ``cuts`` declares the intervals' edges instead of their number (the spec's
+    ``edges``: from ``lower`` to ``upper``, on the raw scale; a value is placed inside its
+    interval on the working scale). ``values`` declares a finite support instead: one cell per value, no
     intervals; a value counts as the declared value nearest to it when it lies within
     ``support_tolerance`` of it (``on_support``: the validation's rule). ``decimals``
     rounds decoded values (output precision) and, for ``values``, is the precision at
@@ -86,6 +89,7 @@ class Continuous:
     missing: bool = False
     calendar: Unit | None = None
     scale: float | None = None
+    cuts: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
@@ -110,12 +114,29 @@ class Continuous:
                 raise SchemaError(f"column '{self.name}': values must list at least 2 numbers")
             if self.atoms or self.intervals is not None:
                 raise SchemaError(f"column '{self.name}': values (a finite support) excludes atoms and bins")
+        self._check_cuts()
         if self.intervals is not None and not 1 <= self.intervals <= MAX_INTERVALS:
             raise SchemaError(f"column '{self.name}': bins ({self.intervals}) must be in 1..{MAX_INTERVALS}")
         if self.decimals is not None and not 0 <= self.decimals <= 15:
             raise SchemaError(f"column '{self.name}': decimals ({self.decimals}) must be in 0..15")
         if self.values is not None:
             self._check_apart(sorted(self.values))
+
+    def _check_cuts(self) -> None:
+        """Declared interval edges (``cuts``): strictly increasing, from the lower bound to the
+        upper one, at most ``MAX_INTERVALS`` intervals; instead of ``bins`` and ``values``."""
+        if self.cuts is None:
+            return
+        c = self.cuts
+        if self.values is not None or self.intervals is not None:
+            raise SchemaError(f"column '{self.name}': edges exclude bins and values (declare one of them)")
+        if not 2 <= len(c) <= MAX_INTERVALS + 1 or not all(math.isfinite(v) for v in c):
+            raise SchemaError(f"column '{self.name}': edges must be 2 to {MAX_INTERVALS + 1} finite numbers")
+        if (c[0], c[-1]) != (self.lower, self.upper) or any(b <= a for a, b in itertools.pairwise(c)):
+            raise SchemaError(
+                f"column '{self.name}': edges must increase strictly from the lower bound ({self.lower:g}) "
+                f"to the upper bound ({self.upper:g}), e.g. [{self.lower:g}, …, {self.upper:g}]"
+            )
 
     def _check_scale(self) -> None:
         """``scale`` is needed by, and only by, ``transform="asinh"``: a finite number > 0."""
@@ -181,6 +202,7 @@ class Continuous:
             self.integer
             and self.values is None
             and self.intervals is None
+            and self.cuts is None
             and self._n_integers <= MAX_INTEGER_BINS
         )
 
@@ -195,6 +217,8 @@ class Continuous:
             return 0
         if self.one_bin_per_integer:
             return self._n_integers
+        if self.cuts is not None:
+            return len(self.cuts) - 1
         return self.intervals if self.intervals is not None else DEFAULT_BINS
 
     @property
@@ -226,12 +250,20 @@ class Continuous:
         return -1 - len(self.cell_atoms)
 
     @property
+    def declared(self) -> bool:
+        """Whether the steward chose the cells (``bins``, ``values`` or edges: ``cuts``):
+        then no mechanism merges them."""
+        return self.values is not None or self.intervals is not None or self.cuts is not None
+
+    @functools.cached_property
     def edges(self) -> np.ndarray:
         """Edges of the interval bins on the working scale (raw for integers-as-bins,
-        else transformed)."""
+        else transformed): the declared ``cuts``, else equal widths."""
         if self.one_bin_per_integer:
             lo = math.ceil(self.lower)
             return np.arange(lo, lo + self.n_intervals + 1, dtype=float) - 0.5
+        if self.cuts is not None:
+            return np.asarray(self._forward(np.array(self.cuts, dtype=float)), dtype=float)
         return np.linspace(self._forward(self.lower), self._forward(self.upper), self.n_intervals + 1)
 
     @functools.cached_property

@@ -81,7 +81,9 @@ class ContinuousSpec(Strict):
     of their own, decoded exactly (e.g. ``[0]`` for a zero-inflated amount); ``values``
     is a known finite support (every value its own cell; a number equal to none of them
     is refused, equality judged within ±½·10^−decimals, or within a relative 1e-9 without
-    ``decimals``); ``bins`` the number of interval bins; ``decimals`` the output precision.
+    ``decimals``); ``bins`` the number of interval bins, or ``edges`` the bins' edges themselves
+    (public cut points, from the lower bound to the upper one: e.g. tax brackets); ``decimals``
+    the output precision.
     ``transform``: the scale the bins are equal-width on: ``none``, ``log`` (log1p, lower
     bound ≥ 0) or ``asinh`` (asinh(x/scale), any bounds, with a public ``scale`` > 0: bins
     about scale·Δ wide near 0, growing geometrically beyond ±scale, for signed heavy tails).
@@ -96,6 +98,7 @@ class ContinuousSpec(Strict):
     atoms: list[StrictFloat] = Field(default_factory=list, max_length=64)
     values: list[StrictFloat] | None = Field(default=None, min_length=2, max_length=MAX_VALUES)
     bins: int | None = Field(default=None, ge=1, le=MAX_INTERVALS, strict=True)
+    edges: list[StrictFloat] | None = Field(default=None, min_length=2, max_length=MAX_INTERVALS + 1)
     decimals: int | None = Field(default=None, ge=0, le=15, strict=True)
     missing: Literal["reject", "allowed"] = "reject"
 

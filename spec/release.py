@@ -460,6 +460,7 @@ class ReleaseSpec(Strict):
                         intervals=c.bins,
                         decimals=c.decimals,
                         missing=c.missing == "allowed",
+                        cuts=None if c.edges is None else tuple(c.edges),
                     )
                 )
             elif isinstance(c, DateSpec):
