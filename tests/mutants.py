@@ -271,9 +271,9 @@ MUTANTS = [
     Mutant(
         "one-way stage: groups cut at the exact quantiles (the noisy cuts drawn, charged, unused)",
         "mechanisms/factor_marginals.py",
-        "        groups[j] = mass_groups(column, private_distribution(m, n), public.n_groups[j])\n",
-        "        groups[j] = mass_groups(column, np.asarray(counts[j], dtype=float) / n, public.n_groups[j])\n",
-        FG,
+        "        groups[j] = mass_groups(column, private_distribution(m, n), plan.cells.n_groups[j])\n",
+        "        groups[j] = mass_groups(column, np.asarray(counts[j], dtype=float) / n, plan.cells.n_groups[j])\n",
+        ("tests/mechanisms/test_cuts.py",),
     ),
     Mutant(
         "factor_gauss: CDFs from the exact histograms (the noisy ones drawn, charged, unused)",
