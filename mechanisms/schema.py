@@ -29,6 +29,7 @@ import numpy as np
 
 from dprelease.mechanisms.calendar import Unit, to_iso
 from dprelease.mechanisms.errors import SchemaError
+from dprelease.mechanisms.support import VALUES_RTOL, nearest_index, on_support, scientific, support_tolerance
 
 __all__ = [
     "DEFAULT_BINS",
@@ -48,9 +49,6 @@ __all__ = [
 MAX_INTEGER_BINS = 128
 DEFAULT_BINS = 64
 MAX_INTERVALS = 1024
-VALUES_RTOL = 1e-9
-"""The relative tolerance at which a value equals a declared ``values`` number (``math.isclose``'s
-default): |x − v| ≤ 1e-9·|v|, widened to ±½·10^−d by a declared ``decimals: d``."""
 
 
 @dataclass(frozen=True)
@@ -168,10 +166,11 @@ class Continuous:
     @property
     def values_equality(self) -> str:
         """How a number is judged equal to a declared ``values`` number (``on_support``)."""
-        rel = _sci(VALUES_RTOL)
+        rel = scientific(VALUES_RTOL)
         if self.decimals is None:
             return f"equal within a relative {rel} (|x − v| ≤ {rel}·|v|)"
-        half = _sci(0.5 * 10.0**-self.decimals) if self.decimals > 3 else f"{0.5 * 10.0**-self.decimals:g}"
+        step = 0.5 * 10.0**-self.decimals
+        half = scientific(step) if self.decimals > 3 else f"{step:g}"
         return f"equal within decimals: {self.decimals}, i.e. ±{half} (or a relative {rel})"
 
     def on_support(self, x: np.ndarray) -> np.ndarray:
@@ -326,7 +325,7 @@ class Continuous:
         interval_cell, atom_cell, _ = self._layout
         atoms = np.array(self.cell_atoms)
         if self.values is not None:
-            return atom_cell[_nearest(x, atoms)]
+            return atom_cell[nearest_index(x, atoms)]
         idx = np.searchsorted(self.edges, self._forward(x), side="right") - 1
         cells = interval_cell[np.clip(idx, 0, self.n_intervals - 1)]
         for a, cell in zip(atoms, atom_cell, strict=True):
@@ -368,7 +367,7 @@ class Continuous:
         x = np.clip(np.asarray(x, dtype=float), self.lower, self.upper)
         if self.values is not None:
             support = np.array(self.cell_atoms)
-            return np.where(np.isnan(x), np.nan, support[_nearest(np.nan_to_num(x), support)])
+            return np.where(np.isnan(x), np.nan, support[nearest_index(np.nan_to_num(x), support)])
         if self.integer:
             return np.clip(np.round(x), math.ceil(self.lower), math.floor(self.upper))
         if self.decimals is not None:
@@ -433,32 +432,6 @@ class Nominal:
 
 
 Column = Continuous | Ordinal | Nominal
-
-
-def _nearest(x: np.ndarray, support: np.ndarray) -> np.ndarray:
-    """Index of the nearest point of the sorted ``support`` to each x (ties go low)."""
-    hi = np.clip(np.searchsorted(support, x), 1, len(support) - 1)
-    return np.where(np.abs(x - support[hi - 1]) <= np.abs(support[hi] - x), hi - 1, hi)
-
-
-def _sci(x: float) -> str:
-    """x as 1e-9, 5e-7: the shortest scientific notation."""
-    return np.format_float_scientific(x, trim="-", exp_digits=1)
-
-
-def support_tolerance(support: np.ndarray, decimals: int | None) -> np.ndarray:
-    """Per declared value v: the largest |x − v| at which x equals v, max(``VALUES_RTOL``·|v|,
-    ½·10^−decimals) (only the relative part without ``decimals``)."""
-    tol = VALUES_RTOL * np.abs(support)
-    return tol if decimals is None else np.maximum(tol, 0.5 * 10.0**-decimals)
-
-
-def on_support(x: np.ndarray, support: np.ndarray, decimals: int | None) -> np.ndarray:
-    """Per x: within ``support_tolerance`` of its nearest point of the sorted ``support``
-    (``_nearest``, as ``Continuous.to_bins`` counts it); False for NaN."""
-    nearest = _nearest(np.nan_to_num(x), support)
-    gap = np.abs(x - support[nearest])
-    return np.where(np.isnan(x), False, gap <= support_tolerance(support, decimals)[nearest])
 
 
 def _check_labels(name: str, what: str, labels: tuple[str, ...]) -> None:
