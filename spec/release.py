@@ -487,6 +487,9 @@ class ReleaseSpec(Strict):
         d["dataset"] = {"name": self.dataset.name}
         if not self.mechanism.value_grid:  # off: published as before the key existed
             del d["mechanism"]["value_grid"]
+        for column in d["schema"].values():  # no declared edges: published as before the key existed
+            if column.get("type") == "continuous" and column.get("edges") is None:
+                column.pop("edges", None)
         if self.engine.scheduler is not None:  # infrastructure, like the data path
             d["engine"]["scheduler"] = "set (address not published)"
         return d
