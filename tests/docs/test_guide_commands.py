@@ -39,6 +39,7 @@ def test_the_guides_show_a_whole_release_from_raw_table_to_audit():
 
 
 @pytest.mark.e2e
+@pytest.mark.deploy  # 105 s of guide commands: the background tier, beside the upgrade guide
 def test_every_command_in_the_guides_runs_as_shown(tmp_path: Path):
     (tmp_path / "flows" / "demo").mkdir(parents=True)
     shutil.copy(DEMO, tmp_path / "flows" / "demo" / DEMO.name)  # a checkout's demo table

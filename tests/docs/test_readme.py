@@ -44,6 +44,7 @@ def _python_example() -> str:
 
 
 @pytest.mark.e2e
+@pytest.mark.deploy  # 84 s: the background tier, beside the guides
 def test_the_readme_python_example_publishes_a_bundle(tmp_path: Path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(
