@@ -21,7 +21,7 @@ from pydantic import (
 
 from dprelease.mechanisms.calendar import DATE_UNITS, DATETIME_UNITS, Unit, to_units
 from dprelease.mechanisms.formula import Formula
-from dprelease.mechanisms.schema import MAX_INTERVALS
+from dprelease.mechanisms.schema import MAX_INTERVALS, Continuous
 from dprelease.spec.text import CONTROLS, Label, Prose, visible
 
 MAX_VALUES = 256
@@ -123,6 +123,24 @@ class ContinuousSpec(Strict):
                 "linear part around 0 (e.g. scale: 1000 for amounts in dollars)"
             )
         return v
+
+    def public_column(self, name: str) -> Continuous:
+        """The column in the public schema: declared edges become its cuts; a declared
+        ``missing: allowed`` one more cell."""
+        return Continuous(
+            name,
+            self.bounds[0],
+            self.bounds[1],
+            self.integer,
+            "identity" if self.transform == "none" else self.transform,
+            scale=self.scale,
+            atoms=tuple(self.atoms),
+            values=None if self.values is None else tuple(self.values),
+            intervals=self.bins,
+            decimals=self.decimals,
+            missing=self.missing == "allowed",
+            cuts=None if self.edges is None else tuple(self.edges),
+        )
 
 
 def _other_declared(other: str | None, info: ValidationInfo, values: str) -> str | None:

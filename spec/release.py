@@ -8,7 +8,7 @@ import re
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import (
     Field,
@@ -444,25 +444,7 @@ class ReleaseSpec(Strict):
         cols: list[Continuous | Ordinal | Nominal] = []
         for name, c in self.columns.items():
             if isinstance(c, ContinuousSpec):
-                transform: Literal["identity", "log", "asinh"] = (
-                    "identity" if c.transform == "none" else c.transform
-                )
-                cols.append(
-                    Continuous(
-                        name,
-                        c.bounds[0],
-                        c.bounds[1],
-                        c.integer,
-                        transform,
-                        scale=c.scale,
-                        atoms=tuple(c.atoms),
-                        values=None if c.values is None else tuple(c.values),
-                        intervals=c.bins,
-                        decimals=c.decimals,
-                        missing=c.missing == "allowed",
-                        cuts=None if c.edges is None else tuple(c.edges),
-                    )
-                )
+                cols.append(c.public_column(name))
             elif isinstance(c, DateSpec):
                 lo, hi = c.unit_bounds()
                 cols.append(
