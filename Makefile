@@ -27,15 +27,16 @@ demo: $(RUNTIME)
 
 ## make test: create the environment if needed, lint and type-check, build the docs, and run the test suite
 ## in two tiers at once: the deploy and install tiers (real Prefect servers, workers and a fresh venv: they
-## mostly wait on them) in the background, everything else in the foreground; both must pass.
+## mostly wait on them) and the few tests over a minute of CPU (long) in the background, everything else in
+## the foreground; both must pass.
 test: $(STAMP) docs
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	@mkdir -p build
-	@$(BIN)/python -m pytest -m "deploy or install" -p no:cacheprovider --durations=15 \
+	@$(BIN)/python -m pytest -m "deploy or install or long" -p no:cacheprovider --durations=15 \
 		> build/tier-deploy.log 2>&1 & servers=$$!; \
-	$(BIN)/python -m pytest -m "not deploy and not install" --durations=40; rest=$$?; \
+	$(BIN)/python -m pytest -m "not deploy and not install and not long" --durations=40; rest=$$?; \
 	wait $$servers; tier=$$?; \
 	echo "---- the deploy and install tiers (build/tier-deploy.log) ----"; cat build/tier-deploy.log; \
 	test $$rest -eq 0 && test $$tier -eq 0

@@ -64,10 +64,17 @@ def _run(folder: Path, mechanism: str, params: dict, notion: str):
     return lambda table: stages(rows_of(table, schema))
 
 
-CASES = [(config, notion) for config, (name, _) in CONFIGS.items() for notion in MECHANISMS[name].notions]
+# mst and aim fit graphical models (mbi compiles each to XLA: 35 s a run for aim): over a minute
+# of CPU each, so they run in the background tier
+LONG = [pytest.mark.long]
+CASES = [
+    pytest.param(config, notion, id=f"{config}-{notion}", marks=LONG if name in ("mst", "aim") else [])
+    for config, (name, _) in CONFIGS.items()
+    for notion in MECHANISMS[name].notions
+]
 
 
-@pytest.mark.parametrize(("config", "notion"), CASES, ids=[f"{c}-{n}" for c, n in CASES])
+@pytest.mark.parametrize(("config", "notion"), CASES)
 def test_output_is_a_function_of_the_releases_only(tmp_path, config, notion):
     """D' replaying D's releases ends with D's synthetic table, cell for cell; D' on its
     own releases does not (the output does depend on the data, through the releases)."""
