@@ -225,10 +225,11 @@ METHODS: dict[str, Method] = {
     "factor_gauss": Method("factor_gauss", mechanism="factor_gauss"),
     "factor_gauss_grid": Method("factor_gauss + value grid", mechanism="factor_gauss", value_grid=True),
     # ours on Private-PGM (mechanisms/mst.py, mechanisms/aim.py): aim takes the spec's target, mst none
-    "mst": Method("mst (ours, Private-PGM)", mechanism="mst", params={}),
+    # mst with equal-width groups, as every row of this key was measured (the default until issue 40)
+    "mst": Method("mst (ours, Private-PGM)", mechanism="mst", params={"cuts": "equal"}),
     "aim": Method("aim (ours, Private-PGM)", mechanism="aim"),
     "aim_batch4": Method("aim, 4 rounds per estimate (ours)", mechanism="aim", extra={"batch": 4}),
-    "mst_grid": Method("mst + value grid (ours)", mechanism="mst", params={}, value_grid=True),
+    "mst_grid": Method("mst + value grid (ours)", mechanism="mst", params={"cuts": "equal"}, value_grid=True),
     # the same with a merged column's groups at equal widths (``cuts: equal``), not private quantiles
     "factor_gauss_equal": Method(
         "factor_gauss, equal-width groups", mechanism="factor_gauss", extra={"cuts": "equal"}

@@ -36,7 +36,7 @@ def _table(n: int = 400, seed: int = 0) -> pd.DataFrame:
     ids=["factor_gauss-memory", "mst-local"],
 )
 def test_a_merged_column_is_cut_at_private_quantiles_published_and_audited(tmp_path, mechanism, engine):
-    params = {"iters": 50, "cuts": "quantiles"} if mechanism == "mst" else {}  # mst: equal widths by default
+    params = {"iters": 50} if mechanism == "mst" else {}  # the default cuts: quantiles
     streaming = engine["name"] != "memory"  # 1,500 rows in two chunks, at ε = 0.2 so that the rule merges
     spec = write_spec(
         tmp_path,
