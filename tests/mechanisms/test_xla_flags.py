@@ -1,0 +1,30 @@
+"""mbi's programs compile with ``graphical.FAST_COMPILE_FLAGS`` unless the user set them."""
+
+import os
+
+import pytest
+
+from dprelease.mechanisms import graphical
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        (None, " ".join(graphical.FAST_COMPILE_FLAGS)),
+        ("--xla_dump_to=/tmp/x", "--xla_dump_to=/tmp/x " + " ".join(graphical.FAST_COMPILE_FLAGS)),
+        (
+            "--xla_backend_optimization_level=3",
+            "--xla_backend_optimization_level=3 --xla_llvm_disable_expensive_passes=true",
+        ),
+        (" ".join(graphical.FAST_COMPILE_FLAGS), " ".join(graphical.FAST_COMPILE_FLAGS)),
+    ],
+    ids=["unset", "other-flags-kept", "a-user-level-wins", "already-set"],
+)
+def test_the_fast_compile_flags_are_added_once_and_a_users_own_win(monkeypatch, given, expected):
+    if given is None:
+        monkeypatch.delenv("XLA_FLAGS", raising=False)
+    else:
+        monkeypatch.setenv("XLA_FLAGS", given)
+    graphical._fast_compile()
+    graphical._fast_compile()
+    assert os.environ["XLA_FLAGS"] == expected
