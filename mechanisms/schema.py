@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import itertools
 import json
 import math
 from dataclasses import dataclass
@@ -28,7 +27,9 @@ from typing import Literal, cast, overload
 import numpy as np
 
 from dprelease.mechanisms.calendar import Unit, to_iso
+from dprelease.mechanisms.declared_edges import MAX_INTERVALS, check_edges, check_scale
 from dprelease.mechanisms.errors import SchemaError
+from dprelease.mechanisms.integers import integer_ranges, keep_in_interval
 from dprelease.mechanisms.support import VALUES_RTOL, nearest_index, on_support, scientific, support_tolerance
 
 __all__ = [
@@ -48,7 +49,6 @@ __all__ = [
 
 MAX_INTEGER_BINS = 128
 DEFAULT_BINS = 64
-MAX_INTERVALS = 1024
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ class Continuous:
                 f"column '{self.name}': transform 'log' (log1p) needs lower bound ({self.lower}) >= 0; "
                 "for a column with negative values use transform: asinh with a public scale"
             )
-        self._check_scale()
+        check_scale(self)
         if self.integer and math.ceil(self.lower) > math.floor(self.upper):
             raise SchemaError(f"column '{self.name}': the bounds hold no integer")
         for what, points in (("atoms", self.atoms), ("values", self.values or ())):
@@ -112,42 +112,13 @@ class Continuous:
                 raise SchemaError(f"column '{self.name}': values must list at least 2 numbers")
             if self.atoms or self.intervals is not None:
                 raise SchemaError(f"column '{self.name}': values (a finite support) excludes atoms and bins")
-        self._check_cuts()
+        check_edges(self)
         if self.intervals is not None and not 1 <= self.intervals <= MAX_INTERVALS:
             raise SchemaError(f"column '{self.name}': bins ({self.intervals}) must be in 1..{MAX_INTERVALS}")
         if self.decimals is not None and not 0 <= self.decimals <= 15:
             raise SchemaError(f"column '{self.name}': decimals ({self.decimals}) must be in 0..15")
         if self.values is not None:
             self._check_apart(sorted(self.values))
-
-    def _check_cuts(self) -> None:
-        """Declared interval edges (``cuts``): strictly increasing, from the lower bound to the
-        upper one, at most ``MAX_INTERVALS`` intervals; instead of ``bins`` and ``values``."""
-        if self.cuts is None:
-            return
-        c = self.cuts
-        if self.values is not None or self.intervals is not None:
-            raise SchemaError(f"column '{self.name}': edges exclude bins and values (declare one of them)")
-        if not 2 <= len(c) <= MAX_INTERVALS + 1 or not all(math.isfinite(v) for v in c):
-            raise SchemaError(f"column '{self.name}': edges must be 2 to {MAX_INTERVALS + 1} finite numbers")
-        if (c[0], c[-1]) != (self.lower, self.upper) or any(b <= a for a, b in itertools.pairwise(c)):
-            raise SchemaError(
-                f"column '{self.name}': edges must increase strictly from the lower bound ({self.lower:g}) "
-                f"to the upper bound ({self.upper:g}), e.g. [{self.lower:g}, …, {self.upper:g}]"
-            )
-
-    def _check_scale(self) -> None:
-        """``scale`` is needed by, and only by, ``transform="asinh"``: a finite number > 0."""
-        if self.transform == "asinh":
-            if self.scale is None or not (math.isfinite(self.scale) and self.scale > 0):
-                raise SchemaError(
-                    f"column '{self.name}': transform 'asinh' needs scale ({self.scale}) a finite number "
-                    "> 0, the public width of the linear part around 0, e.g. scale: 1000"
-                )
-        elif self.scale is not None:
-            raise SchemaError(
-                f"column '{self.name}': scale ({self.scale}) is used only with transform: asinh"
-            )
 
     def _check_apart(self, support: list[float]) -> None:
         """Two declared values must not both match one number: their tolerance windows
@@ -326,8 +297,7 @@ class Continuous:
         atoms = np.array(self.cell_atoms)
         if self.values is not None:
             return atom_cell[nearest_index(x, atoms)]
-        idx = np.searchsorted(self.edges, self._forward(x), side="right") - 1
-        cells = interval_cell[np.clip(idx, 0, self.n_intervals - 1)]
+        cells = interval_cell[self._interval_of(x)]
         for a, cell in zip(atoms, atom_cell, strict=True):
             cells[x == a] = cell
         return cells.astype(np.int32)
@@ -354,12 +324,25 @@ class Continuous:
         atoms = np.r_[np.array(self.cell_atoms, dtype=float), np.nan]  # the missing item last
         out = atoms[np.clip(-1 - it, 0, None)]
         inside = it >= 0
-        if inside.any():
-            e, i = self.edges, it[inside]
-            t = e[i] + np.asarray(uniform)[inside] * (e[i + 1] - e[i])
-            out = out.astype(float)
-            out[inside] = self._inverse(t)
-        return self.finish(out)
+        if not inside.any():
+            return self.finish(out)
+        e, i = self.edges, it[inside]
+        out = out.astype(float)
+        out[inside] = self._inverse(e[i] + np.asarray(uniform)[inside] * (e[i + 1] - e[i]))
+        out = self.finish(out)
+        if self.integer and not self.one_bin_per_integer:  # rounded: kept in its cell (integers.py)
+            out[inside] = keep_in_interval(out[inside], i, *self._integer_ranges, self.cell_atoms)
+        return out
+
+    def _interval_of(self, x: np.ndarray) -> np.ndarray:
+        """The interval bin of each raw value (atoms aside)."""
+        return np.clip(
+            np.searchsorted(self.edges, self._forward(x), side="right") - 1, 0, self.n_intervals - 1
+        )
+
+    @functools.cached_property
+    def _integer_ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        return integer_ranges(self._interval_of, self.lower, self.upper, self.n_intervals, self.cell_atoms)
 
     def finish(self, x: np.ndarray) -> np.ndarray:
         """Output precision: clipped to the bounds; the nearest declared value of a
