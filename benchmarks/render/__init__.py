@@ -52,7 +52,7 @@ TITLES = {
     "sampler": "12. Noise sampler throughput: numpy against OpenDP (vetted), and the cost in a release",
     "ledger": "13. Budget ledger cost per release: SQLite against PostgreSQL, by the dataset's history",
     "stream": "14. Streaming releases: 100k, 1M and 10M rows on the local engine; Dask against local at 1M",
-    "quality": "15. Quality against ε: factor_gauss and the maintained peers on five public tables",
+    "quality": "15. Quality against ε: factor_gauss, aim and the maintained peers on 13 public tables",
     "wide": "16. Wide tables (15 to 200 mixed columns) and a table with missing incomes, through the CLI",
     "intervals": "17. Query intervals: coverage and width against a known truth, per mechanism",
 }

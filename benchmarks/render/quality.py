@@ -111,19 +111,27 @@ def _continuous(t: dict[str, Any]) -> int:
 
 def rule_evidence(f: dict[str, Any], fast: str = "factor_gauss", slow: str = "aim_batch4") -> list[str]:
     """Per table and ε: the fitted rows, the figures on which ``slow`` (what ``auto`` runs as
-    aim) beats ``fast``, and what ``mechanism: auto`` chooses there (``mechanisms.auto``)."""
+    aim) beats ``fast``, what ``mechanism: auto`` chooses there (``mechanisms.auto``), and
+    whether the table helped choose the rule or was held out to test it
+    (``quality.HELD_OUT``); then, per set, how often the choice is behind on at most half the
+    figures."""
+    from quality import TABLES
+
     from dprelease.mechanisms.auto import choose, rule_text
 
     lines = [
         f"**The rule of `mechanism: auto`** ({rule_text()}; `mechanisms/auto.py`): the fitted rows n, and "
         f"the judge's figures on which `{slow}` is ahead of `{fast}` (means over seeds) of "
         + ", ".join(f"`{m}`" for m in RULE_METRICS)
-        + ".",
+        + ". *Set*: `fit`, the tables the rule was chosen on; `held out`, tables drawn before any "
+        "was measured and kept out of the choice, to test it (`quality.HELD_OUT`).",
         "",
-        "| table | ε | n fitted | aim ahead on | auto runs |",
-        "|---|---:|---:|---|---|",
+        "| table | set | ε | n fitted | aim ahead on | auto runs |",
+        "|---|---|---:|---:|---|---|",
     ]
-    for t in f["tables"].values():
+    tally: dict[str, list[bool]] = {"fit": [], "held out": []}
+    for key, t in f["tables"].items():
+        held = "held out" if key in TABLES and TABLES[key].held_out else "fit"
         for eps in sorted(t["results"], key=float):
             block = t["results"][eps]
             a, b = block.get(slow), block.get(fast)
@@ -138,10 +146,19 @@ def rule_evidence(f: dict[str, Any], fast: str = "factor_gauss", slow: str = "ai
                 and a["metrics"][m]["mean"] != b["metrics"][m]["mean"]
             ]
             pick = choose(t["train_rows"], "zcdp", len(t["columns"]), _continuous(t), t["target"]).mechanism
+            behind = len(ahead) if pick == fast else len(RULE_METRICS) - len(ahead)
+            tally[held].append(2 * behind <= len(RULE_METRICS))
             lines.append(
-                f"| {t['label']} | {eps} | {t['train_rows']:,} | {len(ahead)} of {len(RULE_METRICS)}"
+                f"| {t['label']} | {held} | {eps} | {t['train_rows']:,} | {len(ahead)} of {len(RULE_METRICS)}"
                 + (f" ({', '.join(ahead)})" if ahead else "")
                 + f" | {pick} |"
+            )
+    lines.append("")
+    for name, right in tally.items():
+        if right:
+            lines.append(
+                f"- {name}: what `auto` runs is behind the other candidate on at most half the figures in "
+                f"{sum(right)} of the {len(right)} (table, ε) conditions."
             )
     return [*lines, ""]
 
