@@ -56,8 +56,9 @@ cells, 32 MB of float64): a column of 10,000 cells draws 419 rows at a time, not
 FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true")
 """XLA flags for mbi's programs: it compiles a few hundred small programs per fit, and
 compiling them, not running them, was most of AIM's time. Without LLVM's optimisations the
-same fits took a quarter to a third less CPU, and drew the same synthetic table where it was
-compared (``tests/mechanisms/test_isolation.py``'s aim, 1,000 Adult rows: 51 → 31 CPU s)."""
+same fits took a fifth to a third less CPU with the same figures (``benchmarks/aim_time.py``:
+aim on Adult, 186 → 150 CPU s; ``tests/mechanisms/test_isolation.py``'s aim on 1,000 Adult
+rows, 51 → 31 CPU s, the same synthetic table)."""
 
 
 def _fast_compile() -> None:
