@@ -21,6 +21,7 @@ ROLE_GUIDES = [
     "docs/operator/index.md",
     "docs/api.md",
     "docs/layout.md",
+    "CONTRIBUTING.md",
 ]
 
 
@@ -34,6 +35,16 @@ def test_readme_links_resolve_and_reach_every_role_guide():
     assert broken_links(README) == []
     linked = {target.partition("#")[0] for target in re.findall(r"\]\(([^)\s]+)\)", README.read_text())}
     assert [g for g in ROLE_GUIDES if g not in linked] == []
+
+
+def test_contributing_links_resolve_and_names_files_that_exist():
+    """The developer's page: its links resolve, and every repository path it names exists."""
+    page = ROOT / "CONTRIBUTING.md"
+    text = page.read_text(encoding="utf-8")
+    assert broken_links(page) == []
+    named = set(re.findall(r"`((?:tests|mechanisms|tasks|benchmarks|docs|\.ci)/[\w./-]+)`", text))
+    named |= set(re.findall(r"((?:tests|benchmarks)/[\w/-]+\.py)", text))
+    assert named and [p for p in sorted(named) if not (ROOT / p).exists()] == []
 
 
 def _python_example() -> str:
