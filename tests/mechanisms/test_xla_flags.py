@@ -28,3 +28,11 @@ def test_the_fast_compile_flags_are_added_once_and_a_users_own_win(monkeypatch, 
     graphical._fast_compile()
     graphical._fast_compile()
     assert os.environ["XLA_FLAGS"] == expected
+
+
+def test_the_first_fit_sets_them_before_jax_starts(monkeypatch):
+    """``_mbi``, the one door to mbi and JAX (every graphical fit goes through it), sets
+    the flags in the environment XLA reads when its backend starts."""
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    graphical._mbi()
+    assert all(f in os.environ["XLA_FLAGS"].split() for f in graphical.FAST_COMPILE_FLAGS)
