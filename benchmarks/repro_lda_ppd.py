@@ -168,7 +168,7 @@ def fit_and_synthesize(
     another engineer's): ``SYNTHESIZER.fit`` on the schema with the label (target income),
     the plan of ``plan_budget`` with the module's stage weights, as many rows as it holds.
     Returns (the model ``Fit.stages[1].state``, the greedy rows in design coordinates and
-    their labels ``Fit.stages[2].state``, seconds)."""
+    their labels, ``Fit.stages[2].state``'s ``Synthesized``, seconds)."""
     from dprelease.mechanisms import lda_ppd
 
     schema = data.with_label
@@ -178,8 +178,14 @@ def fit_and_synthesize(
     t0 = time.perf_counter()
     fit = lda_ppd.SYNTHESIZER.fit(rows, schema, plan, params, m=len(rows), rng=rng)
     seconds = time.perf_counter() - t0
-    xs, ys = fit.stages[2].state
-    return fit.stages[1].state, np.asarray(xs, dtype=float), np.asarray(ys, dtype=int), seconds
+    sampled = fit.stages[2].state
+    assert isinstance(sampled, lda_ppd.Synthesized)
+    return (
+        fit.stages[1].state,
+        np.asarray(sampled.x, dtype=float),
+        np.asarray(sampled.labels, dtype=int),
+        seconds,
+    )
 
 
 def model_rule(model: Any, x_test: np.ndarray, y_test: np.ndarray) -> dict[str, float]:

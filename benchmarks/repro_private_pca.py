@@ -247,7 +247,7 @@ def run_method(
         schema, rows = box(x)
         t0 = time.perf_counter()
         fit = pp.SYNTHESIZER.fit(rows, schema, plan(schema, params, epsilon), params, m=len(x), rng=rng)
-        y, projection = fit.rows.unit, fit.stages[1].state[0]
+        y, projection = fit.rows.unit, fit.stages[1].state.projection
     seconds = time.perf_counter() - t0
     return y, {"seconds": seconds, "dims": projection.dims, "rows": len(y), "basis": projection.basis}
 

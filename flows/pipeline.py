@@ -54,7 +54,7 @@ from dprelease.mechanisms.gates import GATES_STAGE, GateResult
 from dprelease.mechanisms.primitives import Measurement, Streams, sampler_note
 from dprelease.mechanisms.registry import MECHANISMS
 from dprelease.mechanisms.replicates import LOO_TABLES, MAX_CELLS, REHEARSAL, REPLICATES
-from dprelease.mechanisms.synthesizer import Stage
+from dprelease.mechanisms.synthesizer import Stage, Step
 from dprelease.mechanisms.tables import noisy_tables
 from dprelease.mechanisms.value_grid import GRID_STAGE
 from dprelease.spec import ReleaseSpec
@@ -125,7 +125,7 @@ class Run:
         """The progress display's row counter for a streaming pass (none in a rehearsal)."""
         return None if self.rehearsal else rows_done(step)
 
-    def spending(self, step: str) -> AbstractContextManager[Callable[[tuple[Measurement, ...]], None]]:
+    def spending(self, step: Step) -> AbstractContextManager[Callable[[tuple[Measurement, ...]], None]]:
         """The ledger's spend bracket around the mechanism's ``step`` (``encode``,
         ``estimate`` or ``sample``): the plan stages it declares (``Synthesizer.spends``)."""
         synth = MECHANISMS[self.spec.mechanism.name]
@@ -278,7 +278,6 @@ def _synthesise_streaming(r: Run, staging: Path, streams: Streams) -> _Fitted:
     r.at("decode")
     m, k = spec.synthetic_rows or scan.fitted, spec.checks.sample_rows
     written = r.task(stream_decode)(
-        steps,
         sampled.state,
         schema,
         m,
@@ -389,7 +388,7 @@ def _replicates(r: Run, fit: _Fitted, staging: Path) -> dict | None:
     spec = r.spec
     synth = MECHANISMS[spec.mechanism.name]
     schema = spec.public_schema()
-    if synth.without is None or spec.engine.streaming or fit.synthetic is None:
+    if not synth.leaves_out or spec.engine.streaming or fit.synthetic is None:
         return None
     if REPLICATES * fit.n_fitted * len(schema) > MAX_CELLS:
         return None

@@ -40,25 +40,35 @@ The privacy argument: ``docs/proofs/marginal_synthesizers.md``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 
 from dprelease.mechanisms.accounting import BudgetPlan
+from dprelease.mechanisms.aim_params import AIMParams
 from dprelease.mechanisms.axes import axes_of
-from dprelease.mechanisms.factor_marginals import Cuts, check_cuts, one_way_sensitivities
+from dprelease.mechanisms.factor_marginals import one_way_sensitivities
 from dprelease.mechanisms.graphical import Marginal, Model, estimate, marginal_of, model_size, sample
 from dprelease.mechanisms.marginals import histogram_sensitivity
 from dprelease.mechanisms.primitives import Measurement, exponential_mechanism, measure_stage
 from dprelease.mechanisms.schema import Schema, check_target
-from dprelease.mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Streaming, Synthesizer
+from dprelease.mechanisms.synthesizer import (
+    Facts,
+    HistogramNoise,
+    MixedRows,
+    Sensitivity,
+    Stage,
+    Streaming,
+    Synthesizer,
+    fact_names,
+)
 from dprelease.mechanisms.workload import (
     MAX_PAIR_CELLS,
+    ModelDraws,
+    Sampled,
     Workload,
     chunk_counts,
-    decode_groups,
     encode_counts,
     encode_rows,
     histograms,
@@ -68,15 +78,7 @@ from dprelease.mechanisms.workload import (
     split_counts,
 )
 
-__all__ = [
-    "SCORE_SENSITIVITY",
-    "SYNTHESIZER",
-    "AIMParams",
-    "check",
-    "run_rounds",
-    "sensitivities",
-    "stage_weights",
-]
+__all__ = ["AIM", "SCORE_SENSITIVITY", "SYNTHESIZER", "AIMParams", "Measured", "run_rounds"]
 
 SCORE_SENSITIVITY = 2.0
 """Δ∞ of a score w_r(‖C_r − M_r(p̂)‖₁ − bias) with w_r ≤ 1 under replace-one."""
@@ -88,81 +90,6 @@ SELECT_SHARE = 0.1
 ONE_WAY_WEIGHT = 0.5
 
 
-@dataclass(frozen=True)
-class AIMParams:
-    """Public hyperparameters: ``rounds`` T (None: 16·p, the paper's), ``max_model_size``
-    in MB of the junction tree (the paper's 80), mirror-descent ``round_iters`` per round
-    (warm-started) and ``iters`` for the final model; ``target`` (a nominal or ordinal
-    column the release is for): its two-way tables with every other column are measured
-    before the rounds (stage ``target``, each at the first round's ρ), a public choice in the
-    place of p − 1 selections; ``batch``: rounds between two estimates (1, the paper's: an
-    estimate after every round; more rounds share a model, never choosing a candidate twice
-    in one batch, and the budget is annealed when every table of the batch barely moved the
-    model); ``triples``: with a target, its three-way marginals with every two other columns
-    are candidates too (``workload.target_triples``); ``cuts``: where a merged column's
-    groups lie (``factor_marginals.Cuts``). mbi compiles a program for every new
-    set of cliques, which is most of AIM's time."""
-
-    def triples_of(self) -> str | None:
-        """The column whose triples are candidates (None: pairs only)."""
-        return self.target if self.triples else None
-
-    rounds: int | None = None
-    max_model_size: float = 80.0
-    round_iters: int = 100
-    iters: int = 1000
-    target: str | None = None
-    batch: int = 1
-    triples: bool = True
-    cuts: Cuts = "quantiles"
-
-    def __post_init__(self) -> None:
-        if self.rounds is not None and not (isinstance(self.rounds, int) and self.rounds >= 1):
-            raise ValueError(f"params.rounds ({self.rounds}) must be an integer >= 1")
-        if not (self.max_model_size > 0 and math.isfinite(self.max_model_size)):
-            raise ValueError(f"params.max_model_size ({self.max_model_size}) must be a finite number > 0")
-        for name in ("round_iters", "iters", "batch"):
-            value = getattr(self, name)
-            if not (isinstance(value, int) and value >= 1):
-                raise ValueError(f"params.{name} ({value}) must be an integer >= 1")
-        check_cuts(self.cuts)
-
-    def total_rounds(self, p: int) -> int:
-        return self.rounds if self.rounds is not None else 16 * p
-
-
-def stage_weights(schema: Schema, params: AIMParams) -> dict[str, float]:
-    """The paper's split: the one-way round 0.9·p/T of the whole (each one-way table at the
-    first round's ρ), with a target its p − 1 tables as much again, the rest 1 : 9 between
-    the selections and the tables."""
-    p = len(schema)
-    if p < 2:
-        return {"marginals": 1.0}
-    first = min(0.5, 0.9 * p / params.total_rounds(p))
-    target = 0.0 if params.target is None else first * (p - 1) / p
-    rest = 1 - first - target
-    weights = {"marginals": first, "select": SELECT_SHARE * rest, "measure": (1 - SELECT_SHARE) * rest}
-    return weights if params.target is None else {**weights, "target": target}
-
-
-def check(schema: Schema, params: AIMParams) -> None:
-    """``params.target`` names a nominal or ordinal column, and every column fits a
-    candidate: a column of more than ``MAX_PAIR_CELLS``/2 declared cells is in no pair's
-    table with a column of two cells or more, so aim would model it apart from every other
-    column, at the cost of its one-way table in every estimate (public: the schema)."""
-    check_target(schema, params.target)
-    wide = [c for c in schema.columns if c.n_bins > MAX_PAIR_CELLS // 2]
-    if wide:
-        c = wide[0]
-        raise ValueError(
-            f"name aim cannot model column '{c.name}' ({c.n_bins:,} cells) with any other: a candidate "
-            f"marginal holds at most {MAX_PAIR_CELLS:,} cells, so no pair of it with a column of 2 cells "
-            f"or more fits. Merge its {'categories' if c.kind == 'nominal' else 'levels or bins'} to at "
-            f"most {MAX_PAIR_CELLS // 2:,} (coarsen the code list, or declare bins), declare it type: drop, "
-            "or use mechanism factor_gauss"
-        )
-
-
 def target_pairs(workload: Workload, target: str | None) -> list[tuple[int, int]]:
     """The candidate pairs that hold the target (public: the schema and the workload)."""
     if target is None:
@@ -172,7 +99,12 @@ def target_pairs(workload: Workload, target: str | None) -> list[tuple[int, int]
 
 
 def measure_target(
-    workload: Workload, counts: tuple[np.ndarray, ...], plan: BudgetPlan, target: str | None, *, rng
+    workload: Workload,
+    counts: tuple[np.ndarray, ...],
+    plan: BudgetPlan,
+    target: str | None,
+    *,
+    rng: np.random.Generator,
 ) -> list[Marginal]:
     """Stage ``target``: the target's tables, the stage split evenly over them.
 
@@ -361,95 +293,178 @@ def _name(names: list[str], columns: tuple[int, ...], t: int) -> str:
     return f"{base}#{t}"
 
 
-def sensitivities(
-    schema: Schema, params: AIMParams, n: int, facts: Mapping[str, Any] | None = None
-) -> dict[str, Sensitivity]:
-    """Every statistic aim measures, from public facts: one histogram per column (and one
-    over the declared cells per column cut by private mass, ``facts["cuts"]``), the
-    target's tables (``facts["target_pairs"]``), and per round (``facts["rounds"]``, the
-    noisy selections' outcome) its selection and its table."""
-    h1, h2 = histogram_sensitivity("l1"), histogram_sensitivity("l2")
-    out = one_way_sensitivities(schema, facts)
-    for a, b in (facts or {}).get("target_pairs", []):
-        out[pair_name(schema.names, schema.names.index(a), schema.names.index(b))] = Sensitivity(
-            "target", h1, h2, tight=True
-        )
-    for t, columns in enumerate((facts or {}).get("rounds", [])):
-        index = tuple(schema.names.index(c) for c in columns)
-        out[f"select[{t}]"] = Sensitivity("select", None, None, linf=SCORE_SENSITIVITY)
-        out[_name(schema.names, index, t)] = Sensitivity("measure", h1, h2, tight=True)
-    return out
-
-
-def _estimate(
-    workload: Workload, counts: tuple[np.ndarray, ...], plan: BudgetPlan, params: AIMParams, rng
-) -> Stage:
-    if len(workload.names) < 2:
-        return Stage((workload, [], None), (), {"rounds": [], "target_pairs": []})
-    measured, records, model = run_rounds(workload, counts, plan, params, rng=rng)
-    names = workload.names
-    facts = {
+def _facts(measured: list[Marginal], names: tuple[str, ...]) -> dict[str, object]:
+    """The public facts of the rounds: the target's tables and each round's columns (the
+    noisy selections' outcome)."""
+    return {
         "target_pairs": [[names[c] for c in m.columns] for m in measured if m.measurement.stage == "target"],
         "rounds": [[names[c] for c in m.columns] for m in measured if m.measurement.stage == "measure"],
     }
-    return Stage((replace(workload, counts=(), one_counts=()), measured, model), tuple(records), facts)
 
 
-def _model_stage(state: tuple[Workload, list[Marginal], Any], params: AIMParams) -> Stage:
+@dataclass(frozen=True)
+class Measured:
+    """The estimate step's state: the workload (its exact counts dropped after the rounds),
+    every measured table (the target's, then the rounds'), and the last round's model
+    (None: a single column, no rounds)."""
+
+    workload: Workload
+    tables: list[Marginal]
+    model: Model | None = field(default=None, repr=False)
+
+
+def _estimate(
+    workload: Workload,
+    counts: tuple[np.ndarray, ...],
+    plan: BudgetPlan,
+    params: AIMParams,
+    rng: np.random.Generator,
+) -> Stage[Measured]:
+    if len(workload.names) < 2:
+        return Stage(Measured(workload, [], None), (), {"rounds": [], "target_pairs": []})
+    measured, records, model = run_rounds(workload, counts, plan, params, rng=rng)
+    state = Measured(replace(workload, counts=(), one_counts=()), measured, model)
+    return Stage(state, tuple(records), _facts(measured, workload.names))
+
+
+def _model(state: Measured, params: AIMParams) -> Stage[ModelDraws]:
     """Post-processing: the final model, ``params.iters`` iterations from the last round's."""
-    workload, measured, model = state
+    workload = state.workload
     final = estimate(
         workload.names,
         workload.sizes,
-        [*one_way(workload), *measured],
+        [*one_way(workload), *state.tables],
         workload.n,
-        warm_start=model,
+        warm_start=state.model,
         iters=params.iters,
         last=True,
     )
-    return Stage((workload, final))
+    return Stage(ModelDraws(workload, final))
 
 
-def _draw(state: tuple[Workload, Model], m: int, rng: np.random.Generator) -> MixedRows:
-    """m fresh rows from the model, decoded to declared cells (post-processing)."""
-    workload, model = state
-    return decode_groups(sample(model, m, rng), workload, rng)
+class AIMStreaming(Streaming[AIMParams, Workload, Measured]):
+    """aim from sums over chunks: the one-way, pair and triple counts are sums over rows."""
+
+    def encode(
+        self,
+        counts: Sequence[np.ndarray],
+        n: int,
+        schema: Schema,
+        plan: BudgetPlan,
+        params: AIMParams,
+        rng: np.random.Generator,
+    ) -> Stage[Workload]:
+        return encode_counts(list(counts), n, schema, plan, None, rng, params.triples_of(), params.cuts).stage
+
+    def chunk_sum(
+        self, bins: np.ndarray, dither: np.ndarray, state: Workload, params: AIMParams
+    ) -> np.ndarray:
+        return chunk_counts(bins, state)
+
+    def estimate(
+        self,
+        total: np.ndarray,
+        n: int,
+        state: Workload,
+        plan: BudgetPlan,
+        params: AIMParams,
+        rng: np.random.Generator,
+    ) -> Stage[Measured]:
+        return _estimate(state, split_counts(total, state), plan, params, rng)
+
+    def sample(self, state: Measured, params: AIMParams) -> Stage[ModelDraws]:
+        return _model(state, params)
 
 
-SYNTHESIZER = Synthesizer(
-    name="aim",
-    summary=(
+class AIM(Synthesizer[AIMParams, Workload, Measured, Sampled]):
+    """aim's four steps (the module's docstring states the stages, their Δ and noise)."""
+
+    name = "aim"
+    summary = (
         "AIM (McKenna et al. 2022) on Private-PGM: noisy one-way marginals, then rounds that choose "
         "the worst-fitted two-way marginal (or three-way with the target) by the exponential mechanism, "
         "measure it with Gaussian noise "
         "and re-estimate a graphical model (mbi); fresh rows decoded through the private one-way densities"
-    ),
-    notions=("zcdp",),
-    params_type=AIMParams,
-    stage_weights=stage_weights,
-    defects=lambda params: [],
-    keeps_row_order=False,
-    spends={"encode": ("marginals",), "estimate": ("target", "select", "measure")},
-    encode=lambda rows, schema, plan, params, rng: (
-        encode_rows(rows.bins, schema, plan, None, rng, params.triples_of(), params.cuts).stage
-    ),
-    estimate=lambda workload, plan, params, rng: _estimate(workload, workload.counts, plan, params, rng),
-    sample=lambda state, params, m, rng: Stage((*_model_stage(state, params).state, m)),
-    decode=lambda state, schema, params, rng: _draw(state[:2], state[2], rng),
-    sensitivities=sensitivities,
-    check=check,
-    streaming=Streaming(
-        lambda counts, n, schema, plan, params, rng: (
-            encode_counts(counts, n, schema, plan, None, rng, params.triples_of(), params.cuts).stage
-        ),
-        lambda bins, dither, state, params: chunk_counts(bins, state),
-        lambda total, n, workload, plan, params, rng: _estimate(
-            workload, split_counts(total, workload), plan, params, rng
-        ),
-        _model_stage,
-        _draw,
-    ),
-    histograms=histograms,
-    models_missing=True,
-    rehearsal_params={"rounds": 2, "round_iters": 5, "iters": 5},
-)
+    )
+    notions = ("zcdp",)
+    params_type = AIMParams
+    spends = {"encode": ("marginals",), "estimate": ("target", "select", "measure")}
+    models_missing = True
+    rehearsal_params = {"rounds": 2, "round_iters": 5, "iters": 5}
+    streaming = AIMStreaming()
+
+    def stage_weights(self, schema: Schema, params: AIMParams) -> dict[str, float]:
+        """The paper's split: the one-way round 0.9·p/T of the whole (each one-way table at the
+        first round's ρ), with a target its p − 1 tables as much again, the rest 1 : 9 between
+        the selections and the tables."""
+        p = len(schema)
+        if p < 2:
+            return {"marginals": 1.0}
+        first = min(0.5, 0.9 * p / params.total_rounds(p))
+        target = 0.0 if params.target is None else first * (p - 1) / p
+        rest = 1 - first - target
+        weights = {"marginals": first, "select": SELECT_SHARE * rest, "measure": (1 - SELECT_SHARE) * rest}
+        return weights if params.target is None else {**weights, "target": target}
+
+    def check(self, schema: Schema, params: AIMParams) -> None:
+        """``params.target`` names a nominal or ordinal column, and every column fits a
+        candidate: a column of more than ``MAX_PAIR_CELLS``/2 declared cells is in no pair's
+        table with a column of two cells or more, so aim would model it apart from every other
+        column, at the cost of its one-way table in every estimate (public: the schema)."""
+        check_target(schema, params.target)
+        wide = [c for c in schema.columns if c.n_bins > MAX_PAIR_CELLS // 2]
+        if wide:
+            c = wide[0]
+            raise ValueError(
+                f"name aim cannot model column '{c.name}' ({c.n_bins:,} cells) with any other: a "
+                f"candidate marginal holds at most {MAX_PAIR_CELLS:,} cells, so no pair of it with a "
+                "column of 2 cells or more fits. Merge its "
+                f"{'categories' if c.kind == 'nominal' else 'levels or bins'} to at most "
+                f"{MAX_PAIR_CELLS // 2:,} (coarsen the code list, or declare bins), declare it type: "
+                "drop, or use mechanism factor_gauss"
+            )
+
+    def encode(
+        self, rows: MixedRows, schema: Schema, plan: BudgetPlan, params: AIMParams, rng: np.random.Generator
+    ) -> Stage[Workload]:
+        return encode_rows(rows.bins, schema, plan, None, rng, params.triples_of(), params.cuts).stage
+
+    def estimate(
+        self, state: Workload, plan: BudgetPlan, params: AIMParams, rng: np.random.Generator
+    ) -> Stage[Measured]:
+        return _estimate(state, state.counts, plan, params, rng)
+
+    def sample(self, state: Measured, params: AIMParams, m: int, rng: np.random.Generator) -> Stage[Sampled]:
+        return Stage(Sampled(_model(state, params).state, m))
+
+    def decode(
+        self, state: Sampled, schema: Schema, params: AIMParams, rng: np.random.Generator
+    ) -> MixedRows:
+        return state.draws.draw(state.m, rng)
+
+    def sensitivities(
+        self, schema: Schema, params: AIMParams, n: int, facts: Facts | None = None
+    ) -> dict[str, Sensitivity]:
+        """Every statistic aim measures, from public facts: one histogram per column (and one
+        over the declared cells per column cut by private mass, ``facts["cuts"]``), the
+        target's tables (``facts["target_pairs"]``), and per round (``facts["rounds"]``, the
+        noisy selections' outcome) its selection and its table."""
+        h1, h2 = histogram_sensitivity("l1"), histogram_sensitivity("l2")
+        out = one_way_sensitivities(schema, facts)
+        for a, b in fact_names(facts, "target_pairs"):
+            out[pair_name(schema.names, schema.names.index(a), schema.names.index(b))] = Sensitivity(
+                "target", h1, h2, tight=True
+            )
+        for t, columns in enumerate(fact_names(facts, "rounds")):
+            index = tuple(schema.names.index(c) for c in columns)
+            out[f"select[{t}]"] = Sensitivity("select", None, None, linf=SCORE_SENSITIVITY)
+            out[_name(schema.names, index, t)] = Sensitivity("measure", h1, h2, tight=True)
+        return out
+
+    def histograms(
+        self, schema: Schema, params: AIMParams, plan: BudgetPlan, n: int | None
+    ) -> list[HistogramNoise]:
+        return histograms(schema, params, plan, n)
+
+
+SYNTHESIZER = AIM()

@@ -39,23 +39,26 @@ The privacy argument and the derivations: ``docs/proofs/factor_gauss.md``.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 
 from dprelease.mechanisms.accounting import BudgetPlan, StageBudget
+from dprelease.mechanisms.factor_gauss_params import (
+    REFINE_WEIGHTS,
+    STAGE_WEIGHTS,
+    FactorGaussParams,
+    check,
+    refine_cells,
+    sensitivities,
+    stage_weights,
+)
 from dprelease.mechanisms.factor_marginals import (
     Code,
-    Cuts,
-    check_cuts,
     code_from_one_way,
     marginal_noise,
-    mean_abs_noise,
     measure_one_way,
-    one_way_sensitivities,
 )
 from dprelease.mechanisms.factor_model import (
     bound_rows,
@@ -64,22 +67,19 @@ from dprelease.mechanisms.factor_model import (
     second_moment_sensitivity,
 )
 from dprelease.mechanisms.latent import from_latent, hermite_coefficients, to_latent
-from dprelease.mechanisms.marginals import histogram, histogram_sensitivity
-from dprelease.mechanisms.primitives import Measurement, measure_stage, stage_noise
+from dprelease.mechanisms.marginals import histogram
+from dprelease.mechanisms.primitives import Measurement, measure_stage
 from dprelease.mechanisms.refine import (
     OVERSAMPLE,
-    Pairs,
     measure_pairs,
-    pair_cells,
     pair_counts,
-    pair_name,
     refined_rows,
-    table_pairs,
-    table_parts,
 )
 from dprelease.mechanisms.rowkeys import RowKeys, row_uniforms
-from dprelease.mechanisms.schema import Schema, check_target
+from dprelease.mechanisms.schema import Schema
 from dprelease.mechanisms.synthesizer import (
+    Facts,
+    HistogramNoise,
     MixedRows,
     Sensitivity,
     Stage,
@@ -92,7 +92,12 @@ __all__ = [
     "STAGE_WEIGHTS",
     "SYNTHESIZER",
     "Encoded",
+    "FactorDraws",
+    "FactorGauss",
     "FactorGaussParams",
+    "Measured",
+    "Refinement",
+    "Sampled",
     "chunk_moment_sum",
     "encode",
     "encode_counts",
@@ -106,96 +111,6 @@ __all__ = [
     "sensitivities",
 ]
 
-STAGE_WEIGHTS = {"marginals": 0.5, "moments": 0.5}
-REFINE_WEIGHTS = {"marginals": 0.45, "moments": 0.25, "refine": 0.3}
-
-
-@dataclass(frozen=True)
-class FactorGaussParams:
-    """Public hyperparameters. ``row_norm`` None means B = √p; ``factors`` None means r is
-    chosen from the *noisy* eigenvalues; ``attenuation_correction`` undoes the shrinkage
-    of latent correlations by coarse bins (both post-processing); ``target`` (a nominal or
-    ordinal column) adds the ``refine`` stage: its 2-way tables with every other column and
-    the tables of the other nominal and ordinal columns' pairs (``refine.table_pairs``);
-    ``cuts``: where a merged column's groups lie (``factor_marginals.Cuts``)."""
-
-    clip: float = 4.0
-    row_norm: float | None = None
-    factors: int | None = None
-    attenuation_correction: bool = True
-    target: str | None = None
-    cuts: Cuts = "quantiles"
-
-    def __post_init__(self) -> None:
-        if not (self.clip > 0 and math.isfinite(self.clip)):
-            raise ValueError(f"params.clip ({self.clip}) must be a finite number > 0")
-        if self.row_norm is not None and not (self.row_norm > 0 and math.isfinite(self.row_norm)):
-            raise ValueError(f"params.row_norm ({self.row_norm}) must be a finite number > 0")
-        if self.factors is not None and self.factors < 1:
-            raise ValueError(f"params.factors ({self.factors}) must be an integer >= 1")
-        check_cuts(self.cuts)
-
-    def bound(self, p: int) -> float:
-        return self.row_norm if self.row_norm is not None else math.sqrt(p)
-
-
-def check(schema: Schema, params: FactorGaussParams) -> None:
-    """``target``, when set, names a nominal or ordinal column and leaves another column."""
-    check_target(schema, params.target)
-    if params.target is None:
-        return
-    if len(schema) < 2:
-        raise ValueError(f"params.target ({params.target!r}) must leave at least one other column")
-
-
-def stage_weights(schema: Schema, params: FactorGaussParams) -> dict[str, float]:
-    return dict(STAGE_WEIGHTS if params.target is None else REFINE_WEIGHTS)
-
-
-def sensitivities(
-    schema: Schema, params: FactorGaussParams, n: int, facts: Mapping[str, Any] | None = None
-) -> dict[str, Sensitivity]:
-    """Every statistic factor_gauss measures, from public facts: one histogram per column,
-    and one over the declared cells per column cut by private mass (``facts["cuts"]``)
-    (Δ₁ = 2, Δ₂ = √2, ``marginals.histogram_sensitivity``; attained by any record moving
-    bins) and the latent second moment (``second_moment_sensitivity`` with B =
-    ``params.bound(p)``; its Δ₂ is attained by z = B·e₁ vs z' = B·e₂ when B ≤ c, its Δ₁
-    by no pair in general); with a ``target``, each 2-way table of ``refine.table_pairs``
-    (a count histogram over public cells: Δ₁ = 2, Δ₂ = √2, attained; ``mechanisms.refine``)."""
-    p = len(schema)
-    out = one_way_sensitivities(schema, facts)
-    b = params.bound(p)
-    out["latent_second_moment"] = Sensitivity(
-        "moments", second_moment_sensitivity(n, b, p, "l1"), second_moment_sensitivity(n, b, p, "l2")
-    )
-    t = _target(schema, params)
-    if t is not None:
-        for i, j in table_pairs(schema, t):
-            out[pair_name(schema.names[i], schema.names[j])] = Sensitivity(
-                "refine", histogram_sensitivity("l1"), histogram_sensitivity("l2"), tight=True
-            )
-    return out
-
-
-def _target(schema: Schema, params: FactorGaussParams) -> int | None:
-    return None if params.target is None else schema.names.index(params.target)
-
-
-def refine_cells(schema: Schema, plan: BudgetPlan, params: FactorGaussParams, n: int) -> Pairs | None:
-    """The ``refine`` tables' public cells (``refine.pair_cells``) for n rows, or None
-    without a target."""
-    t = _target(schema, params)
-    if t is None:
-        return None
-    tables = table_pairs(schema, t)
-    declared = [schema.columns[i].n_bins * schema.columns[j].n_bins for i, j in tables]
-    # the first table is a target table: its share does not depend on the sizes
-    (part, *_) = table_parts(plan.stage("refine"), tables, t, declared)
-    noise = stage_noise(
-        part, l2_sensitivity=histogram_sensitivity("l2"), l1_sensitivity=histogram_sensitivity("l1")
-    )
-    return pair_cells(schema, t, n, mean_abs_noise(*noise))
-
 
 @dataclass(frozen=True)
 class Encoded:
@@ -206,7 +121,7 @@ class Encoded:
     marginals: tuple[Measurement, ...]
     bound: float
     pair_counts: tuple[np.ndarray, ...] = field(default=(), repr=False)
-    facts: Mapping[str, Any] = field(default_factory=dict)
+    facts: Facts = field(default_factory=dict)
 
 
 def latent_rows(bins: np.ndarray, code: Code, params: FactorGaussParams, dither: np.ndarray) -> np.ndarray:
@@ -295,45 +210,46 @@ def latent_model(moments: Measurement, code: Code, params: FactorGaussParams) ->
     return factor_correlation(moments, len(code.latent.cdfs), params.factors, coefficients)
 
 
-def model_facts(params: FactorGaussParams, factors: int) -> dict:
+def model_facts(params: FactorGaussParams, factors: int) -> dict[str, object]:
     """The release document's public facts about the factor model (post-processing)."""
     note = "given in the spec" if params.factors is not None else "chosen from the noisy eigenvalues"
     return {"factors_used": factors, "factors_note": note}
 
 
-Refinement = tuple[tuple[Measurement, ...], int]  # the noisy tables, and n they count
+@dataclass(frozen=True)
+class Refinement:
+    """The ``refine`` stage's noisy tables (none without a target) and the n they count."""
+
+    tables: tuple[Measurement, ...]
+    n: int
 
 
-def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: FactorGaussParams, rng) -> Stage:
-    encoded = encode(rows.bins, schema, plan.stage("marginals"), params, rng=rng)
-    pairs = refine_cells(schema, plan, params, len(rows))
-    if pairs is not None:
-        encoded = replace(
-            encoded,
-            code=replace(encoded.code, pairs=pairs),
-            pair_counts=tuple(pair_counts(rows.bins, pairs)),
-        )
-    return Stage(encoded, encoded.marginals, encoded.facts)
+@dataclass(frozen=True)
+class Measured:
+    """The estimate step's state: the noisy latent second moment, the private code, and
+    the ``refine`` tables."""
+
+    moments: Measurement
+    code: Code
+    refinement: Refinement
 
 
-def _measure_refine(counts: list[np.ndarray], code: Code, plan: BudgetPlan, rng) -> tuple[Measurement, ...]:
+def _measure_refine(
+    counts: list[np.ndarray], code: Code, plan: BudgetPlan, rng: np.random.Generator
+) -> tuple[Measurement, ...]:
     """Stage ``refine`` (``refine.measure_pairs``), when the code has tables."""
     if code.pairs is None:
         return ()
     return tuple(measure_pairs(counts, code.pairs, plan.stage("refine"), rng=rng))
 
 
-def _estimate_stage(encoded: Encoded, plan: BudgetPlan, params: FactorGaussParams, rng) -> Stage:
-    moments = measure_moments(encoded.z, encoded.bound, plan.stage("moments"), rng=rng)
-    tables = _measure_refine(list(encoded.pair_counts), encoded.code, plan, rng)
-    return Stage((moments, encoded.code, (tables, encoded.z.shape[0])), (moments, *tables))
-
-
-def _draw_cells(corr: np.ndarray, code: Code, refinement: Refinement, m: int, rng) -> np.ndarray:
+def _draw_cells(
+    corr: np.ndarray, code: Code, refinement: Refinement, m: int, rng: np.random.Generator
+) -> np.ndarray:
     """m synthetic rows of declared cells: decoded from fresh latent rows, or, with
     tables, ``OVERSAMPLE``·m candidates raked to them and resampled to m
     (``refine.refined_rows``; post-processing)."""
-    tables, n = refinement
+    tables, n = refinement.tables, refinement.n
     candidates = m * OVERSAMPLE if tables else m
     cells = code.cells.fine(from_latent(sample_latent(corr, candidates, rng=rng), code.latent), rng)
     if not tables or code.pairs is None:
@@ -341,27 +257,45 @@ def _draw_cells(corr: np.ndarray, code: Code, refinement: Refinement, m: int, rn
     return refined_rows(cells, code.pairs, list(tables), n, m, rng, margins=code.cells)
 
 
-def _sample_stage(
-    state: tuple[Measurement, Code, Refinement], params: FactorGaussParams, m: int, rng
-) -> Stage:
-    moments, code, refinement = state
-    corr, r = latent_model(moments, code, params)
-    return Stage((corr, code, refinement, m), facts=model_facts(params, r))
+@dataclass(frozen=True)
+class FactorDraws:
+    """The fitted factor model: its correlation, the private code to decode through, and
+    the ``refine`` tables to rake to; draws fresh rows (post-processing)."""
+
+    corr: np.ndarray = field(repr=False)
+    code: Code
+    refinement: Refinement
+
+    def draw(self, m: int, rng: np.random.Generator) -> MixedRows:
+        """m fresh rows of declared cells (``_draw_cells``)."""
+        return MixedRows(_draw_cells(self.corr, self.code, self.refinement, m, rng))
 
 
-def _decode_stage(
-    state: tuple[np.ndarray, Code, Refinement, int], schema: Schema, params: FactorGaussParams, rng
-) -> MixedRows:
-    corr, code, refinement, m = state
-    return MixedRows(_draw_cells(corr, code, refinement, m, rng))
+@dataclass(frozen=True)
+class Sampled:
+    """The sample step's state: the model that draws and how many rows to decode."""
+
+    draws: FactorDraws
+    m: int
+
+
+def _model(state: Measured, params: FactorGaussParams) -> Stage[FactorDraws]:
+    """Post-processing: the factor model from the noisy second moment, and its public facts."""
+    corr, r = latent_model(state.moments, state.code, params)
+    return Stage(FactorDraws(corr, state.code, state.refinement), facts=model_facts(params, r))
 
 
 # ---- the same steps from sums over chunks (the local and dask engines) -----------------
 
 
 def encode_counts(
-    counts: list[np.ndarray], n: int, schema: Schema, plan: BudgetPlan, params: FactorGaussParams, rng
-) -> Stage:
+    counts: list[np.ndarray],
+    n: int,
+    schema: Schema,
+    plan: BudgetPlan,
+    params: FactorGaussParams,
+    rng: np.random.Generator,
+) -> Stage[Code]:
     """Stage 1 from the fitted rows' summed one-way histograms over the declared cells
     (``measure_one_way``); noise drawn once, here. The code also carries the ``refine``
     tables' public cells, for pass 2.
@@ -386,8 +320,13 @@ def chunk_moment_sum(
 
 
 def estimate_moment_sum(
-    total: np.ndarray, n: int, code: Code, plan: BudgetPlan, params: FactorGaussParams, rng
-) -> Stage:
+    total: np.ndarray,
+    n: int,
+    code: Code,
+    plan: BudgetPlan,
+    params: FactorGaussParams,
+    rng: np.random.Generator,
+) -> Stage[Measured]:
     """Stage 3 from ZᵀZ summed over the chunks: ``measure_moment_sum``, once; with tables,
     stage ``refine`` on their summed counts (``refine.measure_pairs``), once.
 
@@ -404,52 +343,129 @@ def estimate_moment_sum(
         total = total[: p * p].reshape(p, p)
     moments = measure_moment_sum(total, n, params.bound(p), plan.stage("moments"), rng=rng)
     tables = _measure_refine(counts, code, plan, rng)
-    return Stage((moments, code, (tables, n)), (moments, *tables))
+    return Stage(Measured(moments, code, Refinement(tables, n)), (moments, *tables))
 
 
-def _model_stage(state: tuple[Measurement, Code, Refinement], params: FactorGaussParams) -> Stage:
-    moments, code, refinement = state
-    corr, r = latent_model(moments, code, params)
-    return Stage((corr, code, refinement), facts=model_facts(params, r))
+class FactorGaussStreaming(Streaming[FactorGaussParams, Code, Measured]):
+    """factor_gauss from sums over chunks: ZᵀZ and the ``refine`` tables are sums over rows."""
+
+    def encode(
+        self,
+        counts: Sequence[np.ndarray],
+        n: int,
+        schema: Schema,
+        plan: BudgetPlan,
+        params: FactorGaussParams,
+        rng: np.random.Generator,
+    ) -> Stage[Code]:
+        return encode_counts(list(counts), n, schema, plan, params, rng)
+
+    def chunk_sum(
+        self, bins: np.ndarray, dither: np.ndarray, state: Code, params: FactorGaussParams
+    ) -> np.ndarray:
+        return chunk_moment_sum(bins, dither, state, params)
+
+    def estimate(
+        self,
+        total: np.ndarray,
+        n: int,
+        state: Code,
+        plan: BudgetPlan,
+        params: FactorGaussParams,
+        rng: np.random.Generator,
+    ) -> Stage[Measured]:
+        return estimate_moment_sum(total, n, state, plan, params, rng)
+
+    def sample(self, state: Measured, params: FactorGaussParams) -> Stage[FactorDraws]:
+        return _model(state, params)
 
 
-def _draw(state: tuple[np.ndarray, Code, Refinement], m: int, rng: np.random.Generator) -> MixedRows:
-    corr, code, refinement = state
-    return MixedRows(_draw_cells(corr, code, refinement, m, rng))
+class FactorGauss(Synthesizer[FactorGaussParams, Encoded, Measured, Sampled]):
+    """factor_gauss's four steps (the module's docstring states the stages, their Δ and noise)."""
 
-
-def _without(state: tuple[Measurement, Code, Refinement], name: str) -> tuple[Measurement, Code, Refinement]:
-    """The estimate step's state without the ``refine`` table ``name`` (and its pair in the
-    code, which the raking aligns with the tables): ``Synthesizer.without``."""
-    moments, code, (tables, n) = state
-    keep = [k for k, t in enumerate(tables) if t.name != name]
-    pairs = (
-        None if code.pairs is None else replace(code.pairs, tables=tuple(code.pairs.tables[k] for k in keep))
-    )
-    return moments, replace(code, pairs=pairs), (tuple(tables[k] for k in keep), n)
-
-
-SYNTHESIZER = Synthesizer(
-    name="factor_gauss",
-    summary=(
+    name = "factor_gauss"
+    summary = (
         "private marginals + private latent second moment (+ 2-way tables with a target) -> "
         "factor model -> fresh Gaussian rows decoded through the private marginals (and raked "
         "to the tables)"
-    ),
-    notions=("zcdp", "pure"),
-    params_type=FactorGaussParams,
-    stage_weights=stage_weights,
-    defects=lambda params: [],
-    keeps_row_order=False,
-    spends={"encode": ("marginals",), "estimate": ("moments", "refine")},
-    encode=_encode_stage,
-    estimate=_estimate_stage,
-    sample=_sample_stage,
-    decode=_decode_stage,
-    sensitivities=sensitivities,
-    check=check,
-    streaming=Streaming(encode_counts, chunk_moment_sum, estimate_moment_sum, _model_stage, _draw),
-    histograms=marginal_noise,
-    models_missing=True,
-    without=_without,
-)
+    )
+    notions = ("zcdp", "pure")
+    params_type = FactorGaussParams
+    spends = {"encode": ("marginals",), "estimate": ("moments", "refine")}
+    models_missing = True
+    leaves_out = True
+    # The streaming road's encode state is the code alone (pass 2 computes the latent rows
+    # chunk by chunk), the memory road's the code with the rows (``Encoded``): the interface
+    # types both with one E, so the assignment is checked by hand (the roads never mix).
+    streaming = FactorGaussStreaming()  # type: ignore[assignment]
+
+    def stage_weights(self, schema: Schema, params: FactorGaussParams) -> dict[str, float]:
+        return stage_weights(schema, params)
+
+    def check(self, schema: Schema, params: FactorGaussParams) -> None:
+        check(schema, params)
+
+    def encode(
+        self,
+        rows: MixedRows,
+        schema: Schema,
+        plan: BudgetPlan,
+        params: FactorGaussParams,
+        rng: np.random.Generator,
+    ) -> Stage[Encoded]:
+        encoded = encode(rows.bins, schema, plan.stage("marginals"), params, rng=rng)
+        pairs = refine_cells(schema, plan, params, len(rows))
+        if pairs is not None:
+            encoded = replace(
+                encoded,
+                code=replace(encoded.code, pairs=pairs),
+                pair_counts=tuple(pair_counts(rows.bins, pairs)),
+            )
+        return Stage(encoded, encoded.marginals, encoded.facts)
+
+    def estimate(
+        self, state: Encoded, plan: BudgetPlan, params: FactorGaussParams, rng: np.random.Generator
+    ) -> Stage[Measured]:
+        moments = measure_moments(state.z, state.bound, plan.stage("moments"), rng=rng)
+        tables = _measure_refine(list(state.pair_counts), state.code, plan, rng)
+        return Stage(Measured(moments, state.code, Refinement(tables, state.z.shape[0])), (moments, *tables))
+
+    def sample(
+        self, state: Measured, params: FactorGaussParams, m: int, rng: np.random.Generator
+    ) -> Stage[Sampled]:
+        model = _model(state, params)
+        return Stage(Sampled(model.state, m), facts=model.facts)
+
+    def decode(
+        self, state: Sampled, schema: Schema, params: FactorGaussParams, rng: np.random.Generator
+    ) -> MixedRows:
+        return state.draws.draw(state.m, rng)
+
+    def sensitivities(
+        self, schema: Schema, params: FactorGaussParams, n: int, facts: Facts | None = None
+    ) -> dict[str, Sensitivity]:
+        return sensitivities(schema, params, n, facts)
+
+    def histograms(
+        self, schema: Schema, params: FactorGaussParams, plan: BudgetPlan, n: int | None
+    ) -> list[HistogramNoise]:
+        return marginal_noise(schema, params, plan, n)
+
+    def without(self, state: Measured, name: str) -> Measured:
+        """The estimate step's state without the ``refine`` table ``name`` (and its pair in
+        the code, which the raking aligns with the tables): ``Synthesizer.without``."""
+        code, refinement = state.code, state.refinement
+        keep = [k for k, t in enumerate(refinement.tables) if t.name != name]
+        pairs = (
+            None
+            if code.pairs is None
+            else replace(code.pairs, tables=tuple(code.pairs.tables[k] for k in keep))
+        )
+        return Measured(
+            state.moments,
+            replace(code, pairs=pairs),
+            Refinement(tuple(refinement.tables[k] for k in keep), refinement.n),
+        )
+
+
+SYNTHESIZER = FactorGauss()

@@ -260,7 +260,10 @@ def one_way_sensitivities(schema: Schema, facts: Mapping[str, Any] | None) -> di
 class HasCuts(Protocol):
     """A synthesizer's parameters that choose where merged groups lie."""
 
-    cuts: Cuts
+    @property
+    def cuts(self) -> Cuts:
+        """Where a merged column's groups lie."""
+        ...
 
 
 def marginal_noise(schema: Schema, params: HasCuts, plan: BudgetPlan, n: int | None) -> list[HistogramNoise]:

@@ -18,7 +18,7 @@ Pure ε-DP only (replace-one, n public): two Laplace releases composed sequentia
 In one call: ``SYNTHESIZER.fit(rows, schema, plan, LDAPPDParams(target=...), m=m,
 rng=rng)`` with ``plan = accounting.plan_budget("pure", ε, 0, stage_weights(schema,
 params))``; ``Fit.stages[1].state`` is the ``LDAModel``, ``Fit.stages[2].state`` the
-greedy rows (design coordinates of the features) and their classes.
+``Synthesized`` greedy rows (design coordinates of the features) and their classes.
 
 Where the paper is wrong (variant ``corrected``; ``paper`` reproduces it, its records
 carry defects), one line each:
@@ -54,13 +54,16 @@ from dprelease.mechanisms.publishing import (
     upper,
 )
 from dprelease.mechanisms.schema import Continuous, Schema
-from dprelease.mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Synthesizer
+from dprelease.mechanisms.synthesizer import Facts, MixedRows, Sensitivity, Stage, Synthesizer
 
 __all__ = [
     "CLASS_COUNT_SHARE",
+    "LDAPPD",
     "SYNTHESIZER",
+    "Encoded",
     "LDAModel",
     "LDAPPDParams",
+    "Synthesized",
     "build_model",
     "check",
     "class_statistic",
@@ -319,14 +322,28 @@ def _features(schema: Schema, params: LDAPPDParams) -> tuple[Design, int]:
 
 
 @dataclass(frozen=True)
-class _Encoded:
+class Encoded:
+    """The encode step's state: the features in design coordinates ``x`` (n, p), the
+    classes ``y`` (n,), the features' layout and the class counts' record."""
+
     x: np.ndarray = field(repr=False)
     y: np.ndarray = field(repr=False)
     layout: Layout
     counts: Measurement
 
 
-def sensitivities(schema: Schema, params: LDAPPDParams, n: int, facts=None) -> dict[str, Sensitivity]:
+@dataclass(frozen=True)
+class Synthesized:
+    """The sample step's state: the greedy rows in design coordinates of the features
+    ``x`` (m, p) and their classes ``labels`` (m,) (``synthesize``)."""
+
+    x: np.ndarray = field(repr=False)
+    labels: np.ndarray = field(repr=False)
+
+
+def sensitivities(
+    schema: Schema, params: LDAPPDParams, n: int, facts: Facts | None = None
+) -> dict[str, Sensitivity]:
     """Every statistic lda_ppd measures (corrected; pure ε, L1 only), from the public
     layout of the features: the class counts (histogram, Δ₁ = 2) and the class sums with
     the second moment (``class_moment_sensitivity``, exact for any number of classes)."""
@@ -337,7 +354,9 @@ def sensitivities(schema: Schema, params: LDAPPDParams, n: int, facts=None) -> d
     }
 
 
-def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: LDAPPDParams, rng) -> Stage:
+def _encode(
+    rows: MixedRows, schema: Schema, plan: BudgetPlan, params: LDAPPDParams, rng: np.random.Generator
+) -> Stage[Encoded]:
     """Features and classes; the class counts (corrected: noisy, stage ``class_counts``;
     paper: exact, ``unprotected`` in stage ``moments``)."""
     if plan.notion != "pure":
@@ -355,10 +374,13 @@ def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: LDA
         counts = release_class_counts(y, n_classes, eps, rng=rng, stage="class_counts")
     lay = layout(features)
     facts = {"numeric_coordinates": lay.p1, "nominal_columns": lay.p2, "design_width": lay.width}
-    return Stage(_Encoded(x, y, lay, counts), (counts,), facts)
+    return Stage(Encoded(x, y, lay, counts), (counts,), facts)
 
 
-def _estimate_stage(encoded: _Encoded, plan: BudgetPlan, params: LDAPPDParams, rng) -> Stage:
+def _estimate(
+    encoded: Encoded, plan: BudgetPlan, params: LDAPPDParams, rng: np.random.Generator
+) -> Stage[LDAModel]:
+    """The class sums and second moment (stage ``moments``), then the model (post-processing)."""
     n_classes = len(encoded.counts.value)
     moments = release_moments(
         encoded.x,
@@ -375,37 +397,66 @@ def _estimate_stage(encoded: _Encoded, plan: BudgetPlan, params: LDAPPDParams, r
     return Stage(model, (moments,), facts)
 
 
-def _sample_stage(model: LDAModel, params: LDAPPDParams, m: int, rng) -> Stage:
-    return Stage(synthesize(model, m))
-
-
-def _decode_stage(
-    state: tuple[np.ndarray, np.ndarray], schema: Schema, params: LDAPPDParams, rng
-) -> MixedRows:
-    x, labels = state
+def _decode(state: Synthesized, schema: Schema, params: LDAPPDParams) -> MixedRows:
+    """The greedy rows' features decoded, the class column put back at its place."""
     features, j = _features(schema, params)
-    rows = features.decode(x)
+    rows = features.decode(state.x)
     return MixedRows(
-        np.insert(rows.bins, j, labels, axis=1), np.insert(rows.require_unit(), j, np.nan, axis=1)
+        np.insert(rows.bins, j, state.labels, axis=1), np.insert(rows.require_unit(), j, np.nan, axis=1)
     )
 
 
-SYNTHESIZER = Synthesizer(
-    name="lda_ppd",
-    summary=(
+class LDAPPD(Synthesizer[LDAPPDParams, Encoded, LDAModel, Synthesized]):
+    """lda_ppd's four steps (the module's docstring states the stages, their Δ and noise)."""
+
+    name = "lda_ppd"
+    summary = (
         "DP-LDA publishing (Alg B): private class counts, noisy class sums and second moment, "
         "greedy synthesis of fresh rows matching them"
-    ),
-    notions=("pure",),
-    params_type=LDAPPDParams,
-    stage_weights=stage_weights,
-    defects=defects,
-    keeps_row_order=False,
-    spends={"encode": ("class_counts",), "estimate": ("moments",)},
-    encode=_encode_stage,
-    estimate=_estimate_stage,
-    sample=_sample_stage,
-    decode=_decode_stage,
-    sensitivities=sensitivities,
-    check=check,
-)
+    )
+    notions = ("pure",)
+    params_type = LDAPPDParams
+    spends = {"encode": ("class_counts",), "estimate": ("moments",)}
+    keeps_row_order = False
+
+    def stage_weights(self, schema: Schema, params: LDAPPDParams) -> dict[str, float]:
+        return stage_weights(schema, params)
+
+    def encode(
+        self,
+        rows: MixedRows,
+        schema: Schema,
+        plan: BudgetPlan,
+        params: LDAPPDParams,
+        rng: np.random.Generator,
+    ) -> Stage[Encoded]:
+        return _encode(rows, schema, plan, params, rng)
+
+    def estimate(
+        self, state: Encoded, plan: BudgetPlan, params: LDAPPDParams, rng: np.random.Generator
+    ) -> Stage[LDAModel]:
+        return _estimate(state, plan, params, rng)
+
+    def sample(
+        self, state: LDAModel, params: LDAPPDParams, m: int, rng: np.random.Generator
+    ) -> Stage[Synthesized]:
+        return Stage(Synthesized(*synthesize(state, m)))
+
+    def decode(
+        self, state: Synthesized, schema: Schema, params: LDAPPDParams, rng: np.random.Generator
+    ) -> MixedRows:
+        return _decode(state, schema, params)
+
+    def sensitivities(
+        self, schema: Schema, params: LDAPPDParams, n: int, facts: Facts | None = None
+    ) -> dict[str, Sensitivity]:
+        return sensitivities(schema, params, n, facts)
+
+    def defects(self, params: LDAPPDParams) -> list[str]:
+        return defects(params)
+
+    def check(self, schema: Schema, params: LDAPPDParams) -> None:
+        check(schema, params)
+
+
+SYNTHESIZER = LDAPPD()

@@ -30,24 +30,33 @@ The privacy argument: ``docs/proofs/marginal_synthesizers.md``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
 from dprelease.mechanisms.accounting import BudgetPlan, StageBudget
 from dprelease.mechanisms.axes import axes_of
 from dprelease.mechanisms.factor_marginals import Cuts, check_cuts, one_way_sensitivities
-from dprelease.mechanisms.graphical import Marginal, estimate, sample
+from dprelease.mechanisms.graphical import Marginal, estimate
 from dprelease.mechanisms.marginals import histogram_sensitivity
 from dprelease.mechanisms.primitives import Measurement, exponential_mechanism, measure_stage
 from dprelease.mechanisms.schema import Schema
-from dprelease.mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Streaming, Synthesizer
+from dprelease.mechanisms.synthesizer import (
+    Facts,
+    HistogramNoise,
+    MixedRows,
+    Sensitivity,
+    Stage,
+    Streaming,
+    Synthesizer,
+    fact_names,
+)
 from dprelease.mechanisms.workload import (
+    ModelDraws,
+    Sampled,
     Workload,
     chunk_counts,
-    decode_groups,
     encode_counts,
     encode_rows,
     histograms,
@@ -58,7 +67,7 @@ from dprelease.mechanisms.workload import (
     split_counts,
 )
 
-__all__ = ["SCORE_SENSITIVITY", "STAGE_WEIGHTS", "SYNTHESIZER", "MSTParams", "select_tree", "sensitivities"]
+__all__ = ["MST", "SCORE_SENSITIVITY", "STAGE_WEIGHTS", "SYNTHESIZER", "MSTParams", "Measured", "select_tree"]
 
 STAGE_WEIGHTS = {"marginals": 1 / 3, "select": 1 / 3, "measure": 1 / 3}
 SCORE_SENSITIVITY = 2.0
@@ -79,10 +88,6 @@ class MSTParams:
         if not (isinstance(self.iters, int) and self.iters >= 1):
             raise ValueError(f"params.iters ({self.iters}) must be an integer >= 1")
         check_cuts(self.cuts)
-
-
-def stage_weights(schema: Schema, params: MSTParams) -> dict[str, float]:
-    return dict(STAGE_WEIGHTS) if len(schema) > 1 else {"marginals": 1.0}
 
 
 def _parts(stage_part: StageBudget, p: int) -> list[StageBudget]:
@@ -166,107 +171,133 @@ def measure_tree(
     ]
 
 
-def sensitivities(
-    schema: Schema, params: MSTParams, n: int, facts: Mapping[str, Any] | None = None
-) -> dict[str, Sensitivity]:
-    """Every statistic mst measures, from public facts: one histogram per column (and one
-    over the declared cells per column cut by private mass, ``facts["cuts"]``), the
-    selections and the chosen pairs (``facts["tree"]``, the noisy selections' outcome)."""
-    h1, h2 = histogram_sensitivity("l1"), histogram_sensitivity("l2")
-    out = one_way_sensitivities(schema, facts)
-    tree = (facts or {}).get("tree", [])
-    for t, (a, b) in enumerate(tree):
-        out[f"select[{t}]"] = Sensitivity("select", None, None, linf=SCORE_SENSITIVITY)
-        i, j = schema.names.index(a), schema.names.index(b)
-        out[pair_name(schema.names, i, j)] = Sensitivity("measure", h1, h2, tight=True)
-    return out
-
-
-def _facts(chosen: list[tuple[int, int]], names: list[str]) -> dict[str, Any]:
+def _facts(chosen: list[tuple[int, int]], names: list[str]) -> dict[str, object]:
     return {"tree": [[names[i], names[j]] for i, j in chosen]}
 
 
-def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: MSTParams, rng) -> Stage:
-    return encode_rows(rows.bins, schema, plan, None, rng, cuts=params.cuts).stage
+@dataclass(frozen=True)
+class Measured:
+    """The estimate step's state: the workload and the chosen pairs' noisy tables."""
+
+    workload: Workload
+    tables: list[Marginal]
 
 
-def _estimate(workload: Workload, counts, plan: BudgetPlan, rng) -> Stage:
+def _estimate(
+    workload: Workload, counts: tuple[np.ndarray, ...], plan: BudgetPlan, rng: np.random.Generator
+) -> Stage[Measured]:
     names = list(workload.names)
     if len(names) < 2:
-        return Stage((workload, []), (), _facts([], names))
+        return Stage(Measured(workload, []), (), _facts([], names))
     chosen, selections = select_tree(workload, counts, plan.stage("select"), rng=rng)
     tables = measure_tree(workload, counts, chosen, plan.stage("measure"), names, rng=rng)
     measured = [Marginal(pair, m) for pair, m in zip(chosen, tables, strict=True)]
-    return Stage((workload, measured), (*selections, *tables), _facts(chosen, names))
+    return Stage(Measured(workload, measured), (*selections, *tables), _facts(chosen, names))
 
 
-def _estimate_stage(workload: Workload, plan: BudgetPlan, params: MSTParams, rng) -> Stage:
-    return _estimate(workload, workload.counts, plan, rng)
-
-
-def _model_stage(state: tuple[Workload, list[Marginal]], params: MSTParams) -> Stage:
+def _model(state: Measured, params: MSTParams) -> Stage[ModelDraws]:
     """Post-processing: mbi's estimate from every measurement (the counts are dropped)."""
-    workload, measured = state
+    workload = state.workload
     model = estimate(
         workload.names,
         workload.sizes,
-        [*one_way(workload), *measured],
+        [*one_way(workload), *state.tables],
         workload.n,
         iters=params.iters,
         last=True,
     )
-    return Stage((replace(workload, counts=()), model))
+    return Stage(ModelDraws(replace(workload, counts=()), model))
 
 
-def _sample_stage(state: tuple[Workload, list[Marginal]], params: MSTParams, m: int, rng) -> Stage:
-    return Stage((*_model_stage(state, params).state, m))
+class MSTStreaming(Streaming[MSTParams, Workload, Measured]):
+    """mst from sums over chunks: the one-way and pair counts are sums over rows."""
+
+    def encode(
+        self,
+        counts: Sequence[np.ndarray],
+        n: int,
+        schema: Schema,
+        plan: BudgetPlan,
+        params: MSTParams,
+        rng: np.random.Generator,
+    ) -> Stage[Workload]:
+        return encode_counts(list(counts), n, schema, plan, None, rng, cuts=params.cuts).stage
+
+    def chunk_sum(
+        self, bins: np.ndarray, dither: np.ndarray, state: Workload, params: MSTParams
+    ) -> np.ndarray:
+        return chunk_counts(bins, state)
+
+    def estimate(
+        self,
+        total: np.ndarray,
+        n: int,
+        state: Workload,
+        plan: BudgetPlan,
+        params: MSTParams,
+        rng: np.random.Generator,
+    ) -> Stage[Measured]:
+        return _estimate(state, split_counts(total, state), plan, rng)
+
+    def sample(self, state: Measured, params: MSTParams) -> Stage[ModelDraws]:
+        return _model(state, params)
 
 
-def _decode_stage(state: tuple[Workload, Any, int], schema: Schema, params: MSTParams, rng) -> MixedRows:
-    workload, model, m = state
-    return _draw((workload, model), m, rng)
+class MST(Synthesizer[MSTParams, Workload, Measured, Sampled]):
+    """mst's four steps (the module's docstring states the stages, their Δ and noise)."""
 
-
-def _draw(state: tuple[Workload, Any], m: int, rng: np.random.Generator) -> MixedRows:
-    """m fresh rows from the model, decoded to declared cells (post-processing)."""
-    workload, model = state
-    return decode_groups(sample(model, m, rng), workload, rng)
-
-
-def _stream_encode(counts: list[np.ndarray], n: int, schema: Schema, plan: BudgetPlan, params, rng) -> Stage:
-    return encode_counts(counts, n, schema, plan, None, rng, cuts=params.cuts).stage
-
-
-def _stream_estimate(total: np.ndarray, n: int, workload: Workload, plan: BudgetPlan, params, rng) -> Stage:
-    return _estimate(workload, split_counts(total, workload), plan, rng)
-
-
-SYNTHESIZER = Synthesizer(
-    name="mst",
-    summary=(
+    name = "mst"
+    summary = (
         "MST (McKenna et al. 2021) on Private-PGM: noisy one-way marginals, a spanning tree of "
         "two-way marginals chosen by the exponential mechanism and measured with noise, a graphical "
         "model estimated by mbi, fresh rows decoded through the private one-way densities"
-    ),
-    notions=("zcdp", "pure"),
-    params_type=MSTParams,
-    stage_weights=stage_weights,
-    defects=lambda params: [],
-    keeps_row_order=False,
-    spends={"encode": ("marginals",), "estimate": ("select", "measure")},
-    encode=_encode_stage,
-    estimate=_estimate_stage,
-    sample=_sample_stage,
-    decode=_decode_stage,
-    sensitivities=sensitivities,
-    streaming=Streaming(
-        _stream_encode,
-        lambda bins, dither, state, params: chunk_counts(bins, state),
-        _stream_estimate,
-        _model_stage,
-        _draw,
-    ),
-    histograms=histograms,
-    models_missing=True,
-    rehearsal_params={"iters": 5},
-)
+    )
+    notions = ("zcdp", "pure")
+    params_type = MSTParams
+    spends = {"encode": ("marginals",), "estimate": ("select", "measure")}
+    models_missing = True
+    rehearsal_params = {"iters": 5}
+    streaming = MSTStreaming()
+
+    def stage_weights(self, schema: Schema, params: MSTParams) -> dict[str, float]:
+        return dict(STAGE_WEIGHTS) if len(schema) > 1 else {"marginals": 1.0}
+
+    def encode(
+        self, rows: MixedRows, schema: Schema, plan: BudgetPlan, params: MSTParams, rng: np.random.Generator
+    ) -> Stage[Workload]:
+        return encode_rows(rows.bins, schema, plan, None, rng, cuts=params.cuts).stage
+
+    def estimate(
+        self, state: Workload, plan: BudgetPlan, params: MSTParams, rng: np.random.Generator
+    ) -> Stage[Measured]:
+        return _estimate(state, state.counts, plan, rng)
+
+    def sample(self, state: Measured, params: MSTParams, m: int, rng: np.random.Generator) -> Stage[Sampled]:
+        return Stage(Sampled(_model(state, params).state, m))
+
+    def decode(
+        self, state: Sampled, schema: Schema, params: MSTParams, rng: np.random.Generator
+    ) -> MixedRows:
+        return state.draws.draw(state.m, rng)
+
+    def sensitivities(
+        self, schema: Schema, params: MSTParams, n: int, facts: Facts | None = None
+    ) -> dict[str, Sensitivity]:
+        """Every statistic mst measures, from public facts: one histogram per column (and one
+        over the declared cells per column cut by private mass, ``facts["cuts"]``), the
+        selections and the chosen pairs (``facts["tree"]``, the noisy selections' outcome)."""
+        h1, h2 = histogram_sensitivity("l1"), histogram_sensitivity("l2")
+        out = one_way_sensitivities(schema, facts)
+        for t, (a, b) in enumerate(fact_names(facts, "tree")):
+            out[f"select[{t}]"] = Sensitivity("select", None, None, linf=SCORE_SENSITIVITY)
+            i, j = schema.names.index(a), schema.names.index(b)
+            out[pair_name(schema.names, i, j)] = Sensitivity("measure", h1, h2, tight=True)
+        return out
+
+    def histograms(
+        self, schema: Schema, params: MSTParams, plan: BudgetPlan, n: int | None
+    ) -> list[HistogramNoise]:
+        return histograms(schema, params, plan, n)
+
+
+SYNTHESIZER = MST()

@@ -12,10 +12,12 @@ Rows x ∈ [0, 1]^p of the public-box design (p₁ numeric coordinates, p₂ one
 
 Pure ε-DP only (replace-one, n public): the two Laplace releases compose sequentially.
 
-In one call: ``SYNTHESIZER.fit(rows, schema, plan, PCAPPDParams(components=k), m=n,
-rng=rng)`` with ``plan = accounting.plan_budget("pure", ε, 0, stage_weights(schema,
-params))``; ``Fit.stages[1].state`` holds m and U_k, ``Fit.stages[2].state`` the raw X̂
-(design coordinates, before step 7).
+The steps are the methods of ``PCAPPD`` (``SYNTHESIZER`` its instance). In one call:
+``SYNTHESIZER.fit(rows, schema, plan, PCAPPDParams(components=k), m=n, rng=rng)`` with
+``plan = accounting.plan_budget("pure", ε, 0, stage_weights(schema, params))``;
+``Fit.stages[0].state`` is an ``Encoded`` (the design rows: confidential),
+``Fit.stages[1].state`` a ``PrincipalAxes`` (m and U_k), ``Fit.stages[2].state`` the raw X̂
+(an array, design coordinates, before step 7).
 
 Paper defects (variant ``corrected`` fixes them; ``paper`` keeps them, and its moments
 record carries a defect when it bites), one line each:
@@ -47,11 +49,14 @@ from dprelease.mechanisms.publishing import (
     upper,
 )
 from dprelease.mechanisms.schema import Schema
-from dprelease.mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Synthesizer
+from dprelease.mechanisms.synthesizer import Facts, MixedRows, Sensitivity, Stage, Synthesizer
 
 __all__ = [
+    "PCAPPD",
     "SYNTHESIZER",
+    "Encoded",
     "PCAPPDParams",
+    "PrincipalAxes",
     "check",
     "defects",
     "moment_statistic",
@@ -207,13 +212,9 @@ def reconstruct(scores: np.ndarray, mean: np.ndarray, axes: np.ndarray) -> np.nd
 # ---------------------------------------------------------------- the four pipeline stages
 
 
-@dataclass(frozen=True)
-class _Encoded:
-    x: np.ndarray = field(repr=False)
-    layout: Layout
-
-
-def sensitivities(schema: Schema, params: PCAPPDParams, n: int, facts=None) -> dict[str, Sensitivity]:
+def sensitivities(
+    schema: Schema, params: PCAPPDParams, n: int, facts: Facts | None = None
+) -> dict[str, Sensitivity]:
     """Every statistic pcappd measures (corrected; pure ε, L1 only), from the public
     layout: the moments (``moment_sensitivity``, exact) and the component scores
     (``rows_sensitivity`` with k = ``params.components``, attained). Neither depends on n
@@ -227,66 +228,109 @@ def sensitivities(schema: Schema, params: PCAPPDParams, n: int, facts=None) -> d
     }
 
 
-def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: PCAPPDParams, rng) -> Stage:
-    if plan.notion != "pure":
-        raise ValueError("pcappd is pure ε-DP (Laplace) only: set privacy.accountant: pure")
-    check(schema, params)
-    d = design(schema)
-    lay = layout(d)
-    facts = {
-        "numeric_coordinates": lay.p1,
-        "nominal_columns": lay.p2,
-        "design_width": lay.width,
-        "components": params.components,
-    }
-    return Stage(_Encoded(d.encode(rows), lay), (), facts)
+@dataclass(frozen=True)
+class Encoded:
+    """The encode step's state: the rows X in design coordinates (confidential) and the
+    design's public layout (p₁, p₂)."""
+
+    x: np.ndarray = field(repr=False)
+    layout: Layout
 
 
-def _estimate_stage(encoded: _Encoded, plan: BudgetPlan, params: PCAPPDParams, rng) -> Stage:
-    lay = encoded.layout
-    moments = release_moments(
-        encoded.x, lay, plan.stage("moments").pure_epsilon, params.variant, rng=rng, stage="moments"
-    )
-    mean, axes = principal_axes(moments.value, encoded.x.shape[0], lay.width, params.components)
-    return Stage((encoded, mean, axes, plan), (moments,), {"moment_sensitivity": moments.sensitivity})
+@dataclass(frozen=True)
+class PrincipalAxes:
+    """The estimate step's state: the encoded rows, the released mean m (p,) and U_k
+    (p, k) (post-processing of the noisy moments), and the plan, whose ``rows`` stage the
+    sample step spends."""
+
+    encoded: Encoded
+    mean: np.ndarray = field(repr=False)
+    axes: np.ndarray = field(repr=False)
+    plan: BudgetPlan
 
 
-def _sample_stage(
-    state: tuple[_Encoded, np.ndarray, np.ndarray, BudgetPlan], params: PCAPPDParams, m: int, rng
-) -> Stage:
-    encoded, mean, axes, plan = state
-    n = encoded.x.shape[0]
-    if m != n:
-        raise ValueError(
-            f"pcappd releases exactly one row per fitted input row (asked for {m}, fitted {n}); "
-            "remove synthetic_rows from the spec"
-        )
-    eps = plan.stage("rows").pure_epsilon
-    scores = release_rows(encoded.x, mean, axes, encoded.layout, eps, params.variant, rng=rng, stage="rows")
-    return Stage(reconstruct(scores.value, mean, axes), (scores,), {"rows_sensitivity": scores.sensitivity})
+class PCAPPD(Synthesizer[PCAPPDParams, Encoded, PrincipalAxes, np.ndarray]):
+    """pcappd's four steps (the module's docstring states the stages, their Δ and noise);
+    the sample step's state is the raw X̂ (n, p), before step 7."""
 
-
-def _decode_stage(x_hat: np.ndarray, schema: Schema, params: PCAPPDParams, rng) -> MixedRows:
-    """Step 7 via ``Design.decode``: argmax per block, numerics clipped, de-normalised."""
-    return design(schema).decode(x_hat)
-
-
-SYNTHESIZER = Synthesizer(
-    name="pcappd",
-    summary=(
+    name = "pcappd"
+    summary = (
         "DP-PCA publishing (Alg A): noisy first and second moments, top-k eigenvectors, noisy "
         "component scores of each row projected back; one output row per input row"
-    ),
-    notions=("pure",),
-    params_type=PCAPPDParams,
-    stage_weights=stage_weights,
-    defects=defects,
-    keeps_row_order=True,
-    spends={"estimate": ("moments",), "sample": ("rows",)},
-    encode=_encode_stage,
-    estimate=_estimate_stage,
-    sample=_sample_stage,
-    decode=_decode_stage,
-    sensitivities=sensitivities,
-    check=check,
-)
+    )
+    notions = ("pure",)
+    params_type = PCAPPDParams
+    spends = {"estimate": ("moments",), "sample": ("rows",)}
+    keeps_row_order = True
+
+    def stage_weights(self, schema: Schema, params: PCAPPDParams) -> dict[str, float]:
+        return stage_weights(schema, params)
+
+    def defects(self, params: PCAPPDParams) -> list[str]:
+        return defects(params)
+
+    def check(self, schema: Schema, params: PCAPPDParams) -> None:
+        check(schema, params)
+
+    def encode(
+        self,
+        rows: MixedRows,
+        schema: Schema,
+        plan: BudgetPlan,
+        params: PCAPPDParams,
+        rng: np.random.Generator,
+    ) -> Stage[Encoded]:
+        if plan.notion != "pure":
+            raise ValueError("pcappd is pure ε-DP (Laplace) only: set privacy.accountant: pure")
+        check(schema, params)
+        d = design(schema)
+        lay = layout(d)
+        facts: dict[str, object] = {
+            "numeric_coordinates": lay.p1,
+            "nominal_columns": lay.p2,
+            "design_width": lay.width,
+            "components": params.components,
+        }
+        return Stage(Encoded(d.encode(rows), lay), (), facts)
+
+    def estimate(
+        self, state: Encoded, plan: BudgetPlan, params: PCAPPDParams, rng: np.random.Generator
+    ) -> Stage[PrincipalAxes]:
+        lay = state.layout
+        moments = release_moments(
+            state.x, lay, plan.stage("moments").pure_epsilon, params.variant, rng=rng, stage="moments"
+        )
+        mean, axes = principal_axes(moments.value, state.x.shape[0], lay.width, params.components)
+        facts: dict[str, object] = {"moment_sensitivity": moments.sensitivity}
+        return Stage(PrincipalAxes(state, mean, axes, plan), (moments,), facts)
+
+    def sample(
+        self, state: PrincipalAxes, params: PCAPPDParams, m: int, rng: np.random.Generator
+    ) -> Stage[np.ndarray]:
+        encoded, mean, axes = state.encoded, state.mean, state.axes
+        n = encoded.x.shape[0]
+        if m != n:
+            raise ValueError(
+                f"pcappd releases exactly one row per fitted input row (asked for {m}, fitted {n}); "
+                "remove synthetic_rows from the spec"
+            )
+        eps = state.plan.stage("rows").pure_epsilon
+        scores = release_rows(
+            encoded.x, mean, axes, encoded.layout, eps, params.variant, rng=rng, stage="rows"
+        )
+        facts: dict[str, object] = {"rows_sensitivity": scores.sensitivity}
+        return Stage(reconstruct(scores.value, mean, axes), (scores,), facts)
+
+    def decode(
+        self, state: np.ndarray, schema: Schema, params: PCAPPDParams, rng: np.random.Generator
+    ) -> MixedRows:
+        """Step 7 via ``Design.decode``: argmax per block, numerics clipped, de-normalised."""
+        return design(schema).decode(state)
+
+    def sensitivities(
+        self, schema: Schema, params: PCAPPDParams, n: int, facts: Facts | None = None
+    ) -> dict[str, Sensitivity]:
+        return sensitivities(schema, params, n, facts)
+
+
+SYNTHESIZER = PCAPPD()

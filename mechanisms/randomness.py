@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
+from types import ModuleType
 from typing import Literal
 
 import numpy as np
@@ -68,8 +70,10 @@ class VettedRNG(np.random.Generator):
     Copies, pickles and ``spawn`` children stay ``VettedRNG`` (numpy's would not).
     """
 
-    def __reduce__(self):
-        return (type(self), (self.bit_generator,))
+    def __reduce__(
+        self,
+    ) -> tuple[Callable[[np.random.BitGenerator], np.random.Generator], tuple[np.random.BitGenerator], None]:
+        return (type(self), (self.bit_generator,), None)
 
 
 def noise_rngs(insecure_seed: int | None, k: int) -> list[np.random.Generator]:
@@ -129,7 +133,7 @@ def sampler_note(rng: np.random.Generator) -> str:
 
 
 @functools.cache
-def opendp():
+def opendp() -> ModuleType:
     """OpenDP's prelude with the 'contrib' feature on (its noise constructors require it;
     nothing else is enabled). Imported on first vetted draw: seeded runs never load it."""
     import opendp.prelude as dp

@@ -121,7 +121,7 @@ def held_out(
     public, seeded choice), draw n rows from the model fitted without it (``state``: the
     estimate step's), and compare its prediction of ``SUBQUERIES`` random sub-queries with
     the table's noisy sums."""
-    if synth.without is None:
+    if not synth.leaves_out:
         return []
     rng = np.random.default_rng(seed)
     joint = [t for t in tables if len(t.axes) >= 2]

@@ -28,10 +28,13 @@ from scipy.spatial import KDTree
 from dprelease.mechanisms.accounting import BudgetPlan
 from dprelease.mechanisms.design import design
 from dprelease.mechanisms.schema import Schema
-from dprelease.mechanisms.synthesizer import MixedRows, Stage, Synthesizer
+from dprelease.mechanisms.synthesizer import Facts, MixedRows, Sensitivity, Stage, Synthesizer
 
 __all__ = [
     "SYNTHESIZER",
+    "Anonymized",
+    "Encoded",
+    "Spectral",
     "SpectralParams",
     "Spectrum",
     "anonymize",
@@ -236,50 +239,80 @@ def mean_target(sigma: np.ndarray, method: Literal["original", "P", "J", "O"]) -
 # ---------------------------------------------------------------- the four pipeline stages
 
 
-def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: SpectralParams, rng) -> Stage:
-    x = design(schema).encode(rows)
-    return Stage(x, facts={"design_width": x.shape[1]})
+@dataclass(frozen=True)
+class Encoded:
+    """The encode step's state: the rows in the public-box design, ``x`` (n, p)."""
+
+    x: np.ndarray = field(repr=False)
 
 
-def _estimate_stage(x: np.ndarray, plan: BudgetPlan, params: SpectralParams, rng) -> Stage:
-    spec = spectrum(x)
-    return Stage(spec, facts={"rank_used": spec.rank})
+@dataclass(frozen=True)
+class Anonymized:
+    """The sample step's state: X_A (n, p) in design coordinates, row i from input row i."""
+
+    x: np.ndarray = field(repr=False)
 
 
-def _sample_stage(spec: Spectrum, params: SpectralParams, m: int, rng) -> Stage:
-    n = spec.u.shape[0]
-    if m != n:
-        raise ValueError(
-            f"spectral_anonymization releases exactly one row per input row (asked for {m}, input {n}); "
-            "remove synthetic_rows from the spec"
-        )
-    x_a = reconstruct(spec, transform_columns(spec.u, params, rng))
-    return Stage(x_a, facts={"method": params.method, "sampler": params.sampler})
+class Spectral(Synthesizer[SpectralParams, Encoded, Spectrum, Anonymized]):
+    """spectral_anonymization's four steps (the module's docstring states them; nothing is
+    measured). n = 1 runs but the centred matrix is zero (rank 0): the output row is the
+    input record; n <= p is fine: the thin SVD keeps the r <= n - 1 nonzero components."""
 
-
-def _decode_stage(x_a: np.ndarray, schema: Schema, params: SpectralParams, rng) -> MixedRows:
-    return design(schema).decode(x_a)
-
-
-SYNTHESIZER = Synthesizer(
-    name="spectral_anonymization",
-    summary=(
+    name = "spectral_anonymization"
+    summary = (
         "spectral anonymization (Lasko-Vinterbo P-SA; Perkonoja-Virta J-SA, O-SA): independent "
         "permutation / sign change / Haar rotation of each left singular vector of the centred "
         "design matrix; NOT differentially private; one output row per input row"
-    ),
-    notions=("pure",),
-    params_type=SpectralParams,
-    stage_weights=stage_weights,
-    defects=defects,
-    keeps_row_order=True,
-    spends={},
-    encode=_encode_stage,
-    estimate=_estimate_stage,
-    sample=_sample_stage,
-    decode=_decode_stage,
-    sensitivities=lambda schema, params, n, facts: {},  # measures nothing: not DP
-    # n = 1 runs but the centred matrix is zero (rank 0): the output row is the input record.
-    # n <= p is fine: the thin SVD keeps the r <= n - 1 nonzero components.
-    min_rows=lambda schema, params: 2,
-)
+    )
+    notions = ("pure",)
+    params_type = SpectralParams
+    spends = {}
+    keeps_row_order = True
+
+    def stage_weights(self, schema: Schema, params: SpectralParams) -> dict[str, float]:
+        return stage_weights(schema, params)
+
+    def encode(
+        self,
+        rows: MixedRows,
+        schema: Schema,
+        plan: BudgetPlan,
+        params: SpectralParams,
+        rng: np.random.Generator,
+    ) -> Stage[Encoded]:
+        x = design(schema).encode(rows)
+        return Stage(Encoded(x), facts={"design_width": x.shape[1]})
+
+    def estimate(
+        self, state: Encoded, plan: BudgetPlan, params: SpectralParams, rng: np.random.Generator
+    ) -> Stage[Spectrum]:
+        spec = spectrum(state.x)
+        return Stage(spec, facts={"rank_used": spec.rank})
+
+    def sample(
+        self, state: Spectrum, params: SpectralParams, m: int, rng: np.random.Generator
+    ) -> Stage[Anonymized]:
+        n = state.u.shape[0]
+        if m != n:
+            raise ValueError(
+                f"spectral_anonymization releases exactly one row per input row (asked for {m}, input {n}); "
+                "remove synthetic_rows from the spec"
+            )
+        x_a = reconstruct(state, transform_columns(state.u, params, rng))
+        return Stage(Anonymized(x_a), facts={"method": params.method, "sampler": params.sampler})
+
+    def decode(
+        self, state: Anonymized, schema: Schema, params: SpectralParams, rng: np.random.Generator
+    ) -> MixedRows:
+        return design(schema).decode(state.x)
+
+    def sensitivities(
+        self, schema: Schema, params: SpectralParams, n: int, facts: Facts | None = None
+    ) -> dict[str, Sensitivity]:
+        return {}  # measures nothing: not DP
+
+    def defects(self, params: SpectralParams) -> list[str]:
+        return defects(params)
+
+
+SYNTHESIZER = Spectral()

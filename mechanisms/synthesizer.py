@@ -1,15 +1,19 @@
 """The interface every synthesizer offers the release flow: four stages, one record.
 
-The flow runs them as separate Prefect tasks, and ``Synthesizer.fit`` runs them in one
-call (benchmarks, tests, the papers' reproductions), both from the same ``BudgetPlan``::
+A mechanism is one subclass of ``Synthesizer[P, E, M, D]`` (``P`` its frozen parameters,
+``E``, ``M``, ``D`` the named states its steps hand on) plus one line in
+``mechanisms.registry``; ``docs/dev/write-a-mechanism.md`` walks through one. The flow runs
+the four steps as separate Prefect tasks, ``Synthesizer.fit`` in one call (the only
+in-process road: ``dprelease.synthesize``, the rehearsal, the benchmarks), both from the
+same ``BudgetPlan``::
 
-    encode(rows, schema, plan, params, rng)      -> Stage   (may measure, e.g. marginals)
-    estimate(state, plan, params, rng)           -> Stage   (the private moments)
-    sample(state, params, m, rng)                -> Stage   (projection and sampling)
-    decode(state, schema, params, rng)           -> MixedRows
+    encode(rows, schema, plan, params, rng)      -> Stage[E]  (may measure, e.g. marginals)
+    estimate(state: E, plan, params, rng)        -> Stage[M]  (the private moments)
+    sample(state: M, params, m, rng)             -> Stage[D]  (projection and sampling)
+    decode(state: D, schema, params, rng)        -> MixedRows
 
-A synthesizer whose statistics are sums over rows also declares ``Streaming``: the same
-steps from sums computed chunk by chunk (the ``local`` and ``dask`` engines).
+A synthesizer whose statistics are sums over rows also offers ``Streaming[P, E, M]``: the
+same steps from sums computed chunk by chunk (the ``local`` and ``dask`` engines).
 
 Each ``Stage`` carries the state the next stage needs (it may hold confidential rows and
 never leaves the flow), the ``Measurement`` records made in it (the ledger's rows), and
@@ -25,9 +29,10 @@ columns, the position in [0, 1] of the value on the public working scale
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import ClassVar, Generic, Literal, Protocol, TypeVar
 
 import numpy as np
 
@@ -35,7 +40,41 @@ from dprelease.mechanisms.accounting import BudgetPlan
 from dprelease.mechanisms.primitives import Measurement
 from dprelease.mechanisms.schema import Schema
 
-__all__ = ["Fit", "HistogramNoise", "MixedRows", "Sensitivity", "Stage", "Streaming", "Synthesizer"]
+__all__ = [
+    "Draws",
+    "Facts",
+    "Fit",
+    "HistogramNoise",
+    "MixedRows",
+    "Sensitivity",
+    "Stage",
+    "Step",
+    "Streaming",
+    "Synthesizer",
+    "fact_names",
+]
+
+P = TypeVar("P")
+E = TypeVar("E")
+M = TypeVar("M")
+D = TypeVar("D")
+S_co = TypeVar("S_co", covariant=True)
+
+Step = Literal["encode", "estimate", "sample"]
+Notion = Literal["zcdp", "pure"]
+Facts = Mapping[str, object]
+"""Public facts of a stage, for ``release.json``: JSON values (numbers, strings, lists)."""
+
+
+def fact_names(facts: Facts | None, key: str) -> list[list[str]]:
+    """``facts[key]`` as lists of column names (a tree's edges, a round's columns); [] when
+    absent. TypeError when the fact is not of that shape (a stage wrote something else)."""
+    value = (facts or {}).get(key, [])
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(v, list | tuple) and all(isinstance(c, str) for c in v) for v in value
+    ):
+        raise TypeError(f"fact {key!r} is not a list of column-name lists: {value!r}")
+    return [list(v) for v in value]
 
 
 @dataclass(frozen=True)
@@ -58,13 +97,13 @@ class MixedRows:
 
 
 @dataclass(frozen=True)
-class Stage:
+class Stage(Generic[S_co]):
     """What one stage hands on: ``state`` (possibly confidential), its measurements and
     public facts."""
 
-    state: Any = field(repr=False)
+    state: S_co = field(repr=False)
     measurements: tuple[Measurement, ...] = ()
-    facts: Mapping[str, Any] = field(default_factory=dict)
+    facts: Facts = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -75,27 +114,49 @@ class Fit:
 
     rows: MixedRows
     measurements: tuple[Measurement, ...]
-    facts: Mapping[str, Any]
-    stages: tuple[Stage, ...] = field(repr=False)
+    facts: Facts
+    stages: tuple[Stage[object], ...] = field(repr=False)
 
 
-@dataclass(frozen=True)
-class Streaming:
+class Draws(Protocol):
+    """A fitted model that draws fresh rows, chunk by chunk (post-processing only)."""
+
+    def draw(self, m: int, rng: np.random.Generator) -> MixedRows:
+        """m fresh synthetic rows."""
+        ...
+
+
+class Streaming(ABC, Generic[P, E, M]):
     """The steps of a synthesizer whose statistics are sums over rows, so that the data
-    can stream past in chunks; the noise is drawn once, on the sums.
+    can stream past in chunks; the noise is drawn once, on the sums. Pass 1 sums the
+    fitted rows' one-way histograms (``counts``), pass 2 ``chunk_sum`` per chunk."""
 
-    ``encode(counts, n, schema, plan, params, rng)``: the encode step from the fitted
-    rows' one-way histograms (summed by pass 1); ``chunk_sum(bins, dither, state,
-    params)``: the exact per-chunk statistic of pass 2 (``dither``: the rows' positional
-    uniforms, ``rowkeys``); ``estimate(total, n, state, plan, params, rng)``: the estimate
-    step from its sum; ``sample(state, params)``: post-processing before drawing;
-    ``draw(state, m, rng)``: m fresh synthetic rows (drawn chunk by chunk)."""
+    @abstractmethod
+    def encode(
+        self,
+        counts: Sequence[np.ndarray],
+        n: int,
+        schema: Schema,
+        plan: BudgetPlan,
+        params: P,
+        rng: np.random.Generator,
+    ) -> Stage[E]:
+        """The encode step from the one-way histograms of the n fitted rows."""
 
-    encode: Callable[..., Stage]
-    chunk_sum: Callable[..., np.ndarray]
-    estimate: Callable[..., Stage]
-    sample: Callable[..., Stage]
-    draw: Callable[..., MixedRows]
+    @abstractmethod
+    def chunk_sum(self, bins: np.ndarray, dither: np.ndarray, state: E, params: P) -> np.ndarray:
+        """The exact statistic of one chunk (``dither``: the rows' positional uniforms,
+        ``rowkeys``); pickled to Dask workers."""
+
+    @abstractmethod
+    def estimate(
+        self, total: np.ndarray, n: int, state: E, plan: BudgetPlan, params: P, rng: np.random.Generator
+    ) -> Stage[M]:
+        """The estimate step from the chunks' summed statistic."""
+
+    @abstractmethod
+    def sample(self, state: M, params: P) -> Stage[Draws]:
+        """Post-processing before the chunked draw: the model that draws."""
 
 
 @dataclass(frozen=True)
@@ -143,72 +204,95 @@ class HistogramNoise:
         return self.scale * math.sqrt(2.0 / math.pi) if self.mechanism == "gaussian" else self.scale
 
 
-@dataclass(frozen=True)
-class Synthesizer:
-    """A mechanism the spec can name.
+class Synthesizer(ABC, Generic[P, E, M, D]):
+    """A mechanism the spec can name: one subclass per mechanism, its steps as methods.
 
-    ``stage_weights(schema, params)`` gives the default budget split (stages a schema
-    does not need are absent, so no budget is allocated to them); ``defects(params)``
-    lists why a parameter choice is *not* differentially private (empty for a DP one);
-    ``spends`` names, per step (``encode``, ``estimate``, ``sample``), the plan stages whose
-    noise that step may draw: the flow records those stages as spent in the ledger
-    *before* running the step (fail closed), and refuses a step that measured a stage
-    it did not declare. ``sensitivities(schema, params, n, facts)`` names every noisy
-    statistic the steps measure for these public facts (``n`` the fitted rows, ``facts``
-    the stages' public facts) with its ``Sensitivity``, computed by the same functions the
-    steps pass to the noise: ``audit verify`` re-derives each recorded Δ from it, and the
-    wiring tests check it against what the steps really measure. ``keeps_row_order``
-    means the output has exactly one row per fitted input row, in order;
-    ``check(schema, params)`` raises ``ValueError`` (naming the parameter) when the
-    parameters do not fit the schema, before any data is read. ``min_rows(schema,
-    params)`` is the fewest fitted rows the four steps need; the flow refuses a smaller
-    table before any noise is drawn (``tasks.validate.check_rows``). The default, 2:
-    one row has no spread to model (its centred covariance is zero). ``streaming``: the
-    steps from sums over chunks, for a synthesizer whose statistics allow it.
-    ``histograms(schema, params, plan, n)``: the noise on each count histogram over public
-    cells the steps publish for n fitted rows (None: not counted yet; ``HistogramNoise``),
-    from public facts only, computed by the calibration the steps use; empty for a
-    synthesizer that publishes none (the default). ``models_missing``: the steps work on
-    cells only (never on ``MixedRows.unit``), so a continuous column's missing cell
-    (``missing: allowed``) is modelled like any other; the spec refuses that field for a
-    synthesizer without it. ``rehearsal_params``: parameters that make the rehearsal before
-    the reserve (``flows/rehearsal.py``) cheap without changing which code runs (e.g. fewer
-    rounds or iterations of an estimator), merged over the spec's. ``without(state, name)``:
-    the estimate step's state with the measured table ``name`` left out (never any exact
-    count), so that ``sample`` and ``decode`` from it show what the model says of that table
-    when it has not seen it: the leave-one-out check of a release's model error
-    (``replicates``); None for a synthesizer that offers none.
+    Class attributes: ``name`` (the spec's ``mechanism.name``), a one-line ``summary``, the
+    privacy ``notions`` it offers, its frozen ``params_type``; ``spends`` names, per step,
+    the plan stages whose noise that step may draw: the flow records those stages as spent
+    in the ledger *before* running the step (fail closed), and refuses a step that measured
+    a stage it did not declare. ``keeps_row_order``: the output has exactly one row per
+    fitted input row, in order. ``models_missing``: the steps work on cells only (never on
+    ``MixedRows.unit``), so a continuous column's missing cell is modelled like any other;
+    the spec refuses ``missing: allowed`` for a synthesizer without it.
+    ``rehearsal_params``: parameters that make the rehearsal before the reserve
+    (``flows/rehearsal.py``) cheap without changing which code runs, merged over the spec's.
+    ``streaming``: the steps from sums over chunks, for a synthesizer whose statistics allow
+    it. ``leaves_out``: ``without`` is offered (the leave-one-out check of a release's model
+    error, ``replicates``).
     """
 
-    name: str
-    summary: str
-    notions: tuple[str, ...]
-    params_type: type
-    stage_weights: Callable[[Schema, Any], dict[str, float]]
-    defects: Callable[[Any], list[str]]
-    keeps_row_order: bool
-    spends: Mapping[str, tuple[str, ...]]
-    encode: Callable[[MixedRows, Schema, BudgetPlan, Any, np.random.Generator], Stage]
-    estimate: Callable[[Any, BudgetPlan, Any, np.random.Generator], Stage]
-    sample: Callable[[Any, Any, int, np.random.Generator], Stage]
-    decode: Callable[[Any, Schema, Any, np.random.Generator], MixedRows]
-    sensitivities: Callable[[Schema, Any, int, Mapping[str, Any]], dict[str, Sensitivity]]
-    check: Callable[[Schema, Any], None] = lambda schema, params: None
-    min_rows: Callable[[Schema, Any], int] = lambda schema, params: 2
-    streaming: Streaming | None = None
-    histograms: Callable[[Schema, Any, BudgetPlan, int | None], list[HistogramNoise]] = (
-        lambda schema, params, plan, n: []
-    )
-    models_missing: bool = False
-    rehearsal_params: Mapping[str, Any] = field(default_factory=dict)
-    without: Callable[[Any, str], Any] | None = None
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    notions: ClassVar[tuple[Notion, ...]]
+    params_type: type[P]
+    spends: ClassVar[Mapping[Step, tuple[str, ...]]]
+    keeps_row_order: ClassVar[bool] = False
+    models_missing: ClassVar[bool] = False
+    rehearsal_params: ClassVar[Mapping[str, int]] = {}
+    streaming: Streaming[P, E, M] | None = None
+    leaves_out: ClassVar[bool] = False
+
+    @abstractmethod
+    def stage_weights(self, schema: Schema, params: P) -> dict[str, float]:
+        """The default budget split; stages a schema does not need are absent (no budget)."""
+
+    @abstractmethod
+    def encode(
+        self, rows: MixedRows, schema: Schema, plan: BudgetPlan, params: P, rng: np.random.Generator
+    ) -> Stage[E]:
+        """Encode the fitted rows (may measure, e.g. the one-way marginals)."""
+
+    @abstractmethod
+    def estimate(self, state: E, plan: BudgetPlan, params: P, rng: np.random.Generator) -> Stage[M]:
+        """The private moments."""
+
+    @abstractmethod
+    def sample(self, state: M, params: P, m: int, rng: np.random.Generator) -> Stage[D]:
+        """Projection and sampling of m rows (post-processing)."""
+
+    @abstractmethod
+    def decode(self, state: D, schema: Schema, params: P, rng: np.random.Generator) -> MixedRows:
+        """The sampled rows in the schema's public view (post-processing)."""
+
+    @abstractmethod
+    def sensitivities(self, schema: Schema, params: P, n: int, facts: Facts | None) -> dict[str, Sensitivity]:
+        """Every noisy statistic the steps measure for these public facts (``n`` the fitted
+        rows, ``facts`` the stages' public facts) with its ``Sensitivity``, computed by the
+        same functions the steps pass to the noise: ``audit verify`` re-derives each recorded
+        Δ from it, and the wiring tests check it against what the steps really measure."""
+
+    def defects(self, params: P) -> list[str]:
+        """Why a parameter choice is *not* differentially private (empty for a DP one)."""
+        return []
+
+    def check(self, schema: Schema, params: P) -> None:
+        """ValueError (naming the parameter) when the parameters do not fit the schema,
+        before any data is read."""
+
+    def min_rows(self, schema: Schema, params: P) -> int:
+        """The fewest fitted rows the four steps need; the flow refuses a smaller table
+        before any noise is drawn. 2: one row has no spread to model."""
+        return 2
+
+    def histograms(self, schema: Schema, params: P, plan: BudgetPlan, n: int | None) -> list[HistogramNoise]:
+        """The noise on each count histogram over public cells the steps publish for n
+        fitted rows (None: not counted yet), from public facts only, computed by the
+        calibration the steps use; empty for a synthesizer that publishes none."""
+        return []
+
+    def without(self, state: M, name: str) -> M:
+        """The estimate step's state with the measured table ``name`` left out (never any
+        exact count), so that ``sample`` and ``decode`` from it show what the model says of
+        that table when it has not seen it; only when ``leaves_out``."""
+        raise NotImplementedError(f"{self.name} offers no leave-one-out check (leaves_out is False)")
 
     def fit(
         self,
         rows: MixedRows,
         schema: Schema,
         plan: BudgetPlan,
-        params: Any,
+        params: P,
         *,
         m: int,
         rng: np.random.Generator,
@@ -219,7 +303,7 @@ class Synthesizer:
         encoded = self.encode(rows, schema, plan, params, rng)
         estimated = self.estimate(encoded.state, plan, params, rng)
         sampled = self.sample(estimated.state, params, m, rng)
-        stages = (encoded, estimated, sampled)
+        stages: tuple[Stage[object], ...] = (encoded, estimated, sampled)
         return Fit(
             self.decode(sampled.state, schema, params, rng),
             tuple(mm for st in stages for mm in st.measurements),

@@ -31,7 +31,7 @@ import numpy as np
 
 from dprelease.mechanisms.accounting import BudgetPlan
 from dprelease.mechanisms.factor_marginals import Cuts, HasCuts, marginal_noise, measure_one_way
-from dprelease.mechanisms.graphical import Marginal, table_counts
+from dprelease.mechanisms.graphical import Marginal, Model, sample, table_counts
 from dprelease.mechanisms.marginals import histogram
 from dprelease.mechanisms.primitives import Measurement
 from dprelease.mechanisms.resolution import Cells
@@ -40,6 +40,8 @@ from dprelease.mechanisms.synthesizer import HistogramNoise, MixedRows, Stage
 
 __all__ = [
     "MAX_PAIR_CELLS",
+    "ModelDraws",
+    "Sampled",
     "Workload",
     "candidate_pairs",
     "chunk_counts",
@@ -211,6 +213,27 @@ def independent_table(workload: Workload, i: int, j: int) -> np.ndarray:
 def decode_groups(groups: np.ndarray, workload: Workload, rng: np.random.Generator) -> MixedRows:
     """Drawn groups (m, p) → declared cells, placed by the private one-way density."""
     return MixedRows(workload.cells.fine(groups, rng))
+
+
+@dataclass(frozen=True)
+class ModelDraws:
+    """A graphical model over a workload's groups (its exact counts dropped): draws fresh
+    rows along the junction tree, decoded to declared cells (post-processing; mst, aim)."""
+
+    workload: Workload
+    model: Model = field(repr=False)
+
+    def draw(self, m: int, rng: np.random.Generator) -> MixedRows:
+        """m fresh rows."""
+        return decode_groups(sample(self.model, m, rng), self.workload, rng)
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """The sample step's state: the model that draws and how many rows to decode."""
+
+    draws: ModelDraws
+    m: int
 
 
 def histograms(schema: Schema, params: HasCuts, plan: BudgetPlan, n: int | None) -> list[HistogramNoise]:

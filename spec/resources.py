@@ -15,6 +15,7 @@ import math
 import os
 from dataclasses import dataclass
 
+from dprelease.mechanisms.errors import ResourceRefused
 from dprelease.mechanisms.registry import MECHANISMS
 from dprelease.mechanisms.replicates import LOO_TABLES, REHEARSAL, REPLICATES
 from dprelease.mechanisms.resources import GB, Need, Shape, need
@@ -44,11 +45,6 @@ SECONDS_ENV = "DPRELEASE_MAX_SECONDS"
 REHEARSAL_CHECK_ROWS = 200
 """The rows of each table the advisory checks see in a rehearsal (every column, not every cell)."""
 _MIN_REHEARSAL_ROWS = 32
-
-
-class ResourceRefused(SpecError):
-    """The release, or its rehearsal, is forecast to need more memory or time than the
-    ceiling: refused before anything is reserved (exit 2)."""
 
 
 @dataclass(frozen=True)
@@ -150,7 +146,7 @@ def shape_of(spec: ReleaseSpec, n: int | None, *, rehearsal: bool) -> Shape:
         chunk = max(1, n // 3)
         check_rows = min(n, REHEARSAL_CHECK_ROWS) if spec.checks.enabled else 0
     target = getattr(spec.mechanism_params(), "target", None)
-    builds_none = synth.without is None or spec.engine.streaming  # as ``flows.pipeline._replicates``
+    builds_none = not synth.leaves_out or spec.engine.streaming  # as ``flows.pipeline._replicates``
     return Shape(
         mechanism=synth.name,
         params=synth.params_type(**given),

@@ -35,7 +35,7 @@ from dprelease.mechanisms.accounting import BudgetPlan
 from dprelease.mechanisms.registry import MECHANISMS
 from dprelease.mechanisms.rowkeys import RowKeys
 from dprelease.mechanisms.schema import Schema
-from dprelease.mechanisms.synthesizer import Stage, Streaming
+from dprelease.mechanisms.synthesizer import Draws, Stage, Streaming
 from dprelease.mechanisms.value_grid import GRID_STAGE
 from dprelease.spec import ReleaseSpec
 from dprelease.tasks.scrub import scrub_errors
@@ -118,6 +118,8 @@ def stream_encode(
     steps: Streaming, scan: Scan, schema: Schema, plan: BudgetPlan, params: Any, rng: np.random.Generator
 ) -> Stage:
     """The encode step from the summed histograms of the fitted rows (noise drawn once)."""
+    if scan.counts is None:
+        raise DataError("internal error: pass 1 counted no histograms")
     return steps.encode(scan.counts, scan.fitted, schema, plan, params, rng)
 
 
@@ -166,8 +168,7 @@ def stream_value_grid(scan: Scan, schema: Schema, plan: BudgetPlan, rng: np.rand
 @task(name="stream_decode", cache_policy=NO_CACHE, persist_result=False)
 @scrub_errors
 def stream_decode(
-    steps: Streaming,
-    state: Any,
+    state: Draws,
     schema: Schema,
     m: int,
     chunk_rows: int,
@@ -179,14 +180,14 @@ def stream_decode(
     layout: Layout | None = None,
     finish: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
 ) -> Synthetic:
-    """m fresh rows in chunks of ``chunk_rows`` (``Streaming.draw``), decoded to the
+    """m fresh rows in chunks of ``chunk_rows`` (``Draws.draw``), decoded to the
     schema's values (then ``finish``ed: the value grid's placement), validated with the
     schema's GX suite chunk by chunk and appended to ``public/``
     (``bundle.stream.write_synthetic_chunks``). Post-processing only."""
     from dprelease.expectations.suite import validate_table  # GX is heavy: import on first use
 
     synthetic = write_synthetic_chunks(
-        lambda k: (finish or _same)(bins_to_table(steps.draw(state, k, rng).bins, schema, rng=rng)),
+        lambda k: (finish or _same)(bins_to_table(state.draw(k, rng).bins, schema, rng=rng)),
         lambda table: validate_table(table, schema, "output")[1],
         schema,
         m,

@@ -145,7 +145,7 @@ def evaluate(
     fitted = time.perf_counter()
     tables = noisy_tables(fit.measurements)
     pub = Published(schema, tables, n, "the fitted rows", synthetic)
-    if synth.without is not None:  # as the release flow: replicates only where the model can be checked
+    if synth.leaves_out:  # as the release flow: replicates only where the model can be checked
         reps = bootstrap(synth, table_to_bins(synthetic, schema), schema, plan, params, n, replicates, seed)
         checks = held_out(synth, fit.stages[1].state, schema, params, tables, n, seed, most=loo)
         pub = replace(pub, replicate_cells=reps, replicate_names=tuple(schema.names), checks=tuple(checks))

@@ -263,9 +263,9 @@ MUTANTS = [
     Mutant(
         "factor_gauss: raked to the exact pair tables (the noisy ones drawn, charged, unused)",
         "mechanisms/factor_gauss.py",
-        "    return Stage((moments, encoded.code, (tables, encoded.z.shape[0])), (moments, *tables))",
-        "    exact = tuple(replace(t, value=c) for t, c in zip(tables, encoded.pair_counts))\n"
-        "    return Stage((moments, encoded.code, (exact, encoded.z.shape[0])), (moments, *tables))",
+        "        return Stage(Measured(moments, state.code, Refinement(tables, state.z.shape[0])), (moments, *tables))",
+        "        exact = tuple(replace(t, value=c) for t, c in zip(tables, state.pair_counts))\n"
+        "        return Stage(Measured(moments, state.code, Refinement(exact, state.z.shape[0])), (moments, *tables))",
         ISOLATION,
     ),
     Mutant(
@@ -285,10 +285,10 @@ MUTANTS = [
     Mutant(
         "factor_gauss: factor model from the exact second moment (the noisy one drawn, charged, unused)",
         "mechanisms/factor_gauss.py",
-        "    return Stage((moments, encoded.code, (tables, encoded.z.shape[0])), (moments, *tables))",
-        "    z = encoded.z\n"
-        "    s = replace(moments, value=(z.T @ z / len(z))[np.triu_indices(z.shape[1])])\n"
-        "    return Stage((s, encoded.code, (tables, encoded.z.shape[0])), (moments, *tables))",
+        "        return Stage(Measured(moments, state.code, Refinement(tables, state.z.shape[0])), (moments, *tables))",
+        "        z = state.z\n"
+        "        s = replace(moments, value=(z.T @ z / len(z))[np.triu_indices(z.shape[1])])\n"
+        "        return Stage(Measured(s, state.code, Refinement(tables, state.z.shape[0])), (moments, *tables))",
         ISOLATION,
     ),
     Mutant(

@@ -17,6 +17,8 @@ Stages (ledger names; default weights ⅓ each, DPFM1; ½ / ½ without ordinal c
 
 Pure ε-DP (Laplace) or ρ-zCDP (Gaussian); the stages compose (adaptively) to Σε or Σρ.
 
+The steps are the methods of ``DPFM`` (``SYNTHESIZER = DPFM()``); their states are
+``Encoded`` (X* and its code), ``Factored`` (with the released Ṽ) and ``Latent`` (X̃*).
 In one call: ``SYNTHESIZER.fit(rows, schema, plan, params, m=n, rng=rng)`` with ``plan =
 accounting.plan_budget(notion, ε, δ, stage_weights(schema, params))``; the paper's DPFM2–4
 splits are ``stage_weights(schema, params, shares=(ε₁, ε₂, ε₃))``. ``internals(fit)``
@@ -55,9 +57,12 @@ from dprelease.mechanisms.dpfm.factors import (
 from dprelease.mechanisms.dpfm.links import Code, decode_latent, encode_rows, make_code, probit_latent
 from dprelease.mechanisms.dpfm.params import FACTOR_THRESHOLD, DPFMParams, defects, encoded_width
 from dprelease.mechanisms.dpfm.stages import (
+    DPFM,
     SYNTHESIZER,
     Encoded,
+    Factored,
     Internals,
+    Latent,
     fit_without_noise,
     internals,
     sensitivities,
@@ -71,13 +76,16 @@ from dprelease.mechanisms.dpfm.thresholds import (
 )
 
 __all__ = [
+    "DPFM",
     "DPFM1",
     "FACTOR_THRESHOLD",
     "SYNTHESIZER",
     "Code",
     "DPFMParams",
     "Encoded",
+    "Factored",
     "Internals",
+    "Latent",
     "choose_factors",
     "cumulative_frequencies",
     "decode_latent",

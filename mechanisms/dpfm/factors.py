@@ -108,7 +108,12 @@ def scores_sensitivity(r: int, norm: Literal["l1", "l2"], variant: Variant = "co
 
 
 def private_scores(
-    x: np.ndarray, v_tilde: np.ndarray, part: StageBudget | None, params: DPFMParams, *, rng
+    x: np.ndarray,
+    v_tilde: np.ndarray,
+    part: StageBudget | None,
+    params: DPFMParams,
+    *,
+    rng: np.random.Generator,
 ) -> tuple[np.ndarray, Measurement | None]:
     """W̃ = X*Ṽ + C (Alg. 1 step 3).
 

@@ -1,5 +1,5 @@
-"""``dpfm`` end to end: the four pipeline stages (``SYNTHESIZER``; ``SYNTHESIZER.fit``
-runs Algorithm 3 in one call), the sensitivities from public facts, the ε = ∞ ablation
+"""``dpfm`` end to end: the four pipeline steps (``DPFM``; ``SYNTHESIZER.fit`` runs
+Algorithm 3 in one call), the sensitivities from public facts, the ε = ∞ ablation
 (``fit_without_noise``, not a release) and ``internals`` for diagnostics."""
 
 from __future__ import annotations
@@ -24,12 +24,24 @@ from dprelease.mechanisms.dpfm.params import DPFMParams, _check, _kinds, defects
 from dprelease.mechanisms.dpfm.thresholds import measure_thresholds, threshold_sensitivity
 from dprelease.mechanisms.primitives import Measurement
 from dprelease.mechanisms.schema import Ordinal, Schema
-from dprelease.mechanisms.synthesizer import Fit, MixedRows, Sensitivity, Stage, Synthesizer
+from dprelease.mechanisms.synthesizer import Facts, Fit, MixedRows, Sensitivity, Stage, Synthesizer
 
-__all__ = ["SYNTHESIZER", "Encoded", "Internals", "fit_without_noise", "internals", "sensitivities"]
+__all__ = [
+    "DPFM",
+    "SYNTHESIZER",
+    "Encoded",
+    "Factored",
+    "Internals",
+    "Latent",
+    "fit_without_noise",
+    "internals",
+    "sensitivities",
+]
 
 
-def sensitivities(schema: Schema, params: DPFMParams, n: int, facts=None) -> dict[str, Sensitivity]:
+def sensitivities(
+    schema: Schema, params: DPFMParams, n: int, facts: Facts | None = None
+) -> dict[str, Sensitivity]:
     """Every statistic dpfm measures (corrected), from public facts: the ordinal
     cumulative frequencies when the schema has ordinal columns (``threshold_sensitivity``,
     attained), the top-r eigenvectors (``loadings_sensitivity``, p* = ``encoded_width``)
@@ -56,14 +68,33 @@ def sensitivities(schema: Schema, params: DPFMParams, n: int, facts=None) -> dic
 
 @dataclass(frozen=True)
 class Encoded:
-    """Confidential encoded rows X* (the encode stage's state) and their link code."""
+    """The encode step's state: the confidential encoded rows X* and their link code."""
 
     x: np.ndarray = field(repr=False)
     code: Code
 
 
+@dataclass(frozen=True)
+class Factored:
+    """The estimate step's state: the encoded rows, the released loadings Ṽ (p*, r) and
+    the plan the scores are drawn from (None: the ε = ∞ ablation, no noise)."""
+
+    encoded: Encoded
+    loadings: np.ndarray = field(repr=False)
+    plan: BudgetPlan | None
+
+
+@dataclass(frozen=True)
+class Latent:
+    """The sample step's state: the synthetic latent X̃* (n, p*), one row per input row,
+    and the link code that decodes it."""
+
+    latent: np.ndarray = field(repr=False)
+    code: Code
+
+
 def _encode(
-    rows: MixedRows, schema: Schema, plan: BudgetPlan | None, params: DPFMParams, rng
+    rows: MixedRows, schema: Schema, plan: BudgetPlan | None, params: DPFMParams, rng: np.random.Generator
 ) -> tuple[Encoded, tuple[Measurement, ...]]:
     """Thresholds first (corrected: the encoding uses them), then the link code and X*."""
     _check(schema, params)
@@ -74,7 +105,7 @@ def _encode(
 
 
 def _estimate(
-    encoded: Encoded, plan: BudgetPlan | None, params: DPFMParams, rng
+    encoded: Encoded, plan: BudgetPlan | None, params: DPFMParams, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray, str, tuple[Measurement, ...]]:
     """r, then Ṽ from the noisy top-r eigenvectors; also the exact V (confidential)."""
     x = encoded.x
@@ -85,7 +116,11 @@ def _estimate(
 
 
 def _sample(
-    encoded: Encoded, v_tilde: np.ndarray, plan: BudgetPlan | None, params: DPFMParams, rng
+    encoded: Encoded,
+    v_tilde: np.ndarray,
+    plan: BudgetPlan | None,
+    params: DPFMParams,
+    rng: np.random.Generator,
 ) -> tuple[np.ndarray, tuple[Measurement, ...]]:
     w, m = private_scores(encoded.x, v_tilde, _part(plan, "scores"), params, rng=rng)
     return reconstruct(w, v_tilde, encoded.code), (() if m is None else (m,))
@@ -94,6 +129,18 @@ def _sample(
 def _public_cdfs(schema: Schema, code: Code) -> dict[str, list[float]]:
     names = [schema.columns[j].name for j in _kinds(schema, Ordinal)]
     return {name: [float(v) for v in cdf] for name, cdf in zip(names, code.decode_cdfs, strict=True)}
+
+
+def _encode_facts(schema: Schema, encoded: Encoded) -> dict[str, object]:
+    return {
+        "encoded_width": encoded.x.shape[1],
+        "clip": encoded.code.clip,
+        "ordinal_cumulative_frequencies": _public_cdfs(schema, encoded.code),
+    }
+
+
+def _factor_facts(v_tilde: np.ndarray, note: str) -> dict[str, object]:
+    return {"factors_used": v_tilde.shape[1], "factors_note": note}
 
 
 def fit_without_noise(
@@ -111,10 +158,10 @@ def fit_without_noise(
     encoded, _ = _encode(rows, schema, None, params, rng)
     v_tilde, _, note, _ = _estimate(encoded, None, params, rng)
     latent, _ = _sample(encoded, v_tilde, None, params, rng)
-    stages = (
-        Stage((encoded, None), (), _encode_facts(schema, encoded)),
-        Stage((encoded, v_tilde, None), (), {"factors_used": v_tilde.shape[1], "factors_note": note}),
-        Stage((latent, encoded.code)),
+    stages: tuple[Stage[object], ...] = (
+        Stage(encoded, (), _encode_facts(schema, encoded)),
+        Stage(Factored(encoded, v_tilde, None), (), _factor_facts(v_tilde, note)),
+        Stage(Latent(latent, encoded.code)),
     )
     facts = {k: v for st in stages for k, v in st.facts.items()}
     return Fit(decode_latent(latent, schema, encoded.code, params), (), facts, stages)
@@ -136,69 +183,71 @@ def internals(fit: Fit) -> Internals:
     """The ``Internals`` of a dpfm ``Fit`` (``SYNTHESIZER.fit`` or ``fit_without_noise``),
     read from its stages' states; V is recomputed from the encoded rows X* (the same
     eigendecomposition the estimate step ran)."""
-    encoded, v_tilde, _ = fit.stages[1].state
-    latent, _ = fit.stages[2].state
-    exact, _ = top_eigenvectors(encoded.x, v_tilde.shape[1])
-    return Internals(latent, v_tilde, exact)
+    factored, sampled = fit.stages[1].state, fit.stages[2].state
+    if not isinstance(factored, Factored) or not isinstance(sampled, Latent):
+        raise TypeError("internals reads the stages of a dpfm fit (Factored, Latent)")
+    exact, _ = top_eigenvectors(factored.encoded.x, factored.loadings.shape[1])
+    return Internals(sampled.latent, factored.loadings, exact)
 
 
-# ---------------------------------------------------------------- the four pipeline stages
+# ---------------------------------------------------------------- the four pipeline steps
 
 
-def _encode_facts(schema: Schema, encoded: Encoded) -> dict:
-    return {
-        "encoded_width": encoded.x.shape[1],
-        "clip": encoded.code.clip,
-        "ordinal_cumulative_frequencies": _public_cdfs(schema, encoded.code),
-    }
+class DPFM(Synthesizer[DPFMParams, Encoded, Factored, Latent]):
+    """dpfm's four steps (the package's docstring states the stages, their Δ and noise)."""
 
-
-def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: DPFMParams, rng) -> Stage:
-    _paper_notion(params, plan.notion)
-    encoded, measurements = _encode(rows, schema, plan, params, rng)
-    return Stage((encoded, plan), measurements, _encode_facts(schema, encoded))
-
-
-def _estimate_stage(state: tuple[Encoded, BudgetPlan], plan: BudgetPlan, params: DPFMParams, rng) -> Stage:
-    encoded, _ = state
-    v_tilde, _, note, measurements = _estimate(encoded, plan, params, rng)
-    facts = {"factors_used": v_tilde.shape[1], "factors_note": note}
-    return Stage((encoded, v_tilde, plan), measurements, facts)
-
-
-def _sample_stage(state: tuple[Encoded, np.ndarray, BudgetPlan], params: DPFMParams, m: int, rng) -> Stage:
-    encoded, v_tilde, plan = state
-    n = encoded.x.shape[0]
-    if m != n:
-        raise ValueError(
-            f"dpfm releases exactly one row per fitted input row (asked for {m}, fitted {n}); "
-            "remove synthetic_rows from the spec"
-        )
-    latent, measurements = _sample(encoded, v_tilde, plan, params, rng)
-    return Stage((latent, encoded.code), measurements)
-
-
-def _decode_stage(state: tuple[np.ndarray, Code], schema: Schema, params: DPFMParams, rng) -> MixedRows:
-    latent, code = state
-    return decode_latent(latent, schema, code, params)
-
-
-SYNTHESIZER = Synthesizer(
-    name="dpfm",
-    summary=(
+    name = "dpfm"
+    summary = (
         "latent factor model (Zhang-Xu-Tang-Qu): private ordinal thresholds, noisy top-r "
         "eigenvectors and noisy factor scores; one output row per input row"
-    ),
-    notions=("pure", "zcdp"),
-    params_type=DPFMParams,
-    stage_weights=stage_weights,
-    defects=defects,
-    keeps_row_order=True,
-    spends={"encode": ("thresholds",), "estimate": ("loadings",), "sample": ("scores",)},
-    encode=_encode_stage,
-    estimate=_estimate_stage,
-    sample=_sample_stage,
-    decode=_decode_stage,
-    sensitivities=sensitivities,
-    check=_check,
-)
+    )
+    notions = ("pure", "zcdp")
+    params_type = DPFMParams
+    spends = {"encode": ("thresholds",), "estimate": ("loadings",), "sample": ("scores",)}
+    keeps_row_order = True
+
+    def stage_weights(self, schema: Schema, params: DPFMParams) -> dict[str, float]:
+        return stage_weights(schema, params)
+
+    def defects(self, params: DPFMParams) -> list[str]:
+        return defects(params)
+
+    def check(self, schema: Schema, params: DPFMParams) -> None:
+        _check(schema, params)
+
+    def encode(
+        self, rows: MixedRows, schema: Schema, plan: BudgetPlan, params: DPFMParams, rng: np.random.Generator
+    ) -> Stage[Encoded]:
+        _paper_notion(params, plan.notion)
+        encoded, measurements = _encode(rows, schema, plan, params, rng)
+        return Stage(encoded, measurements, _encode_facts(schema, encoded))
+
+    def estimate(
+        self, state: Encoded, plan: BudgetPlan, params: DPFMParams, rng: np.random.Generator
+    ) -> Stage[Factored]:
+        encoded = state  # tests/mutants.py edits the next line by its text
+        v_tilde, _, note, measurements = _estimate(encoded, plan, params, rng)
+        return Stage(Factored(encoded, v_tilde, plan), measurements, _factor_facts(v_tilde, note))
+
+    def sample(self, state: Factored, params: DPFMParams, m: int, rng: np.random.Generator) -> Stage[Latent]:
+        n = state.encoded.x.shape[0]
+        if m != n:
+            raise ValueError(
+                f"dpfm releases exactly one row per fitted input row (asked for {m}, fitted {n}); "
+                "remove synthetic_rows from the spec"
+            )
+        latent, measurements = _sample(state.encoded, state.loadings, state.plan, params, rng)
+        return Stage(Latent(latent, state.encoded.code), measurements)
+
+    def decode(
+        self, state: Latent, schema: Schema, params: DPFMParams, rng: np.random.Generator
+    ) -> MixedRows:
+        return decode_latent(state.latent, schema, state.code, params)
+
+    def sensitivities(
+        self, schema: Schema, params: DPFMParams, n: int, facts: Facts | None = None
+    ) -> dict[str, Sensitivity]:
+        return sensitivities(schema, params, n, facts)
+
+
+SYNTHESIZER = DPFM()

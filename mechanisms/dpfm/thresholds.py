@@ -120,7 +120,11 @@ def measure_thresholds(
 
 
 def _paper_thresholds(
-    interiors: list[np.ndarray], levels: list[int], n: int, part: StageBudget | None, rng
+    interiors: list[np.ndarray],
+    levels: list[int],
+    n: int,
+    part: StageBudget | None,
+    rng: np.random.Generator,
 ) -> tuple[tuple[np.ndarray, ...], tuple[Measurement, ...]]:
     """The paper variant's thresholds (NOT DP): ``sorted_noise_cdf`` per column.
 

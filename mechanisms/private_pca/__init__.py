@@ -8,8 +8,10 @@ three stages compose (adaptively), ε = ε₁ + ε₂ + ε₃.
 In one call: ``SYNTHESIZER.fit(rows, schema, plan, params, m=m, rng=rng)`` with ``plan =
 accounting.plan_budget("pure", ε, 0, SYNTHESIZER.stage_weights(schema, params))``. A
 numeric matrix in [0, 1]^d is a schema of d ``Continuous`` columns with bounds [0, 1] (its
-design is the matrix itself; the output's ``unit`` is Y). ``Fit.stages[1].state`` holds
-the released ``Projection`` and the measured tree or grid.
+design is the matrix itself; the output's ``unit`` is Y). The steps are the methods of
+``PrivatePCA`` (``SYNTHESIZER = PrivatePCA()``); their states are ``Encoded`` (X and the
+noisy covariance), ``Measured`` (``Fit.stages[1].state``: the released ``projection`` and
+the measured tree or grid, ``counts``) and ``Lifted`` (the synthetic design rows Y).
 
 Stages (ledger names, default weights ⅓ each, Alg 1's ε/3 split):
 
@@ -79,7 +81,14 @@ from dprelease.mechanisms.private_pca.psmm import (
     psmm_scale,
     round_measure,
 )
-from dprelease.mechanisms.private_pca.stages import SYNTHESIZER, sensitivities
+from dprelease.mechanisms.private_pca.stages import (
+    SYNTHESIZER,
+    Encoded,
+    Lifted,
+    Measured,
+    PrivatePCA,
+    sensitivities,
+)
 from dprelease.mechanisms.private_pca.subspace import (
     Projection,
     adaptive_dims,
@@ -100,9 +109,13 @@ __all__ = [
     "PSMM_MAX_CELLS",
     "STAGE_WEIGHTS",
     "SYNTHESIZER",
+    "Encoded",
     "LevelPlan",
+    "Lifted",
+    "Measured",
     "NoisyGrid",
     "NoisyTree",
+    "PrivatePCA",
     "PrivatePCAParams",
     "Projection",
     "SubroutineChoice",

@@ -1,8 +1,10 @@
-"""``private_pca`` end to end: the four pipeline stages (``SYNTHESIZER``; ``SYNTHESIZER.fit``
-runs Alg 1 in one call), the sensitivities from public facts and the defects of the paper
-variant."""
+"""``private_pca`` end to end: the four pipeline steps (``PrivatePCA``; ``SYNTHESIZER.fit``
+runs Alg 1 in one call), their states, the sensitivities from public facts and the
+defects of the paper variant."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -41,9 +43,9 @@ from dprelease.mechanisms.private_pca.subspace import (
     project,
 )
 from dprelease.mechanisms.schema import Continuous, Nominal, Schema
-from dprelease.mechanisms.synthesizer import MixedRows, Sensitivity, Stage, Synthesizer
+from dprelease.mechanisms.synthesizer import Facts, MixedRows, Sensitivity, Stage, Synthesizer
 
-__all__ = ["SYNTHESIZER", "sensitivities"]
+__all__ = ["SYNTHESIZER", "Encoded", "Lifted", "Measured", "PrivatePCA", "sensitivities"]
 
 
 def _measure(
@@ -90,29 +92,49 @@ def _measured_points(
     return pmm_points(measured, radius, rng, m), None
 
 
-# ---------------------------------------------------------------- the four stages
+# ---------------------------------------------------------------- the states
 
 
-def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: PrivatePCAParams, rng) -> Stage:
-    x = design(schema).encode(rows)
-    cov = private_covariance(x, plan.stage("covariance").pure_epsilon, rng, stage="covariance")
-    return Stage((x, cov), (cov,), {"design_width": x.shape[1]})
+@dataclass(frozen=True)
+class Encoded:
+    """The encode step's state: the confidential design matrix X (n, d) in [0, 1]^d and the
+    noisy covariance's measurement (stage ``covariance``)."""
+
+    x: np.ndarray = field(repr=False)
+    covariance: Measurement = field(repr=False)
 
 
-def _estimate_stage(
-    state: tuple[np.ndarray, Measurement], plan: BudgetPlan, params: PrivatePCAParams, rng
-) -> Stage:
-    x, cov = state
-    n = x.shape[0]
-    mean = private_mean(x, plan.stage("mean").pure_epsilon, rng, stage="mean")
-    e3 = plan.stage("measure").pure_epsilon
-    projection = private_projection(cov, mean, params.dims, e3, n)
-    choice, measured, r = _measure(
-        x, projection, e3, rng, params.variant, params.subroutine, params.depth, params.psmm_cells
-    )
-    psmm_used = isinstance(measured, NoisyGrid)
-    measurements = (measured.measurement,) if isinstance(measured, NoisyGrid) else measured.measurements
-    facts = {
+@dataclass(frozen=True)
+class Measured:
+    """The estimate step's state: the released ``Projection`` (V̂, X̄_priv, R) and the
+    measured PMM tree or PSMM grid (noisy counts only: no exact row)."""
+
+    projection: Projection
+    counts: NoisyTree | NoisyGrid = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Lifted:
+    """The sample step's state: the m synthetic design rows Y = V̂a' + X̄_priv, clipped to
+    [0, 1]^d."""
+
+    y: np.ndarray = field(repr=False)
+
+
+# ---------------------------------------------------------------- the four steps
+
+
+def _estimate_facts(
+    params: PrivatePCAParams,
+    projection: Projection,
+    choice: SubroutineChoice,
+    r: int | None,
+    psmm_used: bool,
+    measurements: tuple[Measurement, ...],
+) -> dict[str, object]:
+    """The estimate step's public facts: d', R, the subroutine and its grid or depth, and
+    the noise scales (all from public values and the noisy covariance and mean)."""
+    return {
         "dims": projection.dims,
         "dims_note": (
             "chosen by the paper's section 6 rule from the noisy covariance (post-processing)"
@@ -143,23 +165,19 @@ def _estimate_stage(
             else "noisy (paper variant)"
         ),
     }
-    return Stage((projection, measured), (mean, *measurements), facts)
 
 
-def _sample_stage(
-    state: tuple[Projection, NoisyTree | NoisyGrid], params: PrivatePCAParams, m: int, rng
-) -> Stage:
-    projection, measured = state
-    points, bl = _measured_points(measured, projection.radius, rng, m)
-    facts = {"rows": m} if bl is None else {"rows": m, "bl_distance": bl}
-    return Stage(lift(points, projection), facts=facts)
+def _int_fact(facts: Facts, key: str) -> int:
+    """``facts[key]`` as an integer (KeyError when absent, TypeError when not an integer)."""
+    value = facts[key]
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"fact {key!r} is not an integer: {value!r}")
+    return int(value)
 
 
-def _decode_stage(y: np.ndarray, schema: Schema, params: PrivatePCAParams, rng) -> MixedRows:
-    return design(schema).decode(y)
-
-
-def sensitivities(schema: Schema, params: PrivatePCAParams, n: int, facts) -> dict[str, Sensitivity]:
+def sensitivities(
+    schema: Schema, params: PrivatePCAParams, n: int, facts: Facts | None
+) -> dict[str, Sensitivity]:
     """Every statistic private_pca measures (corrected; pure ε, L1 only), from public
     facts: d = the design width, n, and the subroutine and depth the estimate stage
     reported (chosen from public values and the noisy covariance). The covariance
@@ -168,6 +186,7 @@ def sensitivities(schema: Schema, params: PrivatePCAParams, n: int, facts) -> di
     record moves 2 of its one-hot coordinates) and every integer column's bounds are
     integers) and either one count vector per PMM level or PSMM's grid counts (a
     histogram under replace-one: Δ₁ = 2, attained)."""
+    facts = facts or {}
     d = design(schema).width
     mean_attained = all(
         c.n_bins == 2
@@ -183,8 +202,9 @@ def sensitivities(schema: Schema, params: PrivatePCAParams, n: int, facts) -> di
     if facts["subroutine"] == "psmm":
         out["psmm_counts"] = Sensitivity("measure", psmm_scale(1.0)[1], None, tight=True)
     else:
-        sens = level_plan(1.0, facts["depth"], facts["dims"], "corrected").sensitivity
-        for j in range(1, facts["depth"] + 1):
+        depth = _int_fact(facts, "depth")
+        sens = level_plan(1.0, depth, _int_fact(facts, "dims"), "corrected").sensitivity
+        for j in range(1, depth + 1):
             out[f"pmm_level_{j}"] = Sensitivity("measure", sens, None, tight=True)
     return out
 
@@ -215,24 +235,78 @@ def _defects(params: PrivatePCAParams) -> list[str]:
     return [*pmm_defects, psmm_defect + " (when 'auto' selects PSMM)"]
 
 
-SYNTHESIZER = Synthesizer(
-    name="private_pca",
-    summary=(
+class PrivatePCA(Synthesizer[PrivatePCAParams, Encoded, Measured, Lifted]):
+    """private_pca's four steps (the package's docstring states the stages, their Δ and
+    noise)."""
+
+    name = "private_pca"
+    summary = (
         "private centred covariance -> private top-d' subspace and mean -> private hierarchical "
         "counts (PMM) or grid counts with a bounded-Lipschitz LP (PSMM) of the projected rows -> "
         "points in the cells, lifted back and clipped"
-    ),
-    notions=("pure",),
-    params_type=PrivatePCAParams,
-    stage_weights=lambda schema, params: dict(STAGE_WEIGHTS),
-    defects=_defects,
-    keeps_row_order=False,
-    spends={"encode": ("covariance",), "estimate": ("mean", "measure")},
-    encode=_encode_stage,
-    estimate=_estimate_stage,
-    sample=_sample_stage,
-    decode=_decode_stage,
-    sensitivities=sensitivities,
-    check=_check,
-    min_rows=lambda schema, params: 2,  # _check_rows: the centred covariance needs n >= 2
-)
+    )
+    notions = ("pure",)
+    params_type = PrivatePCAParams
+    spends = {"encode": ("covariance",), "estimate": ("mean", "measure")}
+    keeps_row_order = False
+
+    def stage_weights(self, schema: Schema, params: PrivatePCAParams) -> dict[str, float]:
+        return dict(STAGE_WEIGHTS)
+
+    def defects(self, params: PrivatePCAParams) -> list[str]:
+        return _defects(params)
+
+    def check(self, schema: Schema, params: PrivatePCAParams) -> None:
+        _check(schema, params)
+
+    def min_rows(self, schema: Schema, params: PrivatePCAParams) -> int:
+        return 2  # _check_rows: the centred covariance needs n >= 2
+
+    def encode(
+        self,
+        rows: MixedRows,
+        schema: Schema,
+        plan: BudgetPlan,
+        params: PrivatePCAParams,
+        rng: np.random.Generator,
+    ) -> Stage[Encoded]:
+        x = design(schema).encode(rows)
+        cov = private_covariance(x, plan.stage("covariance").pure_epsilon, rng, stage="covariance")
+        return Stage(Encoded(x, cov), (cov,), {"design_width": x.shape[1]})
+
+    def estimate(
+        self, state: Encoded, plan: BudgetPlan, params: PrivatePCAParams, rng: np.random.Generator
+    ) -> Stage[Measured]:
+        x, cov = state.x, state.covariance
+        n = x.shape[0]
+        mean = private_mean(x, plan.stage("mean").pure_epsilon, rng, stage="mean")
+        e3 = plan.stage("measure").pure_epsilon
+        projection = private_projection(cov, mean, params.dims, e3, n)
+        choice, measured, r = _measure(
+            x, projection, e3, rng, params.variant, params.subroutine, params.depth, params.psmm_cells
+        )
+        psmm_used = isinstance(measured, NoisyGrid)
+        measurements = (measured.measurement,) if isinstance(measured, NoisyGrid) else measured.measurements
+        facts = _estimate_facts(params, projection, choice, r, psmm_used, measurements)
+        return Stage(Measured(projection, measured), (mean, *measurements), facts)
+
+    def sample(
+        self, state: Measured, params: PrivatePCAParams, m: int, rng: np.random.Generator
+    ) -> Stage[Lifted]:
+        projection = state.projection
+        points, bl = _measured_points(state.counts, projection.radius, rng, m)
+        facts: dict[str, object] = {"rows": m} if bl is None else {"rows": m, "bl_distance": bl}
+        return Stage(Lifted(lift(points, projection)), facts=facts)
+
+    def decode(
+        self, state: Lifted, schema: Schema, params: PrivatePCAParams, rng: np.random.Generator
+    ) -> MixedRows:
+        return design(schema).decode(state.y)
+
+    def sensitivities(
+        self, schema: Schema, params: PrivatePCAParams, n: int, facts: Facts | None
+    ) -> dict[str, Sensitivity]:
+        return sensitivities(schema, params, n, facts)
+
+
+SYNTHESIZER = PrivatePCA()

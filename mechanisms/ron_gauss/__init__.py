@@ -18,12 +18,14 @@ classification 0.1 / 0.27 / 0.63):
 Pure ε-DP (Laplace) or ρ-zCDP (Gaussian); replace-one neighbours, n public; the stages
 compose (adaptively) to Σε_i or Σρ_i.
 
-In one call: ``SYNTHESIZER.fit(rows, schema, plan, params, m=m, rng=rng)`` with ``plan =
+The steps are the methods of ``RonGauss`` (``SYNTHESIZER`` its instance). In one call:
+``SYNTHESIZER.fit(rows, schema, plan, params, m=m, rng=rng)`` with ``plan =
 accounting.plan_budget(notion, ε, δ, SYNTHESIZER.stage_weights(schema, params))`` (another
 ε_μ : ε_Σ split: ``stage_weights(task, variant, weights)``). A numeric matrix in a public
 box [a, b]^m is a schema of m ``Continuous`` columns with those bounds (the design is then
-(x − a)/(b − a), with row bound √m). ``Fit.stages[1].state`` is the ``RonGaussModel``
-(``project`` maps test rows into its R^p); ``Fit.stages[2].state`` a ``Sample``.
+(x − a)/(b − a), with row bound √m). ``Fit.stages[0].state`` is an ``Encoded`` (the
+centred rows: confidential), ``Fit.stages[1].state`` the ``RonGaussModel`` (``project``
+maps test rows into its R^p), ``Fit.stages[2].state`` a ``Sample``.
 
 Where the paper is wrong (variant ``"corrected"`` fixes it; ``"paper"`` reproduces it,
 is pure-DP only, and its measurements carry a ``defect``), one line each:
@@ -69,7 +71,7 @@ from dprelease.mechanisms.ron_gauss.params import (
     defects,
     stage_weights,
 )
-from dprelease.mechanisms.ron_gauss.stages import SYNTHESIZER, Sample, check, sensitivities
+from dprelease.mechanisms.ron_gauss.stages import SYNTHESIZER, Encoded, RonGauss, Sample, check, sensitivities
 
 __all__ = [
     "CLASS_COUNT_SHARE",
@@ -78,6 +80,8 @@ __all__ = [
     "LEMMA5_DEFECT",
     "SYNTHESIZER",
     "Centred",
+    "Encoded",
+    "RonGauss",
     "RonGaussModel",
     "RonGaussParams",
     "Sample",

@@ -1,11 +1,11 @@
-"""``ron_gauss`` end to end: the four pipeline stages (``SYNTHESIZER``; ``SYNTHESIZER.fit``
-runs them in one call), the sensitivities from public facts and the sample stage's state
-(``Sample``: the synthetic rows in R^p as the paper releases them, for benchmarks)."""
+"""``ron_gauss`` end to end: the four pipeline stages (``RonGauss``, its instance
+``SYNTHESIZER``; ``SYNTHESIZER.fit`` runs them in one call), the sensitivities from public
+facts and the steps' states (``Encoded``; the ``RonGaussModel``; ``Sample``: the synthetic
+rows in R^p as the paper releases them, for benchmarks)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -23,9 +23,16 @@ from dprelease.mechanisms.ron_gauss.moments import (
 )
 from dprelease.mechanisms.ron_gauss.params import _LABEL_BOUND, RonGaussParams, defects, stage_weights
 from dprelease.mechanisms.schema import Continuous, Schema
-from dprelease.mechanisms.synthesizer import HistogramNoise, MixedRows, Sensitivity, Stage, Synthesizer
+from dprelease.mechanisms.synthesizer import (
+    Facts,
+    HistogramNoise,
+    MixedRows,
+    Sensitivity,
+    Stage,
+    Synthesizer,
+)
 
-__all__ = ["SYNTHESIZER", "Sample", "check", "class_count_noise", "sensitivities"]
+__all__ = ["SYNTHESIZER", "Encoded", "RonGauss", "Sample", "check", "class_count_noise", "sensitivities"]
 
 
 # --- the four pipeline stages -------------------------------------------------------
@@ -76,7 +83,9 @@ def class_count_noise(
     return [HistogramNoise("class_counts", params.label, schema[params.label].n_bins, kind, scale)]
 
 
-def sensitivities(schema: Schema, params: RonGaussParams, n: int, facts=None) -> dict[str, Sensitivity]:
+def sensitivities(
+    schema: Schema, params: RonGaussParams, n: int, facts: Facts | None = None
+) -> dict[str, Sensitivity]:
     """Every statistic ron_gauss measures (corrected), from public facts: the design
     width m of the features, the projected dimension p (``params.dims`` or Meckes' rule)
     and n. Unsupervised / regression: ``mean`` (``mean_sensitivity``), then the second
@@ -105,63 +114,13 @@ def sensitivities(schema: Schema, params: RonGaussParams, n: int, facts=None) ->
     return out
 
 
-def _encode_stage(rows: MixedRows, schema: Schema, plan: BudgetPlan, params: RonGaussParams, rng) -> Stage:
-    features, j = _layout(schema, params)
-    keep = [k for k in range(len(schema)) if k != j]
-    x = features.encode(MixedRows(rows.bins[:, keep], None if rows.unit is None else rows.unit[:, keep]))
-    target = None
-    if params.task == "regression":
-        target = _LABEL_BOUND * (2.0 * rows.require_unit()[:, j] - 1.0)
-    elif params.task == "classification":
-        target = rows.bins[:, j].astype(int)
-    centred = centre(
-        x,
-        target,
-        task=params.task,
-        variant=params.variant,
-        normalise=params.normalise_mode,
-        row_bound=features.max_norm,
-        n_classes=None if j is None else schema.columns[j].n_bins,
-        parts={s.stage: s for s in plan.stages},
-        rng=rng,
-    )
-    facts = {
-        "dims": params.dims or default_dims(features.width),
-        "dims_note": "given in the spec"
-        if params.dims
-        else "Meckes' rule floor(2 ln m / ln ln m), m = design width",
-        "projection": params.projection_kind,
-        "normalise": params.normalise_mode,
-    }
-    return Stage((centred, features.max_norm), centred.measurements, facts)
+@dataclass(frozen=True)
+class Encoded:
+    """The encode step's state: the centred rows and what was released to centre them
+    (``Centred``, confidential rows), and the design's public row bound B."""
 
-
-def _estimate_stage(state: tuple[Centred, float], plan: BudgetPlan, params: RonGaussParams, rng) -> Stage:
-    centred, bound = state
-    m = centred.rows.shape[1]
-    w = _projection(params.projection_kind, m, params.dims or default_dims(m), rng)
-    cov = measure_covariance(
-        centred,
-        w,
-        plan.stage("covariance"),
-        task=params.task,
-        variant=params.variant,
-        label_bound=_LABEL_BOUND,
-        rng=rng,
-    )
-    model = build_model(
-        centred,
-        w,
-        cov,
-        task=params.task,
-        variant=params.variant,
-        normalise=params.normalise_mode,
-        row_bound=bound,
-    )
-    facts: dict[str, Any] = {"clipped_eigenvalue_mass": model.clipped_mass}
-    if model.proportions is not None:
-        facts["class_proportions"] = [float(q) for q in model.proportions]
-    return Stage(model, (cov,), facts)
+    centred: Centred
+    row_bound: float
 
 
 @dataclass(frozen=True)
@@ -177,45 +136,127 @@ class Sample:
     projected: np.ndarray = field(repr=False)
 
 
-def _sample_stage(model: RonGaussModel, params: RonGaussParams, m: int, rng) -> Stage:
-    z, labels = sample_projected(model, m, rng)
-    return Stage(Sample(reconstruct(model, z, labels), labels, z))
+class RonGauss(Synthesizer[RonGaussParams, Encoded, RonGaussModel, Sample]):
+    """ron_gauss's four steps (the package's docstring states the stages, their Δ and noise)."""
 
-
-def _decode_stage(state: Sample, schema: Schema, params: RonGaussParams, rng) -> MixedRows:
-    x, labels = state.rows, state.labels
-    features, j = _layout(schema, params)
-    rows = features.decode(x)
-    if j is None:
-        return rows
-    if labels is None:
-        raise ValueError(f"params.label ({params.label!r}) needs the sampled labels")
-    column = schema.columns[j]
-    if isinstance(column, Continuous):
-        unit = np.clip((labels / _LABEL_BOUND + 1.0) / 2.0, 0.0, 1.0)
-        bins = column.to_bins(column.from_unit(unit))
-    else:
-        unit, bins = np.full(len(labels), np.nan), labels
-    return MixedRows(np.insert(rows.bins, j, bins, axis=1), np.insert(rows.require_unit(), j, unit, axis=1))
-
-
-SYNTHESIZER = Synthesizer(
-    name="ron_gauss",
-    summary=(
+    name = "ron_gauss"
+    summary = (
         "RON-Gauss: private mean, random orthonormal projection, private second moment "
         "(Gaussian, label-augmented, or one Gaussian per class) -> fresh rows mapped back"
-    ),
-    notions=("pure", "zcdp"),
-    params_type=RonGaussParams,
-    stage_weights=lambda schema, params: stage_weights(params.task, params.variant),
-    defects=defects,
-    keeps_row_order=False,
-    spends={"encode": ("class_counts", "mean"), "estimate": ("covariance",)},
-    encode=_encode_stage,
-    estimate=_estimate_stage,
-    sample=_sample_stage,
-    decode=_decode_stage,
-    sensitivities=sensitivities,
-    check=check,
-    histograms=class_count_noise,
-)
+    )
+    notions = ("pure", "zcdp")
+    params_type = RonGaussParams
+    spends = {"encode": ("class_counts", "mean"), "estimate": ("covariance",)}
+
+    def stage_weights(self, schema: Schema, params: RonGaussParams) -> dict[str, float]:
+        return stage_weights(params.task, params.variant)
+
+    def defects(self, params: RonGaussParams) -> list[str]:
+        return defects(params)
+
+    def check(self, schema: Schema, params: RonGaussParams) -> None:
+        check(schema, params)
+
+    def encode(
+        self,
+        rows: MixedRows,
+        schema: Schema,
+        plan: BudgetPlan,
+        params: RonGaussParams,
+        rng: np.random.Generator,
+    ) -> Stage[Encoded]:
+        features, j = _layout(schema, params)
+        keep = [k for k in range(len(schema)) if k != j]
+        x = features.encode(MixedRows(rows.bins[:, keep], None if rows.unit is None else rows.unit[:, keep]))
+        target: np.ndarray | None = None
+        if params.task == "regression":
+            target = _LABEL_BOUND * (2.0 * rows.require_unit()[:, j] - 1.0)
+        elif params.task == "classification":
+            target = rows.bins[:, j].astype(int)
+        centred = centre(
+            x,
+            target,
+            task=params.task,
+            variant=params.variant,
+            normalise=params.normalise_mode,
+            row_bound=features.max_norm,
+            n_classes=None if j is None else schema.columns[j].n_bins,
+            parts={s.stage: s for s in plan.stages},
+            rng=rng,
+        )
+        facts: dict[str, object] = {
+            "dims": params.dims or default_dims(features.width),
+            "dims_note": "given in the spec"
+            if params.dims
+            else "Meckes' rule floor(2 ln m / ln ln m), m = design width",
+            "projection": params.projection_kind,
+            "normalise": params.normalise_mode,
+        }
+        return Stage(Encoded(centred, features.max_norm), centred.measurements, facts)
+
+    def estimate(
+        self, state: Encoded, plan: BudgetPlan, params: RonGaussParams, rng: np.random.Generator
+    ) -> Stage[RonGaussModel]:
+        centred = state.centred
+        m = centred.rows.shape[1]
+        w = _projection(params.projection_kind, m, params.dims or default_dims(m), rng)
+        cov = measure_covariance(
+            centred,
+            w,
+            plan.stage("covariance"),
+            task=params.task,
+            variant=params.variant,
+            label_bound=_LABEL_BOUND,
+            rng=rng,
+        )
+        model = build_model(
+            centred,
+            w,
+            cov,
+            task=params.task,
+            variant=params.variant,
+            normalise=params.normalise_mode,
+            row_bound=state.row_bound,
+        )
+        facts: dict[str, object] = {"clipped_eigenvalue_mass": model.clipped_mass}
+        if model.proportions is not None:
+            facts["class_proportions"] = [float(q) for q in model.proportions]
+        return Stage(model, (cov,), facts)
+
+    def sample(
+        self, state: RonGaussModel, params: RonGaussParams, m: int, rng: np.random.Generator
+    ) -> Stage[Sample]:
+        z, labels = sample_projected(state, m, rng)
+        return Stage(Sample(reconstruct(state, z, labels), labels, z))
+
+    def decode(
+        self, state: Sample, schema: Schema, params: RonGaussParams, rng: np.random.Generator
+    ) -> MixedRows:
+        x, labels = state.rows, state.labels
+        features, j = _layout(schema, params)
+        rows = features.decode(x)
+        if j is None:
+            return rows
+        if labels is None:
+            raise ValueError(f"params.label ({params.label!r}) needs the sampled labels")
+        column = schema.columns[j]
+        if isinstance(column, Continuous):
+            unit = np.clip((labels / _LABEL_BOUND + 1.0) / 2.0, 0.0, 1.0)
+            bins = column.to_bins(column.from_unit(unit))
+        else:
+            unit, bins = np.full(len(labels), np.nan), labels
+        unit_rows = np.insert(rows.require_unit(), j, unit, axis=1)
+        return MixedRows(np.insert(rows.bins, j, bins, axis=1), unit_rows)
+
+    def sensitivities(
+        self, schema: Schema, params: RonGaussParams, n: int, facts: Facts | None = None
+    ) -> dict[str, Sensitivity]:
+        return sensitivities(schema, params, n, facts)
+
+    def histograms(
+        self, schema: Schema, params: RonGaussParams, plan: BudgetPlan, n: int | None
+    ) -> list[HistogramNoise]:
+        return class_count_noise(schema, params, plan, n)
+
+
+SYNTHESIZER = RonGauss()

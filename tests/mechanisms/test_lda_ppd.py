@@ -204,8 +204,9 @@ def _fit(x, y, widths, *, epsilon, rng, m=None):
     params = lda_ppd.LDAPPDParams(target="y")
     plan = plan_budget("pure", epsilon, 0.0, lda_ppd.SYNTHESIZER.stage_weights(schema, params))
     fit = lda_ppd.SYNTHESIZER.fit(rows, schema, plan, params, m=len(x) if m is None else m, rng=rng)
-    xs, ys = fit.stages[2].state
-    return fit.stages[1].state, xs, ys
+    model, sampled = fit.stages[1].state, fit.stages[2].state
+    assert isinstance(model, lda_ppd.LDAModel) and isinstance(sampled, lda_ppd.Synthesized)
+    return model, sampled.x, sampled.labels
 
 
 def test_noise_free_greedy_reproduces_the_moments(rng):

@@ -299,7 +299,7 @@ def test_fit_in_one_call_on_a_box_schema(rng):
     params = pcappd.PCAPPDParams(components=2)
     plan = plan_budget("pure", 1.0, 0.0, pcappd.SYNTHESIZER.stage_weights(schema, params))
     fit = pcappd.SYNTHESIZER.fit(rows, schema, plan, params, m=100, rng=rng)
-    _, _, axes, _ = fit.stages[1].state
+    axes = fit.stages[1].state.axes
     raw, published = fit.stages[2].state, design(schema).encode(fit.rows)
     assert raw.shape == published.shape == (100, 7) and axes.shape == (7, 2)
     assert np.all(published[:, 2:5].sum(axis=1) == 1) and np.all(published[:, 5:].sum(axis=1) == 1)

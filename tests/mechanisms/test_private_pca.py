@@ -235,7 +235,7 @@ def test_noise_free_limit_recovers_the_subspace(rng):
     2R·√2/2^8, and points lie on the data's affine subspace (distance < 1e-6)."""
     x, u = _subspace_data(3000, 5, 2, rng)
     fit = _fit(x, 1e9, rng, dims=2, depth=16)
-    y, (projection, _) = fit.rows.unit, fit.stages[1].state
+    y, projection = fit.rows.unit, fit.stages[1].state.projection
     assert y.shape == x.shape and not projection.adaptive
     resid = (y - x.mean(axis=0)) - (y - x.mean(axis=0)) @ u @ u.T
     assert np.linalg.norm(resid, axis=1).mean() < 1e-6

@@ -129,7 +129,7 @@ def test_the_streaming_pass_sums_the_same_tables_as_memory(rng):
     n = 400
     bins = np.column_stack([rng.integers(0, k, n) for k in SCHEMA.n_bins]).astype(np.int32)
     plan = _plan("zcdp")
-    enc = fg._encode_stage(fg.MixedRows(bins), SCHEMA, plan, PARAMS, rng).state
+    enc = fg.SYNTHESIZER.encode(fg.MixedRows(bins), SCHEMA, plan, PARAMS, rng).state
     dither = rng.random(bins.shape)
     parts = [
         fg.chunk_moment_sum(bins[s], dither[s], enc.code, PARAMS) for s in (slice(0, 150), slice(150, n))

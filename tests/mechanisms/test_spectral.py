@@ -300,7 +300,7 @@ def _stages(rows, params, rng, m=None):
     est = s.estimate(enc.state, plan, params, rng)
     smp = s.sample(est.state, params, len(rows) if m is None else m, rng)
     out = s.decode(smp.state, SMALL, params, rng)
-    return out, smp.state, (enc, est, smp)
+    return out, smp.state.x, (enc, est, smp)
 
 
 @pytest.mark.parametrize("params", ALL, ids=IDS)

@@ -31,10 +31,9 @@ def test_a_full_disk_while_writing_synthetic_chunks_is_a_clear_error(adult_strea
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(pq.ParquetWriter, "write_table", full)
-    state = (np.eye(len(schema)), code, ((), 0))  # no refine tables
+    state = factor_gauss.FactorDraws(np.eye(len(schema)), code, factor_gauss.Refinement((), 0))  # no tables
     with pytest.raises(DPReleaseError) as err:
         stream_decode.fn(
-            factor_gauss.SYNTHESIZER.streaming,
             state,
             schema,
             3_000,
