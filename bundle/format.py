@@ -11,7 +11,7 @@ found; a newer bundle is refused, naming the version that made it.
 
 from __future__ import annotations
 
-from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.errors import BundleFormatError
 
 __all__ = ["BUNDLE_FORMAT", "BUNDLE_FORMATS", "BundleFormatError", "bundle_format", "check_bundle_format"]
 
@@ -22,10 +22,6 @@ BUNDLE_FORMATS = {
     1: "dprelease 0.1.0 and 0.2.0 (no bundle_format in release.json)",
     2: "dprelease 0.3.0 (bundle_format in release.json)",
 }
-
-
-class BundleFormatError(DPReleaseError):
-    """A bundle of a format newer than this code can check."""
 
 
 def bundle_format(doc: dict) -> int:

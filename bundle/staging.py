@@ -29,7 +29,7 @@ from pathlib import Path
 from uuid import uuid4
 
 from dprelease.bundle.files import PRIVATE_DIR, PUBLIC_DIR, make_dir
-from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.errors import DPReleaseError, ReleaseIdTaken
 
 __all__ = [
     "ReleaseIdTaken",
@@ -42,10 +42,6 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"\.staging-(?P<release_id>[a-z0-9][a-z0-9-]*)-(?P<uuid>[0-9a-f]{8})")
-
-
-class ReleaseIdTaken(DPReleaseError):
-    """The release's final folder already exists: the release_id was used in this ``--out``."""
 
 
 @dataclass

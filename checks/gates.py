@@ -12,19 +12,11 @@ import numpy as np
 import pandas as pd
 
 from dprelease.checks import utility as ut
-from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.errors import GateError
 from dprelease.mechanisms.gates import GATEABLE, GateResult
 from dprelease.mechanisms.schema import Schema
 
 __all__ = ["GateError", "failed_gates_message", "gate_metrics"]
-
-
-class GateError(DPReleaseError):
-    """A noisy check metric fell outside its gate: nothing was published. The decision is
-    differentially private (``mechanisms.gates``), so the message may name the noisy
-    values; the exact metrics stay in ``internal/``."""
-
-    internal_dir: str | None = None
 
 
 def gate_metrics(

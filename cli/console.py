@@ -9,8 +9,6 @@ escapes both. ``fail`` shows its message and hint itself."""
 
 from __future__ import annotations
 
-import functools
-
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -43,30 +41,18 @@ def fail(message: str, hint: str, code: int) -> None:
     raise typer.Exit(code)
 
 
-@functools.cache
 def exit_codes() -> tuple[tuple[type[BaseException], int], ...]:
     """The CLI's one table from an exception class to its exit code, most specific first:
-    the first class an error is an instance of gives the code (``exit_code``). 3: a gate
-    stopped the release (budget spent, nothing published); 4: refused by the ledger (nothing
-    read or spent); 1: unexpected, or Prefect unreachable; 2: a bad spec, data file, option
-    or output folder. Built on first use: the classes' modules are imported only then."""
-    from dprelease.bundle.staging import ReleaseIdTaken
-    from dprelease.checks.gates import GateError
-    from dprelease.flows.run import PrefectUnreachable, UnexpectedFailure
-    from dprelease.ledger import BudgetRefused
-    from dprelease.mechanisms.errors import DPReleaseError
+    the first class an error is an instance of gives the code (``exit_code``). Generated from
+    the error tree (each class's ``exit_code``, ``mechanisms.errors``), as the table in
+    ``docs/reference/errors.md`` is: 3 a gate stopped the release (budget spent, nothing
+    published); 4 refused by the ledger (nothing read or spent); 1 unexpected, or Prefect
+    unreachable; 2 a bad spec, data file, option or output folder."""
+    from dprelease.mechanisms.errors import error_classes
     from dprelease.tasks.scrub import UnexpectedError
 
-    return (
-        (GateError, 3),
-        (BudgetRefused, 4),
-        (ReleaseIdTaken, 4),
-        (PrefectUnreachable, 1),
-        (UnexpectedFailure, 1),
-        (UnexpectedError, 1),
-        (DPReleaseError, 2),
-        (FileNotFoundError, 2),
-    )
+    tree = [(cls, cls.exit_code) for cls in reversed(error_classes())]  # children before parents
+    return (*tree, (UnexpectedError, 1), (FileNotFoundError, 2))
 
 
 def exit_code(error: BaseException) -> int:

@@ -388,7 +388,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_restore(args: argparse.Namespace) -> int:
     try:
         found = restore(args.manifest, args.to, args.replace)
-    except (BackupError, OSError, sqlite3.Error, KeyError, ValueError) as e:  # a LedgerError is a ValueError
+    except (BackupError, LedgerError, OSError, sqlite3.Error, KeyError, ValueError) as e:
         print(f"FAIL  restore: {e}")
         return 1
     print(f"ok    restored {args.manifest.name} into {shown_url(args.to)}")

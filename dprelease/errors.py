@@ -1,11 +1,12 @@
-"""Every error dprelease raises on purpose, in one hierarchy: catch :class:`DPReleaseError`
-(a ``ValueError``) for all of them. Messages name the field, column or rule broken and
-what to do next, never a data value or a count from the data.
+"""Every error dprelease raises on purpose, in one tree (defined in the leaf module
+``dprelease.mechanisms.errors``, which every layer imports): catch :class:`DPReleaseError` for
+all of them, :class:`CallerError` (a ``ValueError``) for a mistake in what you passed (spec,
+data, query), :class:`EnvironmentFailure` (not a ``ValueError``) for Prefect, the ledger's
+database or a bug. Messages name the field, column or rule broken and what to do next, never a
+data value or a count from the data.
 
-The command line maps them to exit codes through one table (``dprelease.cli.console.exit_codes``):
-3 for ``GateError``; 4 for ``BudgetRefused`` and ``ReleaseIdTaken``; 1 for
-``PrefectUnreachable`` (and its ``PrefectNotStarted``) and ``UnexpectedFailure``; 2 for every
-other ``DPReleaseError``.
+Each class's ``exit_code`` is the command line's exit status for it; the table in
+``docs/reference/errors.md`` is generated from them.
 
 Example:
     >>> import dprelease
@@ -18,24 +19,45 @@ Example:
 
 from __future__ import annotations
 
-from dprelease.bundle.format import BundleFormatError
-from dprelease.bundle.staging import ReleaseIdTaken
-from dprelease.checks.gates import GateError
-from dprelease.engines.header import DataError
-from dprelease.engines.inputs import InputRefused, InputValidationError
-from dprelease.flows.run import PrefectNotStarted, PrefectUnreachable, UnexpectedFailure
-from dprelease.ledger import BudgetRefused, LedgerError, LedgerFormatError, LedgerLocked, NoLedger
-from dprelease.mechanisms.errors import BudgetError, DPReleaseError, SchemaError
-from dprelease.mechanisms.queries import QueryError
-from dprelease.spec import SpecError
+from dprelease.mechanisms.errors import (
+    BudgetError,
+    BudgetRefused,
+    BundleFormatError,
+    BundleNotFound,
+    CallerError,
+    DataError,
+    DPReleaseError,
+    EnvironmentFailure,
+    GateError,
+    InputRefused,
+    InputValidationError,
+    LedgerError,
+    LedgerFormatError,
+    LedgerLocked,
+    NoLedger,
+    PrefectNotStarted,
+    PrefectUnreachable,
+    ProcessDied,
+    QueryError,
+    RehearsalError,
+    ReleaseIdTaken,
+    ResourceRefused,
+    SchemaError,
+    SettleRefused,
+    SpecError,
+    UnexpectedFailure,
+    WorkerError,
+)
 
 __all__ = [
     "BudgetError",
     "BudgetRefused",
     "BundleFormatError",
     "BundleNotFound",
+    "CallerError",
     "DPReleaseError",
     "DataError",
+    "EnvironmentFailure",
     "GateError",
     "InputRefused",
     "InputValidationError",
@@ -45,13 +67,14 @@ __all__ = [
     "NoLedger",
     "PrefectNotStarted",
     "PrefectUnreachable",
+    "ProcessDied",
     "QueryError",
+    "RehearsalError",
     "ReleaseIdTaken",
+    "ResourceRefused",
     "SchemaError",
+    "SettleRefused",
     "SpecError",
     "UnexpectedFailure",
+    "WorkerError",
 ]
-
-
-class BundleNotFound(DPReleaseError):
-    """The folder given is not a release bundle (no ``public/`` or ``internal/release.json``)."""

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.errors import DataError
 from dprelease.mechanisms.schema import Continuous, Schema
 
 OneHot = tuple[tuple[str, ...], str | None]
@@ -27,10 +27,6 @@ __all__ = ["DataError", "check_columns", "data_lines", "input_format", "read_hea
 
 _HEADER_BYTES = 1 << 20  # a header record longer than 1 MiB is not a header
 _BLOCK_BYTES = 1 << 20  # the line count reads this much at a time
-
-
-class DataError(DPReleaseError):
-    """The confidential input does not match the public schema."""
 
 
 def input_format(path: Path) -> str:

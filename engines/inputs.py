@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 
 from dprelease.engines.header import data_lines
-from dprelease.engines.tables import DataError, clip_to_bounds, map_unknown, read_table
+from dprelease.engines.tables import clip_to_bounds, map_unknown, read_table
 from dprelease.mechanisms.auto import AUTO
-from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.errors import DPReleaseError, InputRefused, InputValidationError
 from dprelease.mechanisms.registry import MECHANISMS
 from dprelease.mechanisms.rowkeys import RowKeys, held_out
 from dprelease.spec import ReleaseSpec, forecast
@@ -30,46 +30,6 @@ __all__ = [
     "refuse_output",
     "resolve_mechanism",
 ]
-
-
-class InputValidationError(DataError):
-    """The input table breaks the public schema."""
-
-
-class InputRefused(DataError):
-    """The confidential input was refused: it breaks the public schema, or the release's
-    rules on its rows. Whether a release is refused is a function of the data without noise
-    (one record can flip it), so its message says only that and where: Prefect stores and
-    logs it and webhooks receive it. The detail (which column, which rule) travels in
-    ``detail`` to the steward's terminal and the failure record (``failures/<id>/``),
-    named by ``record`` once it is written."""
-
-    def __init__(self, stage: str, detail: str, record: str | None = None) -> None:
-        where = f"'{record}'" if record else "<out>/failures/"
-        super().__init__(
-            f"the input was refused at stage '{stage}': it breaks the public schema or the release's "
-            f"rules on its rows. Which column and which rule is not shown here (it is a fact about the "
-            f"confidential data); it is in the failure record {where} and on the steward's terminal"
-        )
-        self.stage, self.detail, self.record = stage, detail, record
-
-    @classmethod
-    def of(cls, error: DataError, stage: str) -> InputRefused:
-        """``error`` (a refusal whose message names a column and a rule) as a refusal that
-        does not; an ``InputRefused`` stays as it is."""
-        return error if isinstance(error, InputRefused) else cls(stage, str(error))
-
-    def told(self) -> InputRefused:
-        """The same refusal with its detail in the message, for the steward's own process
-        (the Python API's caller, who passed the data; issue 41: the message hid the column
-        from them), never for Prefect or a log."""
-        shown = InputRefused(self.stage, self.detail, self.record)
-        shown.args = (self.detail + (f" (failure record: {self.record})" if self.record else ""),)
-        return shown
-
-    def recorded(self, record: str) -> InputRefused:
-        """The same refusal, naming its failure record."""
-        return InputRefused(self.stage, self.detail, record)
 
 
 def failing_rules(records: list[dict]) -> list[dict]:

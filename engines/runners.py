@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from dprelease.engines.chunks import block_bytes, local_chunks, read_csv_range, read_row_group
 from dprelease.engines.tables import input_format
-from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.errors import DPReleaseError, WorkerError
 from dprelease.spec import EngineSpec
 
 __all__ = ["DaskEngine", "LocalEngine", "open_engine"]
@@ -67,11 +67,6 @@ class LocalEngine:
 
 def _count(table: pa.Table, start: int) -> int:
     return table.num_rows
-
-
-class WorkerError(DPReleaseError):
-    """An unexpected error on a Dask worker, reported by type only (Dask logs a failed
-    task's exception on the worker; its message might quote a value)."""
 
 
 def _call(fn: ChunkFn, load: Callable[..., pa.Table], args: tuple, start: int) -> Any:

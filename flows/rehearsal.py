@@ -39,10 +39,10 @@ from dprelease.flows.events import RunRecord
 from dprelease.flows.pipeline import Run, release_steps
 from dprelease.flows.progress import heartbeat
 from dprelease.ledger import Ledger
-from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.errors import DPReleaseError, RehearsalError
 from dprelease.mechanisms.primitives import release_streams
 from dprelease.mechanisms.registry import MECHANISMS
-from dprelease.spec import EngineSpec, ReleaseSpec, SpecError
+from dprelease.spec import EngineSpec, ReleaseSpec
 
 __all__ = ["MAX_ROW_NUMBER", "Rehearsal", "RehearsalError", "rehearse"]
 
@@ -66,11 +66,6 @@ _WHAT_TO_FIX = {
     "write_report": "checks",
     "write_bundle": "the schema's derived and id columns, and output",
 }
-
-
-class RehearsalError(SpecError):
-    """The spec fails on a table drawn from its own public schema: it would fail after the
-    noise is drawn, so nothing may be reserved."""
 
 
 @dataclass(frozen=True)

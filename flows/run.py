@@ -25,7 +25,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dprelease.mechanisms.auto import AUTO
-from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.errors import (
+    DPReleaseError,
+    PrefectNotStarted,
+    PrefectUnreachable,
+    UnexpectedFailure,
+)
 
 if TYPE_CHECKING:
     from dprelease.ledger import Ledger
@@ -48,21 +53,6 @@ API_LOST: list[str] = []  # set when Prefect's API went away during a run (the C
 
 Say = Callable[[str], None]
 ApiBlock = Callable[..., AbstractContextManager[Any]]
-
-
-class PrefectUnreachable(DPReleaseError):
-    """Prefect's API could not be reached, so the release did not start (nothing read or spent)."""
-
-
-class PrefectNotStarted(PrefectUnreachable):
-    """Prefect's temporary server did not answer in time (or exited while starting), so the
-    release did not start: nothing was read or spent. The message names the setting to raise."""
-
-
-class UnexpectedFailure(DPReleaseError):
-    """The release failed unexpectedly (a bug, or Prefect itself): nothing was published. The
-    message names the stage and the exception's type only; the failure record in
-    ``<out>/failures/`` holds the traceback."""
 
 
 def prefect_logging(verbose: bool) -> None:

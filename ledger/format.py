@@ -26,7 +26,7 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, inspect, select
 from sqlalchemy.engine import Connection
 
 from dprelease._version import __version__, commit
-from dprelease.ledger.errors import LedgerError
+from dprelease.mechanisms.errors import LedgerFormatError
 
 __all__ = [
     "FORMAT",
@@ -64,11 +64,6 @@ FORMAT_TABLE = Table(
     Column("format", Integer, nullable=False),
     Column("written_by", String(40), nullable=False),
 )
-
-
-class LedgerFormatError(LedgerError):
-    """The ledger's format is not one this code may use as asked: older, for a write
-    (``dprelease ledger migrate`` first), or newer than this code knows."""
 
 
 @dataclass(frozen=True)

@@ -41,18 +41,13 @@ from typing import Literal
 import numpy as np
 
 from dprelease.mechanisms.calendar import to_iso
-from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.errors import QueryError
 from dprelease.mechanisms.schema import Column, Continuous
 from dprelease.mechanisms.tables import Noise, NoisyTable, combine
 
 __all__ = ["Answer", "Condition", "QueryError", "answer", "cell_span", "coverage", "group_labels"]
 
 NONE, PARTIAL, FULL, EMPTY = 0, 1, 2, 3
-
-
-class QueryError(DPReleaseError):
-    """A query the tables cannot take: an unknown column, a value the schema does not
-    declare, a range on a categorical column."""
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from dprelease.bundle.files import sha256
 from dprelease.bundle.staging import Staging, owner_of, stale_stagings
 from dprelease.bundle.write import write_failure_record
 from dprelease.ledger import Ledger
-from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.errors import ProcessDied, SettleRefused
 
 __all__ = [
     "ProcessDied",
@@ -52,14 +52,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger("dprelease.recovery")
-
-
-class ProcessDied(DPReleaseError):
-    """The release's process ended without finishing (killed, crashed, power lost)."""
-
-
-class SettleRefused(DPReleaseError):
-    """The attempt cannot be settled (not open, or its process may still be alive)."""
 
 
 @dataclass(frozen=True)

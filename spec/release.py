@@ -19,7 +19,7 @@ from pydantic import (
 
 from dprelease.mechanisms.accounting import BudgetPlan, plan_budget
 from dprelease.mechanisms.auto import AUTO, AUTO_PARAMS, CANDIDATES, AutoChoice, candidate_params, choose
-from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.errors import SpecError
 from dprelease.mechanisms.gates import GATES_STAGE, GATES_WEIGHT, gate_sensitivities
 from dprelease.mechanisms.registry import MECHANISMS
 from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
@@ -70,10 +70,6 @@ resource forecast (``spec.resources``) weighs the rows against the machine's cei
 
 RELEASE_ID = re.compile(rf"[a-z0-9][a-z0-9-]{{0,{RELEASE_ID_LENGTH - 1}}}")
 """A release id: it names a folder, so lowercase letters, digits and '-', at most 80."""
-
-
-class SpecError(DPReleaseError):
-    """The release spec is invalid; the message names the field."""
 
 
 class ReleaseSpec(Strict):
