@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint docs dist bench clean
+.PHONY: demo test check lint docs dist bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,17 @@ test: $(STAMP) docs
 	wait $$servers; tier=$$?; \
 	echo "---- the deploy and install tiers (build/tier-deploy.log) ----"; cat build/tier-deploy.log; \
 	test $$rest -eq 0 && test $$tier -eq 0
+
+## make check: the inner loop (under 3 CPU-minutes): lint, type-check, and the unit tier: every test that
+## imports neither Prefect nor GX (tests/conftest.py skips a module that does, so the tier is that by
+## construction), without the statistical audits (slow), the property tests at scale (property) and the
+## tiers that start servers (e2e, deploy, install, long).
+check: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	DPRELEASE_UNIT=1 $(BIN)/python -m pytest -q -p no:cacheprovider \
+		-m "not slow and not property and not e2e and not deploy and not install and not long"
 
 ## make docs: the documentation site in build/site; every warning (a broken link or anchor) is an error.
 docs: $(STAMP)

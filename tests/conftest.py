@@ -5,13 +5,42 @@ Fixtures used by more than one test package live here; plain builders are in
 
 from __future__ import annotations
 
+import importlib.abc
 import os
+import sys
 import uuid
 
 import numpy as np
 import pytest
 
 collect_ignore = ["mutants.py"]  # a script (README, testing): it runs the suite on mutated copies
+
+HEAVY = ("prefect", "great_expectations")
+"""What the unit tier (``make check``, ``DPRELEASE_UNIT=1``) never imports."""
+
+
+class _UnitTier(importlib.abc.MetaPathFinder):
+    """In the unit tier, importing Prefect or GX skips the test module (or the test) that
+    asked: the tier is, by construction, every test that runs without them."""
+
+    def find_spec(self, name: str, path: object, target: object = None) -> None:
+        if name.split(".")[0] in HEAVY:
+            pytest.skip(f"imports {name.split('.')[0]}: not in the unit tier", allow_module_level=True)
+
+
+if os.environ.get("DPRELEASE_UNIT") == "1":
+    assert not any(m in sys.modules for m in HEAVY), "the unit tier started with Prefect or GX imported"
+    sys.meta_path.insert(0, _UnitTier())
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    """A module skipped half-imported leaves no half module behind for the next to import."""
+    if report.skipped and os.environ.get("DPRELEASE_UNIT") == "1":
+        path = os.path.abspath(report.fspath)
+        for name, module in list(sys.modules.items()):
+            if getattr(module, "__file__", None) == path:
+                del sys.modules[name]
+
 
 _SEEDS = list(range(100)) if os.environ.get("DPRELEASE_SEEDS") == "all" else [42]
 
