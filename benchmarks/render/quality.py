@@ -1,13 +1,20 @@
 """The section of item 15 (``quality``): one table per (data table, ε) of the judge's figures,
+each row marked when the run that measured it came from an uncommitted tree (``row_runs``),
 and the picture of quality against ε (``draw``, called by ``run.py`` and ``quality.py``)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
+from render.fmt import commit_of, dirty, entry_run, tree_mark
+
 FIGURE_REL = "benchmarks/figures/quality_vs_epsilon.png"
-"""Where the picture is written, relative to the repository (BENCHMARKS.md links it)."""
+"""Where the picture is written, relative to the repository (the item's page links it)."""
+FIGURE_FROM_PAGE = "../../" + FIGURE_REL
+"""The picture from the item's page, ``docs/benchmarks/quality.md`` (the docs site's hook
+serves it beside the page)."""
 
 COLUMNS = (
     ("tvd_1way", "1-way TVD ↓", ".3f"),
@@ -40,6 +47,99 @@ STYLE = {
 ``quality.METHODS`` later) is drawn in the next colour of matplotlib's cycle."""
 
 
+Row = tuple[str, str, str]
+"""(table, ε, method): one row of the section's tables."""
+
+
+def _flag(command: str, name: str) -> list[str] | None:
+    """The comma-separated values of ``--name`` in a stored command (None when not given)."""
+    found = re.search(rf"--{name} (\S+)", command)
+    return found[1].split(",") if found else None
+
+
+def _covers(run: dict[str, Any], table: str, eps: str) -> bool:
+    """Whether a run of ``run.py --only quality`` measured this table at this ε (its command's
+    ``--tables`` and ``--epsilons``, else the defaults of ``quality.options``)."""
+    from quality import EPSILONS, QUICK_TABLE
+
+    quick = "--quick" in run["command"].split()
+    tables = _flag(run["command"], "tables") or ([QUICK_TABLE] if quick else None)
+    epsilons = _flag(run["command"], "epsilons") or (["1"] if quick else [f"{e:g}" for e in EPSILONS])
+    return (tables is None or table in tables) and float(eps) in {float(e) for e in epsilons}
+
+
+def _table_run(entry: dict[str, Any], t: dict[str, Any]) -> dict[str, Any]:
+    """The run that measured a table's rows (those not re-measured since): the table's own
+    ``measured`` record, else the entry's run. A record without a commit shares the entry's
+    when it names the entry's command; otherwise its commit was not stored."""
+    base = entry_run(entry)
+    measured = t.get("measured")
+    if not measured:
+        return base
+    if "commit" in measured:
+        return measured
+    if measured["command"] == base["command"]:
+        return {**measured, "commit": base["commit"], "dirty": base["dirty"]}
+    return {**measured, "commit": None, "dirty": None}
+
+
+def row_runs(entry: dict[str, Any]) -> dict[Row, dict[str, Any]]:
+    """Each row's run: the last of the item's runs (its tables' runs, then every record of
+    ``remeasured``, oldest first) whose methods, tables and ε include the row."""
+    f = entry["figures"]
+    out: dict[Row, dict[str, Any]] = {}
+    for key, t in f["tables"].items():
+        base = _table_run(entry, t)
+        for eps, block in t["results"].items():
+            for method in block:
+                run = base
+                for r in f.get("remeasured", []):
+                    if method in r["methods"] and _covers(r, key, eps):
+                        run = r
+                out[(key, eps, method)] = run
+    return out
+
+
+def provenance(entry: dict[str, Any], runs: dict[Row, dict[str, Any]]) -> list[str]:
+    """The runs whose rows the section shows, oldest first, each with its commit, its mark and
+    its rows; then how many rows came from uncommitted trees. Runs whose rows were all measured
+    again since are history (CHANGELOG.md, "Benchmark history"), not shown here."""
+    used: dict[tuple[str, str], tuple[dict[str, Any], list[Row]]] = {}
+    for row, run in runs.items():
+        used.setdefault((run["date"], run["command"]), (run, []))[1].append(row)
+    ordered = sorted(used.values(), key=lambda u: u[0]["date"])
+    f = entry["figures"]
+    lines = ["**Where each row comes from** (the runs whose figures are shown, oldest first):", ""]
+    for run, rows in ordered:
+        mark = tree_mark(run)
+        methods = sorted({m for _, _, m in rows}, key=list(f["methods"]).index)
+        tables = sorted({t for t, _, _ in rows}, key=list(f["tables"]).index)
+        lines.append(
+            f"- {run['date']}, commit {commit_of(run)}" + (f" **{mark}**" if mark else "") + f": {len(rows)} "
+            f"row{'s' if len(rows) != 1 else ''} ({', '.join(f'`{m}`' for m in methods)} on {len(tables)} "
+            f"table{'s' if len(tables) != 1 else ''}); `{run['command']}`"
+        )
+    n_dirty = sum(len(rows) for run, rows in ordered if dirty(run))
+    n_unknown = sum(len(rows) for run, rows in ordered if dirty(run) is None)
+    runs_dirty = sum(1 for run, _ in ordered if dirty(run))
+    lines += [
+        "",
+        f"{n_dirty} of the {len(runs)} rows come from {runs_dirty} of these {len(ordered)} runs, made from "
+        "a tree with uncommitted changes: their commit does not reproduce them, and each such row is "
+        "marked *(unreproducible: uncommitted tree)*"
+        + (
+            f"; {n_unknown} rows come from a run whose commit was not stored, marked "
+            "*(unreproducible: commit not recorded)*"
+            if n_unknown
+            else ""
+        )
+        + ". Earlier runs, all of whose rows were measured again since, are listed in `CHANGELOG.md` "
+        '("Benchmark history").',
+        "",
+    ]
+    return lines
+
+
 def _pm(s: dict[str, Any] | None, fmt: str) -> str:
     """'mean ± half range' over seeds ('mean' alone for one seed)."""
     if s is None:
@@ -63,13 +163,16 @@ def _status(m: dict[str, Any], timeout_s: float) -> str:
     return "failed (" + ", ".join(statuses) + ")"
 
 
-def _table(t: dict[str, Any], eps: str, f: dict[str, Any]) -> list[str]:
+def _table(t: dict[str, Any], eps: str, f: dict[str, Any], marks: dict[str, str]) -> list[str]:
+    """One (table, ε): a row per method (its label followed by its run's mark, if any), then
+    the references."""
     p = len(t["columns"])
     head = "| method | fit + sample | " + " | ".join(c[1] for c in COLUMNS) + f" | 1-way < uniform (of {p}) |"
     lines = [head, "|---|---:|" + "---:|" * (len(COLUMNS) + 1)]
-    for m in t["results"].get(eps, {}).values():
+    for key, m in t["results"].get(eps, {}).items():
+        label = m["label"] + (f" *{marks[key]}*" if marks.get(key) else "")
         if not m.get("completed"):
-            lines.append(f"| {m['label']} | {_status(m, f['aim_timeout_s'])} |" + " |" * (len(COLUMNS) + 1))
+            lines.append(f"| {label} | {_status(m, f['aim_timeout_s'])} |" + " |" * (len(COLUMNS) + 1))
             continue
         x = m["metrics"]
         cells = [_pm(x.get(k), fmt) for k, _, fmt in COLUMNS]
@@ -83,7 +186,7 @@ def _table(t: dict[str, Any], eps: str, f: dict[str, Any]) -> list[str]:
         )
         failed = len(m["runs"]) - m["completed"]
         took = _pm(m["total_s"], ".2f") + " s" + (f" ({failed} runs failed)" if failed else "")
-        lines.append(f"| {m['label']} | {took} | " + " | ".join(cells) + f" | {bu} |")
+        lines.append(f"| {label} | {took} | " + " | ".join(cells) + f" | {bu} |")
     for ref, label in (
         ("resample", "reference: resample of the real 80 % (no privacy)"),
         ("uniform", "reference: uniform over the declared domain"),
@@ -163,7 +266,10 @@ def rule_evidence(f: dict[str, Any], fast: str = "factor_gauss", slow: str = "ai
     return [*lines, ""]
 
 
-def render(f: dict[str, Any]) -> list[str]:
+def render(f: dict[str, Any], entry: dict[str, Any] | None = None) -> list[str]:
+    """The section from the figures; with the stored ``entry`` (``run.py``), each row marked by
+    its run and the runs listed (``provenance``), else (``quality.py`` printing one run) as is."""
+    runs = row_runs(entry) if entry is not None else {}
     eps_list = ", ".join(f"{e:g}" for e in f["epsilons"])
     j = f["judge"]
     env = f.get("peer_env") or {}
@@ -221,18 +327,13 @@ def render(f: dict[str, Any]) -> list[str]:
         "declared atom and every value holding ≥ 5 % of a continuous column; the last column counts the "
         "columns whose 1-way TVD beats the uniform baseline's (every column drawn uniformly over its "
         "declared domain, scored by the same judge, one draw).",
-        *(
-            f"Re-measured {r['date']} at commit {r['commit']}: the rows of "
-            + ", ".join(f"`{m}`" for m in r["methods"])
-            + f" ({r['seeds']} seed(s); `{r['command']}`); the other rows are from the date above."
-            for r in f.get("remeasured", [])
-        ),
         "",
+        *(provenance(entry, runs) if entry is not None else []),
         *rule_evidence(f),
-        f"![quality against ε]({FIGURE_REL})",
+        f"![quality against ε]({FIGURE_FROM_PAGE})",
         "",
     ]
-    for t in f["tables"].values():
+    for key, t in f["tables"].items():
         full = t["variants"].get("factor_gauss", {"available": True})
         note = "" if full["available"] else f" The full spec does not load yet ({full['reason']})."
         measured = t.get("measured")
@@ -253,7 +354,8 @@ def render(f: dict[str, Any]) -> list[str]:
             "",
         ]
         for eps in sorted(t["results"], key=float):
-            lines += [f"ε = {eps}:", "", *_table(t, eps, f), ""]
+            marks = {m: tree_mark(runs[(key, eps, m)]) for m in t["results"][eps] if (key, eps, m) in runs}
+            lines += [f"ε = {eps}:", "", *_table(t, eps, f, marks), ""]
     return lines
 
 
