@@ -35,6 +35,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from dprelease._terms import as_api_error
 from dprelease.engines.frames import frame_input, write_frame
 from dprelease.engines.inputs import InputRefused
 from dprelease.errors import DPReleaseError, SpecError, UnexpectedFailure
@@ -378,7 +379,8 @@ def release(
                 raise UnexpectedFailure(
                     f"the release failed unexpectedly ({type(e).__name__}); the failure record is {record}"
                 ) from e
-    except DPReleaseError:
+    except DPReleaseError as e:  # worded for the command line: named as this call's arguments
+        as_api_error(e)
         raise
     except Exception as e:  # a bug: the type only (its message may quote anything)
         raise UnexpectedFailure(f"the release failed unexpectedly ({type(e).__name__})") from e

@@ -8,11 +8,15 @@ Example:
 
 from __future__ import annotations
 
+import html
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from dprelease.errors import BundleNotFound
+import pandas as pd
+
+from dprelease._terms import as_api_error, in_api_terms
+from dprelease.errors import BundleNotFound, DPReleaseError
 from dprelease.records import audit as _audit
 from dprelease.records.audit import Check
 from dprelease.records.ledger_choice import LedgerChoice, choose_ledger
@@ -46,6 +50,25 @@ class AuditResult:
         """The checks that do not hold."""
         return [c for c in self.checks if not c.ok]
 
+    def to_frame(self) -> pd.DataFrame:
+        """The checks as a DataFrame, one row each: group, name, ok, checked, detail."""
+        columns = ["group", "name", "ok", "checked", "detail"]
+        return pd.DataFrame([[getattr(c, k) for k in columns] for c in self.checks], columns=columns)
+
+    def __repr__(self) -> str:
+        """A few lines: the verdict, the ledger, and each check that does not hold."""
+        verdict = "passed" if self.passed else f"FAILED {len(self.failed)} check(s)"
+        unchecked = sum(not c.checked for c in self.checks)
+        head = f"{len(self.checks)} checks, {unchecked} not checked"
+        ledger = f"ledger {self.ledger.shown}: {self.ledger.origin}"
+        lines = [f"AuditResult({str(self.bundle)!r}: {verdict}; {head}; {ledger})"]
+        lines += [f"  failed {c.group}/{c.name}: {c.detail}" for c in self.failed]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the verdict's lines, then every check."""
+        return f"<pre>{html.escape(repr(self))}</pre>{self.to_frame().to_html(index=False)}"
+
 
 def verify(bundle: str | os.PathLike[str], *, ledger: str | None = None, public: bool = False) -> AuditResult:
     """Recompute every sha256, the budget arithmetic, the sensitivities and the hash chain of
@@ -70,14 +93,18 @@ def verify(bundle: str | os.PathLike[str], *, ledger: str | None = None, public:
     from dprelease.ledger import ledger_url
 
     folder = Path(bundle)
-    given = None if ledger is None else ledger_url(ledger, folder)
     try:
+        given = None if ledger is None else ledger_url(ledger, folder)
         doc, _ = _audit.load_document(folder)
         checks = _audit.verify_bundle(folder, given, public=public)
     except FileNotFoundError as e:
         raise BundleNotFound(str(e)) from None
+    except DPReleaseError as e:  # worded for the command line: named as this call's arguments
+        as_api_error(e)
+        raise
     if public and given is None:
         return AuditResult(
             folder, checks, LedgerChoice(None, "not looked for: only what was published (public)")
         )
-    return AuditResult(folder, checks, choose_ledger(folder, doc, given))
+    choice = choose_ledger(folder, doc, given)
+    return AuditResult(folder, checks, replace(choice, origin=in_api_terms(choice.origin)))

@@ -8,16 +8,21 @@ Python API (``dprelease.ledger.show``) returns it.
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dprelease.ledger import database
 from dprelease.ledger.store import Ledger
 from dprelease.ledger.url import ledger_url
 from dprelease.mechanisms.lifetime import Headroom, LifetimeSpend
 from dprelease.mechanisms.periods import PeriodBudget
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["DatasetAccount", "LedgerSummary", "PeriodAccount", "show"]
 
@@ -76,6 +81,25 @@ class DatasetAccount:
     per_person: LifetimeSpend | None = None
     schema: tuple[dict, ...] = ()
 
+    def _line(self) -> str:
+        """The spend and what is left, rounded to 4 significant digits for reading (the
+        fields keep the exact values)."""
+        s = self.spent
+        spent = "void (a release was not DP)" if s.void else f"({s.epsilon:.4g}, {s.delta:.3g}) by {s.rule}"
+        life = (
+            ""
+            if self.lifetime is None
+            else f" of a lifetime ({self.lifetime[0]:.4g}, {self.lifetime[1]:.3g})"
+        )
+        h = self.headroom
+        left = "" if h is None else f"; next release up to ε {h.epsilon:.4g} at δ {h.delta:.3g}"
+        left += "; used up" if h is not None and h.used_up else ""
+        return f"spent {spent}{life}{left}"
+
+    def __repr__(self) -> str:
+        """One line (issue 41: the dataclass's repr printed ε as 0.9999999999999999)."""
+        return f"DatasetAccount({self.dataset!r}: {self._line()})"
+
 
 @dataclass(frozen=True)
 class LedgerSummary:
@@ -111,17 +135,21 @@ class LedgerSummary:
         chain = "intact" if self.chain_intact else f"{len(self.chain_problems)} problem(s)"
         head = f"{len(self.releases)} release(s), chain {chain}, head row {self.head[0]}"
         lines = [f"LedgerSummary({self.url!r}: {head})"]
-        for name, a in self.accounts.items():
-            spent = (
-                "void (a release was not DP)"
-                if a.spent.void
-                else f"({a.spent.epsilon:.4g}, {a.spent.delta:.3g})"
-            )
-            h = a.headroom
-            left = "" if h is None else f"; next release up to ε {h.epsilon:.4g} at δ {h.delta:.3g}"
-            left += "; used up" if h is not None and h.used_up else ""
-            lines.append(f"  {name}: spent {spent}{left}")
+        lines += [f"  {name}: {a._line()}" for name, a in self.accounts.items()]
         return "\n".join(lines)
+
+    def to_frame(self) -> pd.DataFrame:
+        """The releases as a DataFrame, one row each in chain order: dataset, release_id,
+        status, mechanism, accountant, epsilon, delta, rho, differentially_private, started,
+        last_update (their stage and event rows stay in ``releases``)."""
+        import pandas as pd
+
+        columns = [k for k in (self.releases[0] if self.releases else {}) if k not in ("stages", "events")]
+        return pd.DataFrame([{k: r[k] for k in columns} for r in self.releases], columns=columns)
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the summary's lines, then the releases' table."""
+        return f"<pre>{html.escape(repr(self))}</pre>{self.to_frame().to_html(index=False)}"
 
 
 def show(

@@ -13,6 +13,7 @@ true count is an integer) and clamped to [0, n].
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -73,6 +74,16 @@ class QueryResult:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def to_frame(self) -> pd.DataFrame:
+        """The result as a one-row DataFrame, its columns the fields (``tables`` and
+        ``where`` joined with "; ")."""
+        row = {k: "; ".join(v) if isinstance(v, tuple) else v for k, v in self.as_dict().items()}
+        return pd.DataFrame([row])
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the sentence ``str`` gives, then the one-row table."""
+        return f"<p>{html.escape(str(self))}</p>{self.to_frame().to_html(index=False)}"
 
     def __str__(self) -> str:
         return (

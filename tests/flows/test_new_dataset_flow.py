@@ -60,9 +60,11 @@ def test_the_api_refuses_a_renamed_dataset_unless_new_dataset_says_why(tmp_path)
     spec, folder, out = _renamed(tmp_path, "adult-api")
     with pytest.raises(
         dprelease.errors.BudgetRefused, match="dataset 'adult-api' has the same public schema"
-    ):
+    ) as refused:
         dprelease.release(spec, out=out, release_id="api1")
-    with pytest.raises(dprelease.errors.DPReleaseError, match=r"--new-dataset \(' '\) must say"):
+    said = str(refused.value)  # issue 41: the API's caller reads the argument, not the CLI's option
+    assert 'new_dataset="REASON": the reason is recorded' in said and "--new-dataset" not in said, said
+    with pytest.raises(dprelease.errors.DPReleaseError, match=r"^new_dataset= \(' '\) must say"):
         dprelease.release(spec, out=out, release_id="api2", new_dataset=" ")
     adult_rows(300).to_csv(folder / "data.csv", index=False)
     r = dprelease.release(spec, out=out, release_id="api3", new_dataset="another table")

@@ -238,3 +238,20 @@ def test_a_checkout_without_symlinks_refuses_to_build(tmp_path: Path) -> None:
     assert not list((tmp_path / "dist").glob("*.whl"))
     assert "dprelease/{bundle,checks,cli," in said and "this checkout has no symbolic links" in said, said
     assert "git clone -c core.symlinks=true" in said
+
+
+def test_every_python_example_of_the_api_page_runs_from_the_installation(installed: Installed) -> None:
+    """Issue 41: every ```` ```python ```` block of docs/api.md (the repository's page), one
+    after the other as one script, run as written by the installed interpreter in the user's
+    folder (first on sys.path, with the decoys): the demo's spec and data come with the wheel."""
+    from tests.docs.test_api_examples import api_examples
+
+    script = "\n".join(api_examples())
+    out = _timed(
+        "docs/api.md's examples", [installed.python, "-c", script], cwd=installed.home, env=installed.env
+    )
+    bundle = _one_bundle(installed.home / "releases")
+    assert f"Release({bundle.name!r} of 'adult'" in out, out
+    assert (bundle / "public" / "synthetic.csv").is_file() and (
+        installed.home / "releases" / "ledger.db"
+    ).is_file()
