@@ -33,7 +33,7 @@ def release_once(
     plan = plan_budget("zcdp", epsilon, DELTA, spec.stage_weights())
     rng = np.random.default_rng(seed)
     fitted, fit_s = timed(
-        lambda: factor_gauss.SYNTHESIZER.fit(MixedRows(bins), schema, plan, params, m=len(bins), rng=rng)
+        lambda: factor_gauss.FactorGauss().fit(MixedRows(bins), schema, plan, params, m=len(bins), rng=rng)
     )
     table, decode_s = timed(lambda: bins_to_table(fitted.rows.bins, schema, rng=rng))
     return table, fit_s, decode_s

@@ -9,7 +9,7 @@ vetted ones (``VettedRNG``, the default for a release), in one process.
   timed back to back.
 * Raw OpenDP calls at a coarser noise lattice 2^k (not used by the product; for the reader
   weighing the option).
-* A full ``factor_gauss.SYNTHESIZER.fit`` on the embedded Adult training split (ε = 1, δ = 1e-6, zCDP,
+* A full ``factor_gauss.FactorGauss().fit`` on the embedded Adult training split (ε = 1, δ = 1e-6, zCDP,
   default weights) with each sampler: the cost in a real release.
 
 ``run(quick)`` returns the JSON-serialisable figures; ``render/sampler.py`` writes the section.
@@ -99,7 +99,9 @@ def _fits(quick: bool) -> dict[str, Any]:
 
     def fit(rng: np.random.Generator) -> tuple[float, int]:
         t0 = time.perf_counter()
-        rel = factor_gauss.SYNTHESIZER.fit(MixedRows(bins), adult.schema, plan, params, m=len(bins), rng=rng)
+        rel = factor_gauss.FactorGauss().fit(
+            MixedRows(bins), adult.schema, plan, params, m=len(bins), rng=rng
+        )
         return time.perf_counter() - t0, sum(int(np.size(m.value)) for m in rel.measurements)
 
     fit(np.random.default_rng(10_000))  # warm-up (OpenDP is already loaded by then)

@@ -28,9 +28,11 @@ def main(rows: int) -> None:
     df = df.sample(n=rows, replace=rows > len(df), random_state=0).reset_index(drop=True)
     bins = table_to_bins(df, schema)
     plan = plan_budget("zcdp", 1.0, 1e-6, fg.STAGE_WEIGHTS)
-    rel = fg.SYNTHESIZER.fit(
-        MixedRows(bins), schema, plan, fg.FactorGaussParams(), m=rows, rng=np.random.default_rng(0)
-    ).rows
+    rel = (
+        fg.FactorGauss()
+        .fit(MixedRows(bins), schema, plan, fg.FactorGaussParams(), m=rows, rng=np.random.default_rng(0))
+        .rows
+    )
     syn = bins_to_table(rel.bins, schema, rng=np.random.default_rng(1))
     syn_bins = table_to_bins(syn, schema)
     t = time.perf_counter()

@@ -14,7 +14,7 @@ It stores the figures under ``results.json["peers"]`` and rewrites BENCHMARKS.md
 (``render/peers.py`` writes the section); the other items keep their figures.
 
 What runs, in this (the project's) venv: the fixed 80/20 split of ``common``;
-``factor_gauss.SYNTHESIZER.fit`` in-process on the demo spec's public bins (default params,
+``factor_gauss.FactorGauss().fit`` in-process on the demo spec's public bins (default params,
 decoded by ``bins_to_table``); each peer through ``peer_run.run_peer`` in its venv on the
 peers' public cells of the same spec (``peer_run.peer_schema``: 32 equal-width intervals or one
 cell per integer, the declared atoms), its budget checked, its cells decoded by
@@ -110,7 +110,7 @@ def run_factor_gauss(adult: Adult, train_bins: np.ndarray, seed: int) -> tuple[p
     plan = plan_budget("zcdp", EPSILON, DELTA, factor_gauss.STAGE_WEIGHTS)
     rng = np.random.default_rng(seed)
     fitted, fit_s = timed(
-        lambda: factor_gauss.SYNTHESIZER.fit(
+        lambda: factor_gauss.FactorGauss().fit(
             MixedRows(train_bins), adult.schema, plan, params, m=len(train_bins), rng=rng
         )
     )

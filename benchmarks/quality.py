@@ -33,7 +33,7 @@ domain stops the run, naming the column; nothing is clipped), then split 80/20 w
 
 **Methods** (``METHODS``). A mechanism registered in the product runs in-process
 (``fit_mechanism``: ``plan_budget("zcdp", ε, δ, weights)`` with the spec's stage weights, no
-gates → ``SYNTHESIZER.fit`` → ``rows_to_table``, as the release flow decodes); today
+gates → ``Synthesizer.fit`` → ``rows_to_table``, as the release flow decodes); today
 ``factor_gauss`` in two variants of the same spec: ``factor_gauss (copula only)`` with the
 continuous columns' ``atoms``, ``values``, ``bins``, ``edges`` and ``decimals`` and the parameter
 ``target`` (the ``refine`` stage) removed, i.e. the copula of before issue 16 except that the

@@ -236,7 +236,7 @@ def mechanism_facts() -> dict[str, Any]:
         "corrected": {"factors": c.factors, "clip": c.clip, "calibrated": c.calibrated},
         "paper": {"factors": "eq. (3)", "c": FACTOR_THRESHOLD, "calibrated": pp.calibrated},
         "text": (
-            "`dpfm.SYNTHESIZER.fit(rows, schema, plan, params, m=n, rng=rng)` with "
+            "`dpfm.DPFM().fit(rows, schema, plan, params, m=n, rng=rng)` with "
             '`plan = plan_budget("pure", ε, 0, dpfm.stage_weights(schema, params, shares=(⅓, ⅓, ⅓)))`. '
             f"Corrected: `DPFMParams()` defaults, r = {c.factors} factors (public), κ = {c.clip:g}, "
             f'calibrated ordinal decoding {c.calibrated}. Paper: `DPFMParams(variant="paper", '
@@ -248,7 +248,7 @@ def mechanism_facts() -> dict[str, Any]:
 
 
 def synthesize(ds: Dataset, method: Method, rng: np.random.Generator) -> tuple[MixedRows, dict[str, Any]]:
-    """Run dpfm on all rows of ``ds``: ``SYNTHESIZER.fit`` with a pure ε-DP plan of the DPFM1
+    """Run dpfm on all rows of ``ds``: ``DPFM.fit`` with a pure ε-DP plan of the DPFM1
     stage weights, or at ε = ∞ ``fit_without_noise``; returns the synthetic rows and
     diagnostics (r, p*, subspace overlap, from ``dpfm.internals``)."""
     from dprelease.mechanisms import dpfm
@@ -260,7 +260,7 @@ def synthesize(ds: Dataset, method: Method, rng: np.random.Generator) -> tuple[M
         fit = dpfm.fit_without_noise(ds.rows, ds.schema, params, rng=rng)
     else:
         plan = plan_budget("pure", method.epsilon, 0.0, dpfm.stage_weights(ds.schema, params, shares=WEIGHTS))
-        fit = dpfm.SYNTHESIZER.fit(ds.rows, ds.schema, plan, params, m=len(ds.rows), rng=rng)
+        fit = dpfm.DPFM().fit(ds.rows, ds.schema, plan, params, m=len(ds.rows), rng=rng)
     inner = dpfm.internals(fit)
     diag = {
         "r": float(fit.facts["factors_used"]),

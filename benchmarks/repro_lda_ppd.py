@@ -4,7 +4,7 @@ probably Jiang et al., TDP 2013), Fig. 3 (classification) and Fig. 4 (informatio
 ``.venv/bin/python benchmarks/run.py --only lda_ppd [--quick]`` (or this file directly,
 which prints the section that ``render/lda_ppd.py`` writes). Data: ``publishing_data`` (the
 paper's Adult columns, complete rows, public bounds; 33 features in [0, 1], label income >
-50K). Per trial: a random 2/3 of the rows goes through ``lda_ppd.SYNTHESIZER.fit`` in one
+50K). Per trial: a random 2/3 of the rows goes through ``lda_ppd.LDAPPD().fit`` in one
 call (the plan from ``plan_budget`` with its stage weights; as many rows as it holds),
 classifiers trained on the released rows are tested on the real held-out 1/3:
 
@@ -165,7 +165,7 @@ def fit_and_synthesize(
     data: PaperAdult, train: np.ndarray, *, epsilon: float, variant: str, rng: np.random.Generator
 ) -> tuple[Any, np.ndarray, np.ndarray, float]:
     """One lda_ppd release of the training rows in one call (imported here: the module is
-    another engineer's): ``SYNTHESIZER.fit`` on the schema with the label (target income),
+    another engineer's): ``LDAPPD.fit`` on the schema with the label (target income),
     the plan of ``plan_budget`` with the module's stage weights, as many rows as it holds.
     Returns (the model ``Fit.stages[1].state``, the greedy rows in design coordinates and
     their labels, ``Fit.stages[2].state``'s ``Synthesized``, seconds)."""
@@ -173,10 +173,10 @@ def fit_and_synthesize(
 
     schema = data.with_label
     params = lda_ppd.LDAPPDParams(variant=variant, target=LABEL)
-    plan = plan_budget("pure", epsilon, 0.0, lda_ppd.SYNTHESIZER.stage_weights(schema, params))
+    plan = plan_budget("pure", epsilon, 0.0, lda_ppd.LDAPPD().stage_weights(schema, params))
     rows = data.rows(True, train)
     t0 = time.perf_counter()
-    fit = lda_ppd.SYNTHESIZER.fit(rows, schema, plan, params, m=len(rows), rng=rng)
+    fit = lda_ppd.LDAPPD().fit(rows, schema, plan, params, m=len(rows), rng=rng)
     seconds = time.perf_counter() - t0
     sampled = fit.stages[2].state
     assert isinstance(sampled, lda_ppd.Synthesized)

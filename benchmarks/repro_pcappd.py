@@ -6,7 +6,7 @@ prints the section that ``render/pcappd.py`` writes). Data: ``publishing_data`` 
 Adult columns, complete rows, public bounds; 35 coordinates in [0, 1] with the income
 label's two). For every ε and trial:
 
-* ``pcappd.SYNTHESIZER.fit`` (one call, the plan from ``plan_budget``: ε/2 + ε/2) with k = 1..10
+* ``pcappd.PCAPPD().fit`` (one call, the plan from ``plan_budget``: ε/2 + ε/2) with k = 1..10
   components, variant ``corrected`` (ε-DP) and ``paper``
   (the paper's categorical sensitivity, not DP);
 * LAP (Dwork et al. 2006, the identity query): Lap(Δ/ε) on every entry of the design matrix
@@ -149,14 +149,14 @@ def publish(
     rows: MixedRows, lay: Design, *, epsilon: float, k: int, variant: str, rng: np.random.Generator
 ) -> Fit:
     """One pcappd release in one call (imported here: the module is another engineer's):
-    ``SYNTHESIZER.fit`` on ``lay``'s schema with the plan of ``plan_budget`` and the module's
+    ``PCAPPD.fit`` on ``lay``'s schema with the plan of ``plan_budget`` and the module's
     stage weights (ε/2 + ε/2), one output row per input row. ``Fit.stages[2].state`` is X̂
     before step 7, ``Fit.rows`` after it."""
     from dprelease.mechanisms import pcappd
 
     params = pcappd.PCAPPDParams(variant=variant, components=k)
-    plan = plan_budget("pure", epsilon, 0.0, pcappd.SYNTHESIZER.stage_weights(lay.schema, params))
-    return pcappd.SYNTHESIZER.fit(rows, lay.schema, plan, params, m=len(rows), rng=rng)
+    plan = plan_budget("pure", epsilon, 0.0, pcappd.PCAPPD().stage_weights(lay.schema, params))
+    return pcappd.PCAPPD().fit(rows, lay.schema, plan, params, m=len(rows), rng=rng)
 
 
 def mechanism_facts(rows: MixedRows, lay: Design, epsilons: Sequence[float]) -> dict[str, Any]:

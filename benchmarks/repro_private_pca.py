@@ -6,7 +6,7 @@ Data: n points on an affine d'-dimensional subspace inside [0, 1]^d (x = c + U z
 uniform in a box, U a fixed random orthonormal d×d' basis). Metric: W1 with the ℓ∞
 (Chebyshev) ground metric, the metric of Theorem 1.2, computed exactly between two
 equal-size subsamples (k = min(n, m, 2000) points each) by ``linear_sum_assignment``.
-Methods: Alg 1 (``SYNTHESIZER.fit`` in one call on a schema of d continuous [0, 1] columns,
+Methods: Alg 1 (``PrivatePCA.fit`` in one call on a schema of d continuous [0, 1] columns,
 the plan from ``plan_budget``, n output rows) ``corrected`` (d' given), ``adaptive`` (§6
 rule picks d'), ``paper`` (literal PMM noise, not DP) and ``oracle`` (non-private PCA and
 mean, then the same PMM at ε₃ = ε/3: isolates the cost of private subspace estimation).
@@ -213,7 +213,7 @@ def box(x: np.ndarray) -> tuple[Schema, MixedRows]:
 
 def plan(schema: Schema, params: Any, epsilon: float) -> Any:
     """The pure ε-DP plan of the module's stage weights (ε/3 each), as a release builds it."""
-    return plan_budget("pure", epsilon, 0.0, _pp().SYNTHESIZER.stage_weights(schema, params))
+    return plan_budget("pure", epsilon, 0.0, _pp().PrivatePCA().stage_weights(schema, params))
 
 
 def oracle(x: np.ndarray, dims: int, epsilon: float, rng: np.random.Generator) -> tuple[np.ndarray, Any]:
@@ -235,7 +235,7 @@ def run_method(
     method: str, x: np.ndarray, dims: int, epsilon: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """One release; returns (Y, facts: seconds, d' used, output rows, V̂). Alg 1 is
-    ``SYNTHESIZER.fit`` in one call (n output rows; timed from the rows in the schema's
+    ``PrivatePCA.fit`` in one call (n output rows; timed from the rows in the schema's
     numeric view, decode included); the oracle is not a release."""
     pp = _pp()
     if method == "oracle":
@@ -246,7 +246,7 @@ def run_method(
         params = pp.PrivatePCAParams(variant=variant, dims=None if method == "adaptive" else dims)
         schema, rows = box(x)
         t0 = time.perf_counter()
-        fit = pp.SYNTHESIZER.fit(rows, schema, plan(schema, params, epsilon), params, m=len(x), rng=rng)
+        fit = pp.PrivatePCA().fit(rows, schema, plan(schema, params, epsilon), params, m=len(x), rng=rng)
         y, projection = fit.rows.unit, fit.stages[1].state.projection
     seconds = time.perf_counter() - t0
     return y, {"seconds": seconds, "dims": projection.dims, "rows": len(y), "basis": projection.basis}

@@ -15,7 +15,7 @@ The paper's three tasks, on data sets available offline with the same shape of p
   public bounds [17, 90], design matrix of the other 14 columns; KernelRidge (RBF, defaults).
 
 The tasks' data and learners are in ``ron_gauss_tasks``. RON-Gauss runs as a release does:
-``SYNTHESIZER.fit`` in one call on a schema (the digits: 64 continuous columns with public
+``RonGauss.fit`` in one call on a schema (the digits: 64 continuous columns with public
 bounds [0, 1]; Adult: its schema with the label held out), the plan from ``plan_budget``;
 its design of the features is the task's matrix, with the same public row bound. Both
 learners see rows in R^p: synthetic rows as sampled (the sample stage's ``projected``), real
@@ -111,7 +111,7 @@ def release(
     table: Table, task: str, p: int, cfg: Config, m: int, rng: np.random.Generator
 ) -> tuple[RonGaussModel, np.ndarray, np.ndarray | None]:
     """RON-Gauss with ``cfg`` (Alg 3 unsupervised, 5 classification, 4 regression) as a
-    release runs it: ``SYNTHESIZER.fit`` on the table's schema in one call, with the plan of
+    release runs it: ``RonGauss.fit`` on the table's schema in one call, with the plan of
     ``plan_budget`` for the stage weights ε_μ : ε_Σ = WEIGHTS, m synthetic rows. Returns the
     model (``Fit.stages[1].state``), the m rows in R^p as the paper releases them and their
     labels (``Fit.stages[2].state``: ``projected``, ``labels``; None unsupervised)."""
@@ -126,7 +126,7 @@ def release(
     plan = plan_budget(
         "pure", cfg.epsilon, 0.0, ron_gauss.stage_weights(params.task, params.variant, WEIGHTS)
     )
-    fit = ron_gauss.SYNTHESIZER.fit(table.rows, table.schema, plan, params, m=m, rng=rng)
+    fit = ron_gauss.RonGauss().fit(table.rows, table.schema, plan, params, m=m, rng=rng)
     sample = fit.stages[2].state
     return fit.stages[1].state, sample.projected, sample.labels
 

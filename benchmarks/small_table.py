@@ -67,7 +67,7 @@ def main() -> None:
         cells = []
         for schema, noise_tvd in variants.values():
             resolution.NOISE_TVD = noise_tvd
-            fit = fg.SYNTHESIZER.fit(
+            fit = fg.FactorGauss().fit(
                 MixedRows(table_to_bins(real, schema)),
                 schema,
                 plan,

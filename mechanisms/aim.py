@@ -68,17 +68,16 @@ from dprelease.mechanisms.workload import (
     ModelDraws,
     Sampled,
     Workload,
-    chunk_counts,
+    WorkloadSums,
     encode_counts,
     encode_rows,
     histograms,
     l1_error,
     one_way,
     pair_name,
-    split_counts,
 )
 
-__all__ = ["AIM", "SCORE_SENSITIVITY", "SYNTHESIZER", "AIMParams", "Measured", "run_rounds"]
+__all__ = ["AIM", "SCORE_SENSITIVITY", "AIMParams", "Measured", "run_rounds"]
 
 SCORE_SENSITIVITY = 2.0
 """Δ∞ of a score w_r(‖C_r − M_r(p̂)‖₁ − bias) with w_r ≤ 1 under replace-one."""
@@ -342,7 +341,7 @@ def _model(state: Measured, params: AIMParams) -> Stage[ModelDraws]:
     return Stage(ModelDraws(workload, final))
 
 
-class AIMStreaming(Streaming[AIMParams, Workload, Measured]):
+class AIMStreaming(Streaming[AIMParams, Measured]):
     """aim from sums over chunks: the one-way, pair and triple counts are sums over rows."""
 
     def encode(
@@ -353,41 +352,24 @@ class AIMStreaming(Streaming[AIMParams, Workload, Measured]):
         plan: BudgetPlan,
         params: AIMParams,
         rng: np.random.Generator,
-    ) -> Stage[Workload]:
-        return encode_counts(list(counts), n, schema, plan, None, rng, params.triples_of(), params.cuts).stage
-
-    def chunk_sum(
-        self, bins: np.ndarray, dither: np.ndarray, state: Workload, params: AIMParams
-    ) -> np.ndarray:
-        return chunk_counts(bins, state)
-
-    def estimate(
-        self,
-        total: np.ndarray,
-        n: int,
-        state: Workload,
-        plan: BudgetPlan,
-        params: AIMParams,
-        rng: np.random.Generator,
-    ) -> Stage[Measured]:
-        return _estimate(state, split_counts(total, state), plan, params, rng)
+    ) -> Stage[WorkloadSums[AIMParams, Measured]]:
+        workload = encode_counts(list(counts), n, schema, plan, None, rng, params.triples_of(), params.cuts)
+        return WorkloadSums(workload, _estimate).stage
 
     def sample(self, state: Measured, params: AIMParams) -> Stage[ModelDraws]:
         return _model(state, params)
 
 
 class AIM(Synthesizer[AIMParams, Workload, Measured, Sampled]):
-    """aim's four steps (the module's docstring states the stages, their Δ and noise)."""
+    """AIM (McKenna et al. 2022) on Private-PGM: noisy one-way marginals, then rounds that
+    choose the worst-fitted two-way marginal (or three-way with the target) by the
+    exponential mechanism, measure it with Gaussian noise and re-estimate a graphical model
+    (mbi); fresh rows decoded through the private one-way densities
+
+    aim's four steps (the module's docstring states the stages, their Δ and noise)."""
 
     name = "aim"
-    summary = (
-        "AIM (McKenna et al. 2022) on Private-PGM: noisy one-way marginals, then rounds that choose "
-        "the worst-fitted two-way marginal (or three-way with the target) by the exponential mechanism, "
-        "measure it with Gaussian noise "
-        "and re-estimate a graphical model (mbi); fresh rows decoded through the private one-way densities"
-    )
     notions = ("zcdp",)
-    params_type = AIMParams
     spends = {"encode": ("marginals",), "estimate": ("target", "select", "measure")}
     models_missing = True
     rehearsal_params = {"rounds": 2, "round_iters": 5, "iters": 5}
@@ -465,6 +447,3 @@ class AIM(Synthesizer[AIMParams, Workload, Measured, Sampled]):
         self, schema: Schema, params: AIMParams, plan: BudgetPlan, n: int | None
     ) -> list[HistogramNoise]:
         return histograms(schema, params, plan, n)
-
-
-SYNTHESIZER = AIM()

@@ -47,8 +47,6 @@ __all__ = [
     "SpecError",
     "UnexpectedFailure",
     "WorkerError",
-    "error_classes",
-    "error_table",
 ]
 
 

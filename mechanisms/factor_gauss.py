@@ -78,6 +78,7 @@ from dprelease.mechanisms.refine import (
 from dprelease.mechanisms.rowkeys import RowKeys, row_uniforms
 from dprelease.mechanisms.schema import Schema
 from dprelease.mechanisms.synthesizer import (
+    ChunkStatistic,
     Facts,
     HistogramNoise,
     MixedRows,
@@ -90,12 +91,12 @@ from dprelease.mechanisms.synthesizer import (
 __all__ = [
     "REFINE_WEIGHTS",
     "STAGE_WEIGHTS",
-    "SYNTHESIZER",
     "Encoded",
     "FactorDraws",
     "FactorGauss",
     "FactorGaussParams",
     "Measured",
+    "MomentSums",
     "Refinement",
     "Sampled",
     "chunk_moment_sum",
@@ -295,17 +296,17 @@ def encode_counts(
     plan: BudgetPlan,
     params: FactorGaussParams,
     rng: np.random.Generator,
-) -> Stage[Code]:
+) -> Stage[MomentSums]:
     """Stage 1 from the fitted rows' summed one-way histograms over the declared cells
     (``measure_one_way``); noise drawn once, here. The code also carries the ``refine``
-    tables' public cells, for pass 2.
+    tables' public cells, for pass 2 (``MomentSums``).
 
     Sensitivity, Noise, Privacy: ``measure_one_way``, as ``encode``.
     Reference: ours (no paper); ``docs/proofs/factor_gauss.md``.
     """
     one_way = measure_one_way(counts, n, schema, plan.stage("marginals"), params.cuts, rng=rng)
     code = replace(code_from_one_way(one_way, schema), pairs=refine_cells(schema, plan, params, n))
-    return Stage(code, one_way.measurements, one_way.facts)
+    return Stage(MomentSums(code), one_way.measurements, one_way.facts)
 
 
 def chunk_moment_sum(
@@ -346,7 +347,23 @@ def estimate_moment_sum(
     return Stage(Measured(moments, code, Refinement(tables, n)), (moments, *tables))
 
 
-class FactorGaussStreaming(Streaming[FactorGaussParams, Code, Measured]):
+@dataclass(frozen=True)
+class MomentSums(ChunkStatistic[FactorGaussParams, Measured]):
+    """The streaming encode step's state: the private code alone (pass 2 computes the latent
+    rows chunk by chunk and sums ZᵀZ and the ``refine`` tables' counts under it)."""
+
+    code: Code
+
+    def chunk_sum(self, bins: np.ndarray, dither: np.ndarray, params: FactorGaussParams) -> np.ndarray:
+        return chunk_moment_sum(bins, dither, self.code, params)
+
+    def estimate(
+        self, total: np.ndarray, n: int, plan: BudgetPlan, params: FactorGaussParams, rng: np.random.Generator
+    ) -> Stage[Measured]:
+        return estimate_moment_sum(total, n, self.code, plan, params, rng)
+
+
+class FactorGaussStreaming(Streaming[FactorGaussParams, Measured]):
     """factor_gauss from sums over chunks: ZᵀZ and the ``refine`` tables are sums over rows."""
 
     def encode(
@@ -357,47 +374,26 @@ class FactorGaussStreaming(Streaming[FactorGaussParams, Code, Measured]):
         plan: BudgetPlan,
         params: FactorGaussParams,
         rng: np.random.Generator,
-    ) -> Stage[Code]:
+    ) -> Stage[MomentSums]:
         return encode_counts(list(counts), n, schema, plan, params, rng)
-
-    def chunk_sum(
-        self, bins: np.ndarray, dither: np.ndarray, state: Code, params: FactorGaussParams
-    ) -> np.ndarray:
-        return chunk_moment_sum(bins, dither, state, params)
-
-    def estimate(
-        self,
-        total: np.ndarray,
-        n: int,
-        state: Code,
-        plan: BudgetPlan,
-        params: FactorGaussParams,
-        rng: np.random.Generator,
-    ) -> Stage[Measured]:
-        return estimate_moment_sum(total, n, state, plan, params, rng)
 
     def sample(self, state: Measured, params: FactorGaussParams) -> Stage[FactorDraws]:
         return _model(state, params)
 
 
 class FactorGauss(Synthesizer[FactorGaussParams, Encoded, Measured, Sampled]):
-    """factor_gauss's four steps (the module's docstring states the stages, their Δ and noise)."""
+    """private marginals + private latent second moment (+ 2-way tables with a target) ->
+    factor model -> fresh Gaussian rows decoded through the private marginals (and raked to
+    the tables)
+
+    factor_gauss's four steps (the module's docstring states the stages, their Δ and noise)."""
 
     name = "factor_gauss"
-    summary = (
-        "private marginals + private latent second moment (+ 2-way tables with a target) -> "
-        "factor model -> fresh Gaussian rows decoded through the private marginals (and raked "
-        "to the tables)"
-    )
     notions = ("zcdp", "pure")
-    params_type = FactorGaussParams
     spends = {"encode": ("marginals",), "estimate": ("moments", "refine")}
     models_missing = True
     leaves_out = True
-    # The streaming road's encode state is the code alone (pass 2 computes the latent rows
-    # chunk by chunk), the memory road's the code with the rows (``Encoded``): the interface
-    # types both with one E, so the assignment is checked by hand (the roads never mix).
-    streaming = FactorGaussStreaming()  # type: ignore[assignment]
+    streaming = FactorGaussStreaming()
 
     def stage_weights(self, schema: Schema, params: FactorGaussParams) -> dict[str, float]:
         return stage_weights(schema, params)
@@ -466,6 +462,3 @@ class FactorGauss(Synthesizer[FactorGaussParams, Encoded, Measured, Sampled]):
             replace(code, pairs=pairs),
             Refinement(tuple(refinement.tables[k] for k in keep), refinement.n),
         )
-
-
-SYNTHESIZER = FactorGauss()

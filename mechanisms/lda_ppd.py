@@ -15,7 +15,7 @@ names):
 
 Pure ε-DP only (replace-one, n public): two Laplace releases composed sequentially.
 
-In one call: ``SYNTHESIZER.fit(rows, schema, plan, LDAPPDParams(target=...), m=m,
+In one call: ``LDAPPD().fit(rows, schema, plan, LDAPPDParams(target=...), m=m,
 rng=rng)`` with ``plan = accounting.plan_budget("pure", ε, 0, stage_weights(schema,
 params))``; ``Fit.stages[1].state`` is the ``LDAModel``, ``Fit.stages[2].state`` the
 ``Synthesized`` greedy rows (design coordinates of the features) and their classes.
@@ -59,7 +59,6 @@ from dprelease.mechanisms.synthesizer import Facts, MixedRows, Sensitivity, Stag
 __all__ = [
     "CLASS_COUNT_SHARE",
     "LDAPPD",
-    "SYNTHESIZER",
     "Encoded",
     "LDAModel",
     "LDAPPDParams",
@@ -407,17 +406,14 @@ def _decode(state: Synthesized, schema: Schema, params: LDAPPDParams) -> MixedRo
 
 
 class LDAPPD(Synthesizer[LDAPPDParams, Encoded, LDAModel, Synthesized]):
-    """lda_ppd's four steps (the module's docstring states the stages, their Δ and noise)."""
+    """DP-LDA publishing (Alg B): private class counts, noisy class sums and second moment,
+    greedy synthesis of fresh rows matching them
+
+    lda_ppd's four steps (the module's docstring states the stages, their Δ and noise)."""
 
     name = "lda_ppd"
-    summary = (
-        "DP-LDA publishing (Alg B): private class counts, noisy class sums and second moment, "
-        "greedy synthesis of fresh rows matching them"
-    )
     notions = ("pure",)
-    params_type = LDAPPDParams
     spends = {"encode": ("class_counts",), "estimate": ("moments",)}
-    keeps_row_order = False
 
     def stage_weights(self, schema: Schema, params: LDAPPDParams) -> dict[str, float]:
         return stage_weights(schema, params)
@@ -457,6 +453,3 @@ class LDAPPD(Synthesizer[LDAPPDParams, Encoded, LDAModel, Synthesized]):
 
     def check(self, schema: Schema, params: LDAPPDParams) -> None:
         check(schema, params)
-
-
-SYNTHESIZER = LDAPPD()

@@ -56,7 +56,7 @@ from dprelease.mechanisms.workload import (
     ModelDraws,
     Sampled,
     Workload,
-    chunk_counts,
+    WorkloadSums,
     encode_counts,
     encode_rows,
     histograms,
@@ -64,10 +64,9 @@ from dprelease.mechanisms.workload import (
     l1_error,
     one_way,
     pair_name,
-    split_counts,
 )
 
-__all__ = ["MST", "SCORE_SENSITIVITY", "STAGE_WEIGHTS", "SYNTHESIZER", "MSTParams", "Measured", "select_tree"]
+__all__ = ["MST", "SCORE_SENSITIVITY", "STAGE_WEIGHTS", "MSTParams", "Measured", "select_tree"]
 
 STAGE_WEIGHTS = {"marginals": 1 / 3, "select": 1 / 3, "measure": 1 / 3}
 SCORE_SENSITIVITY = 2.0
@@ -184,7 +183,11 @@ class Measured:
 
 
 def _estimate(
-    workload: Workload, counts: tuple[np.ndarray, ...], plan: BudgetPlan, rng: np.random.Generator
+    workload: Workload,
+    counts: tuple[np.ndarray, ...],
+    plan: BudgetPlan,
+    params: MSTParams,
+    rng: np.random.Generator,
 ) -> Stage[Measured]:
     names = list(workload.names)
     if len(names) < 2:
@@ -209,7 +212,7 @@ def _model(state: Measured, params: MSTParams) -> Stage[ModelDraws]:
     return Stage(ModelDraws(replace(workload, counts=()), model))
 
 
-class MSTStreaming(Streaming[MSTParams, Workload, Measured]):
+class MSTStreaming(Streaming[MSTParams, Measured]):
     """mst from sums over chunks: the one-way and pair counts are sums over rows."""
 
     def encode(
@@ -220,40 +223,24 @@ class MSTStreaming(Streaming[MSTParams, Workload, Measured]):
         plan: BudgetPlan,
         params: MSTParams,
         rng: np.random.Generator,
-    ) -> Stage[Workload]:
-        return encode_counts(list(counts), n, schema, plan, None, rng, cuts=params.cuts).stage
-
-    def chunk_sum(
-        self, bins: np.ndarray, dither: np.ndarray, state: Workload, params: MSTParams
-    ) -> np.ndarray:
-        return chunk_counts(bins, state)
-
-    def estimate(
-        self,
-        total: np.ndarray,
-        n: int,
-        state: Workload,
-        plan: BudgetPlan,
-        params: MSTParams,
-        rng: np.random.Generator,
-    ) -> Stage[Measured]:
-        return _estimate(state, split_counts(total, state), plan, rng)
+    ) -> Stage[WorkloadSums[MSTParams, Measured]]:
+        workload = encode_counts(list(counts), n, schema, plan, None, rng, cuts=params.cuts)
+        return WorkloadSums(workload, _estimate).stage
 
     def sample(self, state: Measured, params: MSTParams) -> Stage[ModelDraws]:
         return _model(state, params)
 
 
 class MST(Synthesizer[MSTParams, Workload, Measured, Sampled]):
-    """mst's four steps (the module's docstring states the stages, their Δ and noise)."""
+    """MST (McKenna et al. 2021) on Private-PGM: noisy one-way marginals, a spanning tree of
+    two-way marginals chosen by the exponential mechanism and measured with noise, a
+    graphical model estimated by mbi, fresh rows decoded through the private one-way
+    densities
+
+    mst's four steps (the module's docstring states the stages, their Δ and noise)."""
 
     name = "mst"
-    summary = (
-        "MST (McKenna et al. 2021) on Private-PGM: noisy one-way marginals, a spanning tree of "
-        "two-way marginals chosen by the exponential mechanism and measured with noise, a graphical "
-        "model estimated by mbi, fresh rows decoded through the private one-way densities"
-    )
     notions = ("zcdp", "pure")
-    params_type = MSTParams
     spends = {"encode": ("marginals",), "estimate": ("select", "measure")}
     models_missing = True
     rehearsal_params = {"iters": 5}
@@ -270,7 +257,7 @@ class MST(Synthesizer[MSTParams, Workload, Measured, Sampled]):
     def estimate(
         self, state: Workload, plan: BudgetPlan, params: MSTParams, rng: np.random.Generator
     ) -> Stage[Measured]:
-        return _estimate(state, state.counts, plan, rng)
+        return _estimate(state, state.counts, plan, params, rng)
 
     def sample(self, state: Measured, params: MSTParams, m: int, rng: np.random.Generator) -> Stage[Sampled]:
         return Stage(Sampled(_model(state, params).state, m))
@@ -298,6 +285,3 @@ class MST(Synthesizer[MSTParams, Workload, Measured, Sampled]):
         self, schema: Schema, params: MSTParams, plan: BudgetPlan, n: int | None
     ) -> list[HistogramNoise]:
         return histograms(schema, params, plan, n)
-
-
-SYNTHESIZER = MST()

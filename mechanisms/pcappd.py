@@ -12,8 +12,8 @@ Rows x ∈ [0, 1]^p of the public-box design (p₁ numeric coordinates, p₂ one
 
 Pure ε-DP only (replace-one, n public): the two Laplace releases compose sequentially.
 
-The steps are the methods of ``PCAPPD`` (``SYNTHESIZER`` its instance). In one call:
-``SYNTHESIZER.fit(rows, schema, plan, PCAPPDParams(components=k), m=n, rng=rng)`` with
+The steps are the methods of ``PCAPPD``. In one call:
+``PCAPPD().fit(rows, schema, plan, PCAPPDParams(components=k), m=n, rng=rng)`` with
 ``plan = accounting.plan_budget("pure", ε, 0, stage_weights(schema, params))``;
 ``Fit.stages[0].state`` is an ``Encoded`` (the design rows: confidential),
 ``Fit.stages[1].state`` a ``PrincipalAxes`` (m and U_k), ``Fit.stages[2].state`` the raw X̂
@@ -53,7 +53,6 @@ from dprelease.mechanisms.synthesizer import Facts, MixedRows, Sensitivity, Stag
 
 __all__ = [
     "PCAPPD",
-    "SYNTHESIZER",
     "Encoded",
     "PCAPPDParams",
     "PrincipalAxes",
@@ -250,16 +249,14 @@ class PrincipalAxes:
 
 
 class PCAPPD(Synthesizer[PCAPPDParams, Encoded, PrincipalAxes, np.ndarray]):
-    """pcappd's four steps (the module's docstring states the stages, their Δ and noise);
+    """DP-PCA publishing (Alg A): noisy first and second moments, top-k eigenvectors, noisy
+    component scores of each row projected back; one output row per input row
+
+    pcappd's four steps (the module's docstring states the stages, their Δ and noise);
     the sample step's state is the raw X̂ (n, p), before step 7."""
 
     name = "pcappd"
-    summary = (
-        "DP-PCA publishing (Alg A): noisy first and second moments, top-k eigenvectors, noisy "
-        "component scores of each row projected back; one output row per input row"
-    )
     notions = ("pure",)
-    params_type = PCAPPDParams
     spends = {"estimate": ("moments",), "sample": ("rows",)}
     keeps_row_order = True
 
@@ -331,6 +328,3 @@ class PCAPPD(Synthesizer[PCAPPDParams, Encoded, PrincipalAxes, np.ndarray]):
         self, schema: Schema, params: PCAPPDParams, n: int, facts: Facts | None = None
     ) -> dict[str, Sensitivity]:
         return sensitivities(schema, params, n, facts)
-
-
-SYNTHESIZER = PCAPPD()

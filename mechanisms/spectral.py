@@ -31,7 +31,6 @@ from dprelease.mechanisms.schema import Schema
 from dprelease.mechanisms.synthesizer import Facts, MixedRows, Sensitivity, Stage, Synthesizer
 
 __all__ = [
-    "SYNTHESIZER",
     "Anonymized",
     "Encoded",
     "Spectral",
@@ -254,18 +253,16 @@ class Anonymized:
 
 
 class Spectral(Synthesizer[SpectralParams, Encoded, Spectrum, Anonymized]):
-    """spectral_anonymization's four steps (the module's docstring states them; nothing is
+    """spectral anonymization (Lasko-Vinterbo P-SA; Perkonoja-Virta J-SA, O-SA): independent
+    permutation / sign change / Haar rotation of each left singular vector of the centred
+    design matrix; NOT differentially private; one output row per input row
+
+    spectral_anonymization's four steps (the module's docstring states them; nothing is
     measured). n = 1 runs but the centred matrix is zero (rank 0): the output row is the
     input record; n <= p is fine: the thin SVD keeps the r <= n - 1 nonzero components."""
 
     name = "spectral_anonymization"
-    summary = (
-        "spectral anonymization (Lasko-Vinterbo P-SA; Perkonoja-Virta J-SA, O-SA): independent "
-        "permutation / sign change / Haar rotation of each left singular vector of the centred "
-        "design matrix; NOT differentially private; one output row per input row"
-    )
     notions = ("pure",)
-    params_type = SpectralParams
     spends = {}
     keeps_row_order = True
 
@@ -313,6 +310,3 @@ class Spectral(Synthesizer[SpectralParams, Encoded, Spectrum, Anonymized]):
 
     def defects(self, params: SpectralParams) -> list[str]:
         return defects(params)
-
-
-SYNTHESIZER = Spectral()

@@ -2,18 +2,20 @@
 
 A mechanism is one subclass of ``Synthesizer[P, E, M, D]`` (``P`` its frozen parameters,
 ``E``, ``M``, ``D`` the named states its steps hand on) plus one line in
-``mechanisms.registry``; ``docs/dev/write-a-mechanism.md`` walks through one. The flow runs
-the four steps as separate Prefect tasks, ``Synthesizer.fit`` in one call (the only
-in-process road: ``dprelease.synthesize``, the rehearsal, the benchmarks), both from the
-same ``BudgetPlan``::
+``mechanisms.registry``, its instance; ``docs/mechanisms/write-a-mechanism.md`` walks through
+one. The flow runs the four steps as separate Prefect tasks, ``Synthesizer.fit`` in one call
+(the only in-process road: ``dprelease.synthesize``, the rehearsal, the benchmarks), both
+from the same ``BudgetPlan``::
 
     encode(rows, schema, plan, params, rng)      -> Stage[E]  (may measure, e.g. marginals)
     estimate(state: E, plan, params, rng)        -> Stage[M]  (the private moments)
     sample(state: M, params, m, rng)             -> Stage[D]  (projection and sampling)
     decode(state: D, schema, params, rng)        -> MixedRows
 
-A synthesizer whose statistics are sums over rows also offers ``Streaming[P, E, M]``: the
-same steps from sums computed chunk by chunk (the ``local`` and ``dask`` engines).
+A synthesizer whose statistics are sums over rows also offers ``Streaming[P, M]``: the
+same steps from sums computed chunk by chunk (the ``local`` and ``dask`` engines); its encode
+step hands on a ``ChunkStatistic[P, M]``, the per-chunk statistic and the estimate step on
+its sum, whatever state (e.g. a private code) they share.
 
 Each ``Stage`` carries the state the next stage needs (it may hold confidential rows and
 never leaves the flow), the ``Measurement`` records made in it (the ledger's rows), and
@@ -29,10 +31,11 @@ columns, the position in [0, 1] of the value on the public working scale
 from __future__ import annotations
 
 import math
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Generic, Literal, Protocol, TypeVar
+from typing import ClassVar, Generic, Literal, Protocol, TypeVar, get_args, get_origin
 
 import numpy as np
 
@@ -41,6 +44,7 @@ from dprelease.mechanisms.primitives import Measurement
 from dprelease.mechanisms.schema import Schema
 
 __all__ = [
+    "ChunkStatistic",
     "Draws",
     "Facts",
     "Fit",
@@ -126,7 +130,24 @@ class Draws(Protocol):
         ...
 
 
-class Streaming(ABC, Generic[P, E, M]):
+class ChunkStatistic(ABC, Generic[P, M]):
+    """The streaming encode step's state (``Streaming.encode``): the statistic pass 2 sums
+    over the chunks and the estimate step on that sum, with what both need (e.g. the private
+    code); pickled to Dask workers."""
+
+    @abstractmethod
+    def chunk_sum(self, bins: np.ndarray, dither: np.ndarray, params: P) -> np.ndarray:
+        """The exact statistic of one chunk (``dither``: the rows' positional uniforms,
+        ``rowkeys``)."""
+
+    @abstractmethod
+    def estimate(
+        self, total: np.ndarray, n: int, plan: BudgetPlan, params: P, rng: np.random.Generator
+    ) -> Stage[M]:
+        """The estimate step from the chunks' summed statistic (n fitted rows)."""
+
+
+class Streaming(ABC, Generic[P, M]):
     """The steps of a synthesizer whose statistics are sums over rows, so that the data
     can stream past in chunks; the noise is drawn once, on the sums. Pass 1 sums the
     fitted rows' one-way histograms (``counts``), pass 2 ``chunk_sum`` per chunk."""
@@ -140,19 +161,26 @@ class Streaming(ABC, Generic[P, E, M]):
         plan: BudgetPlan,
         params: P,
         rng: np.random.Generator,
-    ) -> Stage[E]:
+    ) -> Stage[ChunkStatistic[P, M]]:
         """The encode step from the one-way histograms of the n fitted rows."""
 
-    @abstractmethod
-    def chunk_sum(self, bins: np.ndarray, dither: np.ndarray, state: E, params: P) -> np.ndarray:
-        """The exact statistic of one chunk (``dither``: the rows' positional uniforms,
-        ``rowkeys``); pickled to Dask workers."""
+    def chunk_sum(
+        self, bins: np.ndarray, dither: np.ndarray, state: ChunkStatistic[P, M], params: P
+    ) -> np.ndarray:
+        """The exact statistic of one chunk: ``state.chunk_sum``; pickled to Dask workers."""
+        return state.chunk_sum(bins, dither, params)
 
-    @abstractmethod
     def estimate(
-        self, total: np.ndarray, n: int, state: E, plan: BudgetPlan, params: P, rng: np.random.Generator
+        self,
+        total: np.ndarray,
+        n: int,
+        state: ChunkStatistic[P, M],
+        plan: BudgetPlan,
+        params: P,
+        rng: np.random.Generator,
     ) -> Stage[M]:
-        """The estimate step from the chunks' summed statistic."""
+        """The estimate step from the chunks' summed statistic: ``state.estimate``."""
+        return state.estimate(total, n, plan, params, rng)
 
     @abstractmethod
     def sample(self, state: M, params: P) -> Stage[Draws]:
@@ -207,14 +235,17 @@ class HistogramNoise:
 class Synthesizer(ABC, Generic[P, E, M, D]):
     """A mechanism the spec can name: one subclass per mechanism, its steps as methods.
 
-    Class attributes: ``name`` (the spec's ``mechanism.name``), a one-line ``summary``, the
-    privacy ``notions`` it offers, its frozen ``params_type``; ``spends`` names, per step,
-    the plan stages whose noise that step may draw: the flow records those stages as spent
-    in the ledger *before* running the step (fail closed), and refuses a step that measured
-    a stage it did not declare. ``keeps_row_order``: the output has exactly one row per
-    fitted input row, in order. ``models_missing``: the steps work on cells only (never on
-    ``MixedRows.unit``), so a continuous column's missing cell is modelled like any other;
-    the spec refuses ``missing: allowed`` for a synthesizer without it.
+    Class attributes: ``name`` (the spec's ``mechanism.name``), the privacy ``notions`` it
+    offers; ``summary`` (one line for ``dprelease mechanisms``) is the class docstring's first
+    paragraph and ``params_type`` (the frozen parameters) the ``P`` of its
+    ``Synthesizer[P, E, M, D]`` base, unless the class sets them (``__init_subclass__``).
+    ``spends`` names, per step, the plan stages whose noise that step may draw: the flow
+    records those stages as spent in the ledger *before* running the step (fail closed), and
+    refuses a step that measured a stage it did not declare. ``keeps_row_order``: the
+    output has exactly one row per fitted input row, in order. ``models_missing``: the steps
+    work on cells only (never on ``MixedRows.unit``), so a continuous column's missing cell
+    is modelled like any other; the spec refuses ``missing: allowed`` for a synthesizer
+    without it.
     ``rehearsal_params``: parameters that make the rehearsal before the reserve
     (``flows/rehearsal.py``) cheap without changing which code runs, merged over the spec's.
     ``streaming``: the steps from sums over chunks, for a synthesizer whose statistics allow
@@ -230,8 +261,19 @@ class Synthesizer(ABC, Generic[P, E, M, D]):
     keeps_row_order: ClassVar[bool] = False
     models_missing: ClassVar[bool] = False
     rehearsal_params: ClassVar[Mapping[str, int]] = {}
-    streaming: Streaming[P, E, M] | None = None
+    streaming: Streaming[P, M] | None = None
     leaves_out: ClassVar[bool] = False
+
+    def __init_subclass__(cls) -> None:
+        """What a subclass does not restate: ``summary`` from its docstring's first paragraph
+        (white space folded), ``params_type`` from its ``Synthesizer[P, E, M, D]`` base."""
+        super().__init_subclass__()
+        if "summary" not in vars(cls) and cls.__doc__:
+            cls.summary = " ".join(re.split(r"\n\s*\n", cls.__doc__.strip())[0].split())
+        if "params_type" not in vars(cls):
+            for base in vars(cls).get("__orig_bases__", ()):
+                if get_origin(base) is Synthesizer and isinstance(get_args(base)[0], type):
+                    cls.params_type = get_args(base)[0]
 
     @abstractmethod
     def stage_weights(self, schema: Schema, params: P) -> dict[str, float]:

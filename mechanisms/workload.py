@@ -23,9 +23,9 @@ them chunk by chunk in pass 2 and add them, and the selection runs on the sums.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -36,13 +36,14 @@ from dprelease.mechanisms.marginals import histogram
 from dprelease.mechanisms.primitives import Measurement
 from dprelease.mechanisms.resolution import Cells
 from dprelease.mechanisms.schema import Schema
-from dprelease.mechanisms.synthesizer import HistogramNoise, MixedRows, Stage
+from dprelease.mechanisms.synthesizer import ChunkStatistic, HistogramNoise, MixedRows, Stage
 
 __all__ = [
     "MAX_PAIR_CELLS",
     "ModelDraws",
     "Sampled",
     "Workload",
+    "WorkloadSums",
     "candidate_pairs",
     "chunk_counts",
     "decode_groups",
@@ -196,6 +197,34 @@ def split_counts(total: np.ndarray, workload: Workload) -> tuple[np.ndarray, ...
     """The concatenated counts of ``chunk_counts`` (summed), one table per candidate."""
     sizes = [math.prod(workload.sizes[c] for c in columns) for columns in workload.tables]
     return tuple(np.split(np.asarray(total, dtype=float), np.cumsum(sizes)[:-1])) if sizes else ()
+
+
+P = TypeVar("P")
+M = TypeVar("M")
+
+
+@dataclass(frozen=True)
+class WorkloadSums(ChunkStatistic[P, M]):
+    """The streaming encode step's state of a marginal synthesizer: pass 2 counts the
+    candidates' tables chunk by chunk (``chunk_counts``); ``measure``, the synthesizer's
+    estimate step, runs once on their sums (``split_counts``)."""
+
+    workload: Workload
+    measure: Callable[[Workload, tuple[np.ndarray, ...], BudgetPlan, P, np.random.Generator], Stage[M]]
+
+    @property
+    def stage(self) -> Stage[WorkloadSums[P, M]]:
+        """The one-way stage (``Workload.stage``) with this for its state."""
+        one_way = self.workload.stage
+        return Stage(self, one_way.measurements, one_way.facts)
+
+    def chunk_sum(self, bins: np.ndarray, dither: np.ndarray, params: P) -> np.ndarray:
+        return chunk_counts(bins, self.workload)
+
+    def estimate(
+        self, total: np.ndarray, n: int, plan: BudgetPlan, params: P, rng: np.random.Generator
+    ) -> Stage[M]:
+        return self.measure(self.workload, split_counts(total, self.workload), plan, params, rng)
 
 
 def one_way(workload: Workload) -> list[Marginal]:

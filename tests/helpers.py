@@ -123,7 +123,7 @@ def latent_code_of(schema, counts):
 def two_passes(engine, job, code):
     """Pass 1 (the scan: histograms, validation, samples) and pass 2 (ZᵀZ for ``code``)."""
     scan = engine.run(job.scan, functools.partial(Scan.combine, k=job.sample_rows))
-    total = engine.run(functools.partial(job.statistic, state=code, params=PARAMS), np.add)
+    total = engine.run(functools.partial(job.statistic, state=fg.MomentSums(code), params=PARAMS), np.add)
     return scan, total
 
 

@@ -53,8 +53,8 @@ MUTANTS = [
     Mutant(
         "factor_gauss: histograms measured with half their sensitivity",
         "mechanisms/factor_marginals.py",
-        'l2_sensitivity=histogram_sensitivity("l2"),\n            l1_sensitivity=histogram_sensitivity("l1"),',
-        'l2_sensitivity=histogram_sensitivity("l2") / 2,\n            l1_sensitivity=histogram_sensitivity("l1") / 2,',
+        'l2_sensitivity=histogram_sensitivity("l2"),\n        l1_sensitivity=histogram_sensitivity("l1"),',
+        'l2_sensitivity=histogram_sensitivity("l2") / 2,\n        l1_sensitivity=histogram_sensitivity("l1") / 2,',
         FG,
     ),
     Mutant(

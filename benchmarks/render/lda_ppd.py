@@ -52,9 +52,9 @@ def _header(f: dict[str, Any]) -> list[str]:
         f"(p1 = {d['p1']}); "
         f"one-hot {nominal} (p2 = {d['p2']}); "
         f"label income > 50K (share {100 * d['positive_share']:.1f} %). Dropped: {', '.join(d['dropped'])}.",
-        "- Released rows: `lda_ppd.SYNTHESIZER.fit(rows, schema, plan, LDAPPDParams(variant=…, "
+        "- Released rows: `lda_ppd.LDAPPD().fit(rows, schema, plan, LDAPPDParams(variant=…, "
         "target='income'), m=n, rng=…)` with "
-        "`plan = plan_budget('pure', ε, 0, SYNTHESIZER.stage_weights(…))` "
+        "`plan = plan_budget('pure', ε, 0, LDAPPD().stage_weights(…))` "
         "on the 2/3 (as many rows as it holds): the greedy rows, decoded by "
         "`mechanisms.design` (numerics clipped to [0, 1], one-hot blocks by their largest coordinate) with "
         "their synthetic labels; classifiers: "
@@ -176,7 +176,7 @@ def _time_table(f: dict[str, Any]) -> list[str]:
         f"**Time** of one release on the {f['data']['train_rows']:,} training rows (mean ± sd over trials, "
         f"seconds; the paper reports none). Measured inside {f.get('workers', 1)} concurrent worker "
         "processes on shared cores, so the spread follows the machine's load. One release is one "
-        "`SYNTHESIZER.fit` call: the two noisy measurements (milliseconds), the greedy synthesis (a "
+        "`LDAPPD.fit` call: the two noisy measurements (milliseconds), the greedy synthesis (a "
         "Python loop over rows, O(m·p²): nearly all of the time) and the decode.",
         "",
         "| ε | release: corrected | release: paper |",

@@ -11,7 +11,7 @@ def render(f: dict[str, Any]) -> list[str]:
     tr, full, load = f["train"], f["full"], f["loading_full"]
     lines = [
         f"Median of {tr['repeats']} runs (seeds 0–{tr['repeats'] - 1}, after one untimed warm-up) of "
-        "`factor_gauss.SYNTHESIZER.fit(MixedRows(bins), schema, plan, params, m=len(bins), "
+        "`factor_gauss.FactorGauss().fit(MixedRows(bins), schema, plan, params, m=len(bins), "
         "rng=default_rng(seed))` "
         "followed by `bins_to_table(fit.rows.bins, ...)` (the decode to values), ε = 1, δ = 1e-6, zCDP, "
         "default stage weights. Reading and binning are not included (listed below for scale).",

@@ -61,8 +61,8 @@ def _scales(f: dict[str, Any]) -> list[str]:
         f"- LAP: Lap(Δ/ε) per entry with Δ = p1 + 2·p2 = {fa['lap_delta']} (one replaced row moves each "
         f"numeric coordinate by ≤ 1 and each one-hot block by ≤ 2 in L1); 'LAP, paper scale' uses the "
         f"paper's Lap(p/ε) = Lap({fa['p']}/ε) (Theorem 3). Both then decode like X̂.",
-        "- PCA: `pcappd.SYNTHESIZER.fit(rows, schema, plan, PCAPPDParams(variant=…, components=k), "
-        "m=n, rng=…)` with `plan = plan_budget('pure', ε, 0, SYNTHESIZER.stage_weights(…))`, ε/2 per stage. "
+        "- PCA: `pcappd.PCAPPD().fit(rows, schema, plan, PCAPPDParams(variant=…, components=k), "
+        "m=n, rng=…)` with `plan = plan_budget('pure', ε, 0, PCAPPD().stage_weights(…))`, ε/2 per stage. "
         f"At ε = 1: moments (the {moments} entries of Σx and triu(Σxxᵀ), then ÷ n = {n:,}) Δ = "
         f"{c1['moments']['sensitivity']:.4g} corrected (exact maximum) vs the paper's s = "
         f"{p1['moments']['sensitivity']:.4g}, Laplace b = {c1['moments']['scale']:.4g} vs "
@@ -258,7 +258,7 @@ def render(figures: dict[str, Any]) -> list[str]:
         lines += ["</details>", ""]
     pub = {v: f["by_eps"][next(iter(f["by_eps"]))][f"{v}_publish_s"] for v in VARIANTS}
     lines += [
-        "One `SYNTHESIZER.fit` call (decode included) on "
+        "One `PCAPPD.fit` call (decode included) on "
         f"{f['data']['rows']:,} × {f['data']['width']}: corrected "
         f"{1000 * pub['corrected']['mean']:.0f} ms, paper variant {1000 * pub['paper']['mean']:.0f} ms "
         "(mean over k and trials at the first ε).",

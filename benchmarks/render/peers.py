@@ -91,7 +91,7 @@ def render(f: dict[str, Any], machine: dict[str, Any]) -> list[str]:
         "dpmm and mbi are not dependencies of the project.",
         "",
         f"Same split as item 4 ({f['train_rows']:,} training / {f['test_rows']:,} test rows). "
-        "**factor_gauss**: in-process, `factor_gauss.SYNTHESIZER.fit(MixedRows(bins), schema, "
+        "**factor_gauss**: in-process, `factor_gauss.FactorGauss().fit(MixedRows(bins), schema, "
         f"plan_budget('zcdp', {f['epsilon']:g}, {f['delta']:g}, STAGE_WEIGHTS), FactorGaussParams(), "
         f"m=n, rng=default_rng(seed))` on the demo spec's public bins ({bins}), decoded by `bins_to_table`. "
         "**The peers** (`benchmarks/peer_run.py`), each a fresh process in its own venv: dpmm 0.1.9's "

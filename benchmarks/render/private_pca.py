@@ -163,7 +163,7 @@ def _config(c: dict[str, Any], k: int) -> list[str]:
         "Slope of log(mean W1) against log n (least squares; ± bootstrap SE over seeds):",
         "",
         *_slope_table(c, k),
-        "Wall time of one `SYNTHESIZER.fit` call (corrected, d' given; decode included), the subspace error "
+        "Wall time of one `PrivatePCA.fit` call (corrected, d' given; decode included), the subspace error "
         "sin θ = ‖V̂V̂ᵀ − UUᵀ‖₂ (‖(I − V̂V̂ᵀ)U‖₂ when d' differs) and the adaptive d':",
         "",
         *_time_table(c),
@@ -194,9 +194,9 @@ def _describe_lines(figures: dict[str, Any]) -> list[str]:
         f"while the data fill [−h, h]^{{d'}} in the subspace coordinates: {share} of the cube, so far "
         "fewer cells than the 2^r leaves resolve the data, even with the exact subspace (`oracle`).",
         "- Methods: " + "; ".join(f"`{m}` = {t}" for m, t in METHOD_NOTES.items()) + ". Alg 1 runs as "
-        "a release does: `private_pca.SYNTHESIZER.fit(rows, schema, plan, params, m=n, rng=…)` on a schema "
+        "a release does: `private_pca.PrivatePCA().fit(rows, schema, plan, params, m=n, rng=…)` on a schema "
         "of d continuous [0, 1] columns (its design matrix is the data), `plan = plan_budget('pure', ε, 0, "
-        "SYNTHESIZER.stage_weights(…))` (ε/3 each), n output rows (the paper variant's noisy root count "
+        "PrivatePCA().stage_weights(…))` (ε/3 each), n output rows (the paper variant's noisy root count "
         "spread over n points).",
     ]
 

@@ -155,7 +155,7 @@ def _header(f: dict[str, Any]) -> list[str]:
         f"- ε = {f['epsilon']:g}, split ε_μ : ε_Σ = {f['weights'][0]:g} : {f['weights'][1]:g} (as the paper; "
         "the corrected classifier first gives 10 % to noisy class counts); pure DP, Laplace. "
         f"n′ = n synthetic rows (the paper leaves n′ open). Each release is "
-        "`ron_gauss.SYNTHESIZER.fit(rows, schema, plan, RonGaussParams(…, dims=p), m=n′, rng=…)` with "
+        "`ron_gauss.RonGauss().fit(rows, schema, plan, RonGaussParams(…, dims=p), m=n′, rng=…)` with "
         "`plan = plan_budget('pure', ε, 0, ron_gauss.stage_weights(task, variant, (0.3, 0.7)))`; "
         "the digits are a schema of 64 continuous [0, 1] columns, Adult its own schema with the "
         "label held out (the design matrices and row bounds below are the mechanism's own).",

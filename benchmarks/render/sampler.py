@@ -53,7 +53,7 @@ def render(figures: dict[str, Any]) -> list[str]:
     n, o = statistics.median(fits["numpy"]), statistics.median(fits["opendp"])
     lines += [
         "",
-        "A full `factor_gauss.SYNTHESIZER.fit` on the Adult training split "
+        "A full `factor_gauss.FactorGauss().fit` on the Adult training split "
         f"({fits['rows']:,} rows, ε = {EPSILON:g}, "
         f"δ = {DELTA:g}, zCDP, default weights; {fits['noisy_values']:,} noisy values in "
         f"{len(fits['numpy'])} alternating runs after a warm-up of each):",

@@ -17,9 +17,9 @@ Stages (ledger names; default weights ⅓ each, DPFM1; ½ / ½ without ordinal c
 
 Pure ε-DP (Laplace) or ρ-zCDP (Gaussian); the stages compose (adaptively) to Σε or Σρ.
 
-The steps are the methods of ``DPFM`` (``SYNTHESIZER = DPFM()``); their states are
+The steps are the methods of ``DPFM``; their states are
 ``Encoded`` (X* and its code), ``Factored`` (with the released Ṽ) and ``Latent`` (X̃*).
-In one call: ``SYNTHESIZER.fit(rows, schema, plan, params, m=n, rng=rng)`` with ``plan =
+In one call: ``DPFM().fit(rows, schema, plan, params, m=n, rng=rng)`` with ``plan =
 accounting.plan_budget(notion, ε, δ, stage_weights(schema, params))``; the paper's DPFM2–4
 splits are ``stage_weights(schema, params, shares=(ε₁, ε₂, ε₃))``. ``internals(fit)``
 reads the latent matrix and the exact loadings for diagnostics; ``fit_without_noise`` is
@@ -58,7 +58,6 @@ from dprelease.mechanisms.dpfm.links import Code, decode_latent, encode_rows, ma
 from dprelease.mechanisms.dpfm.params import FACTOR_THRESHOLD, DPFMParams, defects, encoded_width
 from dprelease.mechanisms.dpfm.stages import (
     DPFM,
-    SYNTHESIZER,
     Encoded,
     Factored,
     Internals,
@@ -79,7 +78,6 @@ __all__ = [
     "DPFM",
     "DPFM1",
     "FACTOR_THRESHOLD",
-    "SYNTHESIZER",
     "Code",
     "DPFMParams",
     "Encoded",

@@ -1,4 +1,4 @@
-"""``dpfm`` end to end: the four pipeline steps (``DPFM``; ``SYNTHESIZER.fit`` runs
+"""``dpfm`` end to end: the four pipeline steps (``DPFM``; ``DPFM().fit`` runs
 Algorithm 3 in one call), the sensitivities from public facts, the ε = ∞ ablation
 (``fit_without_noise``, not a release) and ``internals`` for diagnostics."""
 
@@ -28,7 +28,6 @@ from dprelease.mechanisms.synthesizer import Facts, Fit, MixedRows, Sensitivity,
 
 __all__ = [
     "DPFM",
-    "SYNTHESIZER",
     "Encoded",
     "Factored",
     "Internals",
@@ -151,7 +150,7 @@ def fit_without_noise(
     For benchmarks and tests that measure what the factor model loses by itself; the
     flow never calls it and it takes no ε.
 
-    The same steps as ``SYNTHESIZER.fit`` without a plan: the result has the same stages
+    The same steps as ``DPFM.fit`` without a plan: the result has the same stages
     (their states as the pipeline's, with ``None`` for the plan), the same facts, no
     measurements, and n rows, row i from input row i; ``internals`` reads it.
     """
@@ -180,7 +179,7 @@ class Internals:
 
 
 def internals(fit: Fit) -> Internals:
-    """The ``Internals`` of a dpfm ``Fit`` (``SYNTHESIZER.fit`` or ``fit_without_noise``),
+    """The ``Internals`` of a dpfm ``Fit`` (``DPFM.fit`` or ``fit_without_noise``),
     read from its stages' states; V is recomputed from the encoded rows X* (the same
     eigendecomposition the estimate step ran)."""
     factored, sampled = fit.stages[1].state, fit.stages[2].state
@@ -194,15 +193,13 @@ def internals(fit: Fit) -> Internals:
 
 
 class DPFM(Synthesizer[DPFMParams, Encoded, Factored, Latent]):
-    """dpfm's four steps (the package's docstring states the stages, their Δ and noise)."""
+    """latent factor model (Zhang-Xu-Tang-Qu): private ordinal thresholds, noisy top-r
+    eigenvectors and noisy factor scores; one output row per input row
+
+    dpfm's four steps (the package's docstring states the stages, their Δ and noise)."""
 
     name = "dpfm"
-    summary = (
-        "latent factor model (Zhang-Xu-Tang-Qu): private ordinal thresholds, noisy top-r "
-        "eigenvectors and noisy factor scores; one output row per input row"
-    )
     notions = ("pure", "zcdp")
-    params_type = DPFMParams
     spends = {"encode": ("thresholds",), "estimate": ("loadings",), "sample": ("scores",)}
     keeps_row_order = True
 
@@ -248,6 +245,3 @@ class DPFM(Synthesizer[DPFMParams, Encoded, Factored, Latent]):
         self, schema: Schema, params: DPFMParams, n: int, facts: Facts | None = None
     ) -> dict[str, Sensitivity]:
         return sensitivities(schema, params, n, facts)
-
-
-SYNTHESIZER = DPFM()

@@ -5,11 +5,11 @@ from high-dimensional datasets* (Algorithms 1–5, §6). Rows x ∈ [0, 1]^d (th
 design matrix, ``mechanisms.design``); replace-one neighbours, n public. Pure ε-DP: the
 three stages compose (adaptively), ε = ε₁ + ε₂ + ε₃.
 
-In one call: ``SYNTHESIZER.fit(rows, schema, plan, params, m=m, rng=rng)`` with ``plan =
-accounting.plan_budget("pure", ε, 0, SYNTHESIZER.stage_weights(schema, params))``. A
+In one call: ``PrivatePCA().fit(rows, schema, plan, params, m=m, rng=rng)`` with ``plan =
+accounting.plan_budget("pure", ε, 0, PrivatePCA().stage_weights(schema, params))``. A
 numeric matrix in [0, 1]^d is a schema of d ``Continuous`` columns with bounds [0, 1] (its
 design is the matrix itself; the output's ``unit`` is Y). The steps are the methods of
-``PrivatePCA`` (``SYNTHESIZER = PrivatePCA()``); their states are ``Encoded`` (X and the
+``PrivatePCA``; their states are ``Encoded`` (X and the
 noisy covariance), ``Measured`` (``Fit.stages[1].state``: the released ``projection`` and
 the measured tree or grid, ``counts``) and ``Lifted`` (the synthetic design rows Y).
 
@@ -82,7 +82,6 @@ from dprelease.mechanisms.private_pca.psmm import (
     round_measure,
 )
 from dprelease.mechanisms.private_pca.stages import (
-    SYNTHESIZER,
     Encoded,
     Lifted,
     Measured,
@@ -108,7 +107,6 @@ __all__ = [
     "MAX_DEPTH",
     "PSMM_MAX_CELLS",
     "STAGE_WEIGHTS",
-    "SYNTHESIZER",
     "Encoded",
     "LevelPlan",
     "Lifted",

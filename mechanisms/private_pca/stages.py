@@ -1,4 +1,4 @@
-"""``private_pca`` end to end: the four pipeline steps (``PrivatePCA``; ``SYNTHESIZER.fit``
+"""``private_pca`` end to end: the four pipeline steps (``PrivatePCA``; ``PrivatePCA().fit``
 runs Alg 1 in one call), their states, the sensitivities from public facts and the
 defects of the paper variant."""
 
@@ -45,7 +45,7 @@ from dprelease.mechanisms.private_pca.subspace import (
 from dprelease.mechanisms.schema import Continuous, Nominal, Schema
 from dprelease.mechanisms.synthesizer import Facts, MixedRows, Sensitivity, Stage, Synthesizer
 
-__all__ = ["SYNTHESIZER", "Encoded", "Lifted", "Measured", "PrivatePCA", "sensitivities"]
+__all__ = ["Encoded", "Lifted", "Measured", "PrivatePCA", "sensitivities"]
 
 
 def _measure(
@@ -236,19 +236,15 @@ def _defects(params: PrivatePCAParams) -> list[str]:
 
 
 class PrivatePCA(Synthesizer[PrivatePCAParams, Encoded, Measured, Lifted]):
-    """private_pca's four steps (the package's docstring states the stages, their Δ and
-    noise)."""
+    """private centred covariance -> private top-d' subspace and mean -> private
+    hierarchical counts (PMM) or grid counts with a bounded-Lipschitz LP (PSMM) of the
+    projected rows -> points in the cells, lifted back and clipped
+
+    private_pca's four steps (the package's docstring states the stages, their Δ and noise)."""
 
     name = "private_pca"
-    summary = (
-        "private centred covariance -> private top-d' subspace and mean -> private hierarchical "
-        "counts (PMM) or grid counts with a bounded-Lipschitz LP (PSMM) of the projected rows -> "
-        "points in the cells, lifted back and clipped"
-    )
     notions = ("pure",)
-    params_type = PrivatePCAParams
     spends = {"encode": ("covariance",), "estimate": ("mean", "measure")}
-    keeps_row_order = False
 
     def stage_weights(self, schema: Schema, params: PrivatePCAParams) -> dict[str, float]:
         return dict(STAGE_WEIGHTS)
@@ -307,6 +303,3 @@ class PrivatePCA(Synthesizer[PrivatePCAParams, Encoded, Measured, Lifted]):
         self, schema: Schema, params: PrivatePCAParams, n: int, facts: Facts | None
     ) -> dict[str, Sensitivity]:
         return sensitivities(schema, params, n, facts)
-
-
-SYNTHESIZER = PrivatePCA()

@@ -18,9 +18,9 @@ classification 0.1 / 0.27 / 0.63):
 Pure ε-DP (Laplace) or ρ-zCDP (Gaussian); replace-one neighbours, n public; the stages
 compose (adaptively) to Σε_i or Σρ_i.
 
-The steps are the methods of ``RonGauss`` (``SYNTHESIZER`` its instance). In one call:
-``SYNTHESIZER.fit(rows, schema, plan, params, m=m, rng=rng)`` with ``plan =
-accounting.plan_budget(notion, ε, δ, SYNTHESIZER.stage_weights(schema, params))`` (another
+The steps are the methods of ``RonGauss``. In one call:
+``RonGauss().fit(rows, schema, plan, params, m=m, rng=rng)`` with ``plan =
+accounting.plan_budget(notion, ε, δ, RonGauss().stage_weights(schema, params))`` (another
 ε_μ : ε_Σ split: ``stage_weights(task, variant, weights)``). A numeric matrix in a public
 box [a, b]^m is a schema of m ``Continuous`` columns with those bounds (the design is then
 (x − a)/(b − a), with row bound √m). ``Fit.stages[0].state`` is an ``Encoded`` (the
@@ -71,14 +71,13 @@ from dprelease.mechanisms.ron_gauss.params import (
     defects,
     stage_weights,
 )
-from dprelease.mechanisms.ron_gauss.stages import SYNTHESIZER, Encoded, RonGauss, Sample, check, sensitivities
+from dprelease.mechanisms.ron_gauss.stages import Encoded, RonGauss, Sample, check, sensitivities
 
 __all__ = [
     "CLASS_COUNT_SHARE",
     "CLASS_SIZE_DEFECT",
     "LEMMA4_DEFECT",
     "LEMMA5_DEFECT",
-    "SYNTHESIZER",
     "Centred",
     "Encoded",
     "RonGauss",

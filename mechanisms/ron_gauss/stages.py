@@ -1,5 +1,5 @@
-"""``ron_gauss`` end to end: the four pipeline stages (``RonGauss``, its instance
-``SYNTHESIZER``; ``SYNTHESIZER.fit`` runs them in one call), the sensitivities from public
+"""``ron_gauss`` end to end: the four pipeline stages (``RonGauss``; ``RonGauss().fit``
+runs them in one call), the sensitivities from public
 facts and the steps' states (``Encoded``; the ``RonGaussModel``; ``Sample``: the synthetic
 rows in R^p as the paper releases them, for benchmarks)."""
 
@@ -32,7 +32,7 @@ from dprelease.mechanisms.synthesizer import (
     Synthesizer,
 )
 
-__all__ = ["SYNTHESIZER", "Encoded", "RonGauss", "Sample", "check", "class_count_noise", "sensitivities"]
+__all__ = ["Encoded", "RonGauss", "Sample", "check", "class_count_noise", "sensitivities"]
 
 
 # --- the four pipeline stages -------------------------------------------------------
@@ -137,15 +137,13 @@ class Sample:
 
 
 class RonGauss(Synthesizer[RonGaussParams, Encoded, RonGaussModel, Sample]):
-    """ron_gauss's four steps (the package's docstring states the stages, their Δ and noise)."""
+    """RON-Gauss: private mean, random orthonormal projection, private second moment
+    (Gaussian, label-augmented, or one Gaussian per class) -> fresh rows mapped back
+
+    ron_gauss's four steps (the package's docstring states the stages, their Δ and noise)."""
 
     name = "ron_gauss"
-    summary = (
-        "RON-Gauss: private mean, random orthonormal projection, private second moment "
-        "(Gaussian, label-augmented, or one Gaussian per class) -> fresh rows mapped back"
-    )
     notions = ("pure", "zcdp")
-    params_type = RonGaussParams
     spends = {"encode": ("class_counts", "mean"), "estimate": ("covariance",)}
 
     def stage_weights(self, schema: Schema, params: RonGaussParams) -> dict[str, float]:
@@ -257,6 +255,3 @@ class RonGauss(Synthesizer[RonGaussParams, Encoded, RonGaussModel, Sample]):
         self, schema: Schema, params: RonGaussParams, plan: BudgetPlan, n: int | None
     ) -> list[HistogramNoise]:
         return class_count_noise(schema, params, plan, n)
-
-
-SYNTHESIZER = RonGauss()

@@ -186,13 +186,13 @@ def test_two_synthetic_rows_give_a_pmse():
 
 
 def test_checks_on_the_mechanism_output_at_epsilon_1e_minus_9(tmp_path):
-    """The real mechanism (``SYNTHESIZER.fit`` with a plan from ``plan_budget``) at
+    """The real mechanism (``FactorGauss.fit`` with a plan from ``plan_budget``) at
     ε = 1e-9, then the post-release tasks' own bodies (``.fn``: their ``advisory``
     wrapper turns an exception into ``{"error": ...}``, which must not appear)."""
     rng = np.random.default_rng(3)
     rows = small_rows(1_000, rng)
     plan = plan_budget("zcdp", 1e-9, 1e-6, fg.STAGE_WEIGHTS)
-    syn_rows, measurements, _ = run(fg.SYNTHESIZER, rows, plan, fg.FactorGaussParams(), rng)
+    syn_rows, measurements, _ = run(fg.FactorGauss(), rows, plan, fg.FactorGaussParams(), rng)
     real = bins_to_table(rows.bins, SMALL, rng=rng, unit=rows.unit)
     synthetic = rows_to_table(syn_rows, SMALL, rng=rng)
     assert (synthetic.nunique() == 1).sum() >= 2  # degenerate: columns with one value

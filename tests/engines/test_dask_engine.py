@@ -12,6 +12,7 @@ import pytest
 from dprelease.engines.chunks import Scan
 from dprelease.engines.runners import DaskEngine, LocalEngine
 from dprelease.mechanisms.errors import DPReleaseError
+from dprelease.mechanisms.factor_gauss import MomentSums
 from dprelease.spec import load_spec
 from dprelease.tasks.streaming import chunk_job
 from tests.helpers import KEYS, PARAMS, adult_rows, latent_code_of, two_passes, write_spec
@@ -35,7 +36,7 @@ def _local(path, job):
     engine = LocalEngine(path, 20_000)
     scan = engine.run(job.scan, functools.partial(Scan.combine, k=job.sample_rows))
     code = latent_code_of(job.schema, scan.counts)
-    total = engine.run(functools.partial(job.statistic, state=code, params=PARAMS), np.add)
+    total = engine.run(functools.partial(job.statistic, state=MomentSums(code), params=PARAMS), np.add)
     return scan, code, total
 
 

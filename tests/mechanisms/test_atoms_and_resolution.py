@@ -190,7 +190,7 @@ def test_factor_gauss_measures_the_groups_with_the_histogram_sensitivity(rng):
     cuts = {m.name: len(m.value) for m in enc.marginals if m.name.startswith("cuts[")}
     assert cuts == {f"cuts[{c}]": schema[c].n_bins for c in merged} and "x" in merged
     assert {m.sensitivity for m in enc.marginals} == {math.sqrt(2)}
-    fit = fg.SYNTHESIZER.fit(MixedRows(bins), schema, plan, fg.FactorGaussParams(), m=2_000, rng=rng)
+    fit = fg.FactorGauss().fit(MixedRows(bins), schema, plan, fg.FactorGaussParams(), m=2_000, rng=rng)
     out = fit.rows.bins
     assert all(out[:, j].max() < k for j, k in enumerate(schema.n_bins))
     assert 0.25 < np.mean(out[:, 0] == 0) < 0.55  # the atom's share is modelled (0.4 real)

@@ -81,9 +81,9 @@ def test_factors_none_is_refused_in_corrected_with_the_reason():
 
 def test_check_refuses_more_factors_than_the_encoded_width():
     assert dpfm.encoded_width(SIM) == 3 + 3 + 3 + 1 + 1
-    dpfm.SYNTHESIZER.check(SIM, dpfm.DPFMParams(factors=11))
+    dpfm.DPFM().check(SIM, dpfm.DPFMParams(factors=11))
     with pytest.raises(ValueError, match=r"params\.factors \(12\) must be <= the encoded width p\* \(11\)"):
-        dpfm.SYNTHESIZER.check(SIM, dpfm.DPFMParams(factors=12))
+        dpfm.DPFM().check(SIM, dpfm.DPFMParams(factors=12))
 
 
 def test_defects_and_defaults():
@@ -347,7 +347,7 @@ def test_eps_infinity_keeps_the_label_association_and_finite_eps_loses_it(rng):
             if math.isinf(eps):
                 fit = dpfm.fit_without_noise(rows, SIM, params, rng=rng)
             else:
-                fit = dpfm.SYNTHESIZER.fit(rows, SIM, plan, params, m=len(rows), rng=rng)
+                fit = dpfm.DPFM().fit(rows, SIM, plan, params, m=len(rows), rng=rng)
             aucs[eps].append(_auc(dpfm.internals(fit).latent[:, -1], y))
             if math.isinf(eps):
                 out = fit.rows
@@ -382,9 +382,9 @@ def test_finite_eps_loadings_are_a_random_subspace(rng):
 def test_four_stages_release_one_valid_row_per_input_row(notion, rng):
     rows = small_rows(120, rng)
     params = dpfm.DPFMParams(factors=3)
-    weights = dpfm.SYNTHESIZER.stage_weights(SMALL, params)
+    weights = dpfm.DPFM().stage_weights(SMALL, params)
     plan = plan_budget(notion, 2.0, 1e-6 if notion == "zcdp" else 0.0, weights)
-    out, ms, facts = run(dpfm.SYNTHESIZER, rows, plan, params, rng)
+    out, ms, facts = run(dpfm.DPFM(), rows, plan, params, rng)
     assert out.bins.shape == rows.bins.shape
     assert np.all(out.bins >= 0) and np.all(out.bins < np.array(SMALL.n_bins))
     cont = out.unit[:, :2]
@@ -411,19 +411,19 @@ def test_four_stages_release_one_valid_row_per_input_row(notion, rng):
 def test_sample_refuses_a_different_row_count(rng):
     rows = small_rows(40, rng)
     params = dpfm.DPFMParams()
-    plan = plan_budget("pure", 1.0, 0.0, dpfm.SYNTHESIZER.stage_weights(SMALL, params))
+    plan = plan_budget("pure", 1.0, 0.0, dpfm.DPFM().stage_weights(SMALL, params))
     with pytest.raises(ValueError, match=r"exactly one row per fitted input row.*remove synthetic_rows"):
-        run(dpfm.SYNTHESIZER, rows, plan, params, rng, m=41)
-    assert dpfm.SYNTHESIZER.keeps_row_order
+        run(dpfm.DPFM(), rows, plan, params, rng, m=41)
+    assert dpfm.DPFM().keeps_row_order
 
 
 def test_paper_variant_is_pure_only_and_records_its_defects(rng):
     rows = small_rows(80, rng)
     params = dpfm.DPFMParams(variant="paper", factors=None)
-    weights = dpfm.SYNTHESIZER.stage_weights(SMALL, params)
+    weights = dpfm.DPFM().stage_weights(SMALL, params)
     with pytest.raises(ValueError, match=r"set privacy\.accountant: pure"):
-        run(dpfm.SYNTHESIZER, rows, plan_budget("zcdp", 1.0, 1e-6, weights), params, rng)
-    out, ms, facts = run(dpfm.SYNTHESIZER, rows, plan_budget("pure", 1.0, 0.0, weights), params, rng)
+        run(dpfm.DPFM(), rows, plan_budget("zcdp", 1.0, 1e-6, weights), params, rng)
+    out, ms, facts = run(dpfm.DPFM(), rows, plan_budget("pure", 1.0, 0.0, weights), params, rng)
     assert len(out) == 80
     names = {m.name: m for m in ms}
     assert set(names) == {
@@ -443,12 +443,12 @@ def test_paper_variant_is_pure_only_and_records_its_defects(rng):
 
 def test_fit_in_one_call_with_the_paper_budget_split(rng):
     """DPFM2 = (⅔, ⅙, ⅙)ε for (ε₁, ε₂, ε₃), passed as stage weights to ``plan_budget``;
-    ``SYNTHESIZER.fit`` in one call: the ledger's ε sum to ε; ``internals`` reads the
+    ``DPFM.fit`` in one call: the ledger's ε sum to ε; ``internals`` reads the
     latent matrix, Ṽ and the exact (orthonormal) V."""
     rows = small_rows(60, rng)
     params = dpfm.DPFMParams()
     plan = plan_budget("pure", 3.0, 0.0, dpfm.stage_weights(SMALL, params, shares=(4 / 6, 1 / 6, 1 / 6)))
-    fit = dpfm.SYNTHESIZER.fit(rows, SMALL, plan, params, m=60, rng=rng)
+    fit = dpfm.DPFM().fit(rows, SMALL, plan, params, m=60, rng=rng)
     eps = {m.stage: m.epsilon for m in fit.measurements}
     assert eps == pytest.approx({"loadings": 2.0, "scores": 0.5, "thresholds": 0.5})
     assert math.fsum(eps.values()) <= 3.0

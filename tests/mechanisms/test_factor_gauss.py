@@ -67,7 +67,7 @@ def test_marginals_match_at_high_budget(rng):
     n = m = 40_000
     bins = _data(n, rng)
     plan = plan_budget("zcdp", 50.0, 1e-6, fg.STAGE_WEIGHTS)
-    rel = fg.SYNTHESIZER.fit(MixedRows(bins), SCHEMA, plan, fg.FactorGaussParams(), m=m, rng=rng)
+    rel = fg.FactorGauss().fit(MixedRows(bins), SCHEMA, plan, fg.FactorGaussParams(), m=m, rng=rng)
     assert rel.rows.bins.shape == (m, 4)
     for j, k in enumerate(SCHEMA.n_bins):
         real = np.bincount(bins[:, j], minlength=k) / n
@@ -81,7 +81,7 @@ def test_synthetic_rows_are_fresh_draws(rng):
     bins = _data(2000, rng)
     plan = plan_budget("zcdp", 1.0, 1e-6, fg.STAGE_WEIGHTS)
     for m in (500, 2000, 5000):
-        rel = fg.SYNTHESIZER.fit(MixedRows(bins), SCHEMA, plan, fg.FactorGaussParams(), m=m, rng=rng)
+        rel = fg.FactorGauss().fit(MixedRows(bins), SCHEMA, plan, fg.FactorGaussParams(), m=m, rng=rng)
         assert rel.rows.bins.shape == (m, 4)
         assert all(rel.rows.bins[:, j].max() < k for j, k in enumerate(SCHEMA.n_bins))
 
@@ -90,7 +90,7 @@ def test_synthetic_rows_are_fresh_draws(rng):
 def test_measurements_respect_the_plan(notion, rng):
     bins = _data(3000, rng)
     plan = plan_budget(notion, 1.0, 1e-6 if notion == "zcdp" else 0.0, {"marginals": 1.0, "moments": 3.0})
-    rel = fg.SYNTHESIZER.fit(MixedRows(bins), SCHEMA, plan, fg.FactorGaussParams(), m=100, rng=rng)
+    rel = fg.FactorGauss().fit(MixedRows(bins), SCHEMA, plan, fg.FactorGaussParams(), m=100, rng=rng)
     key = "rho" if notion == "zcdp" else "epsilon"
     for stage in plan.stages:
         spent = math.fsum(getattr(x, key) for x in rel.measurements if x.stage == stage.stage)
@@ -114,7 +114,7 @@ def test_moments_refuse_unbounded_rows(rng):
 def test_factor_count_can_be_fixed(rng):
     bins = _data(5000, rng)
     plan = plan_budget("zcdp", 1.0, 1e-6, fg.STAGE_WEIGHTS)
-    fit = fg.SYNTHESIZER.fit(MixedRows(bins), SCHEMA, plan, fg.FactorGaussParams(factors=1), m=10, rng=rng)
+    fit = fg.FactorGauss().fit(MixedRows(bins), SCHEMA, plan, fg.FactorGaussParams(factors=1), m=10, rng=rng)
     assert fit.facts["factors_used"] == 1
 
 

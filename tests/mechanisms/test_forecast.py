@@ -45,7 +45,7 @@ def test_factor_gauss_forecast_noise_is_what_the_marginals_stage_draws(notion):
         measured = flow_stages("factor_gauss", SMALL, plan, params)(small_rows(N, np.random.default_rng(0)))
     drawn = {m.name: noise for m, noise in zip(measured, probe.noise, strict=True)}
     cells = {m.name: len(m.value) for m in measured}
-    declared = fg.SYNTHESIZER.histograms(SMALL, params, plan, N)
+    declared = fg.FactorGauss().histograms(SMALL, params, plan, N)
     assert [h.column for h in declared] == SMALL.names
     for h in declared:
         assert (h.mechanism, h.scale) == drawn[f"histogram[{h.column}]"]
@@ -59,7 +59,7 @@ def test_ron_gauss_forecast_noise_is_what_the_class_counts_stage_draws(notion):
     with probing(Probe()) as probe:
         measured = flow_stages("ron_gauss", SMALL, plan, params)(small_rows(N, np.random.default_rng(0)))
     drawn = {m.name: noise for m, noise in zip(measured, probe.noise, strict=True)}
-    (h,) = rg.SYNTHESIZER.histograms(SMALL, params, plan, N)
+    (h,) = rg.RonGauss().histograms(SMALL, params, plan, N)
     assert (h.stage, h.column, h.bins) == ("class_counts", "job", 3)
     assert (h.mechanism, h.scale) == drawn["class_counts"]
 

@@ -82,7 +82,7 @@ def test_params_check_defects_and_weights():
     assert len(lda_ppd.defects(lda_ppd.LDAPPDParams(variant="paper"))) == 2
     assert lda_ppd.stage_weights(schema, lda_ppd.LDAPPDParams()) == {"class_counts": 0.05, "moments": 0.95}
     assert lda_ppd.stage_weights(schema, lda_ppd.LDAPPDParams(variant="paper")) == {"moments": 1.0}
-    assert lda_ppd.SYNTHESIZER.notions == ("pure",) and not lda_ppd.SYNTHESIZER.keeps_row_order
+    assert lda_ppd.LDAPPD().notions == ("pure",) and not lda_ppd.LDAPPD().keeps_row_order
 
 
 # ---------------------------------------------------------------- sensitivity
@@ -198,12 +198,12 @@ def _as_rows(x, y, widths) -> tuple[Schema, MixedRows]:
 
 
 def _fit(x, y, widths, *, epsilon, rng, m=None):
-    """``SYNTHESIZER.fit`` (corrected, target y) with the plan of ``plan_budget``: the
+    """``LDAPPD.fit`` (corrected, target y) with the plan of ``plan_budget``: the
     released model (``Fit.stages[1].state``) and the greedy rows with their classes."""
     schema, rows = _as_rows(x, y, widths)
     params = lda_ppd.LDAPPDParams(target="y")
-    plan = plan_budget("pure", epsilon, 0.0, lda_ppd.SYNTHESIZER.stage_weights(schema, params))
-    fit = lda_ppd.SYNTHESIZER.fit(rows, schema, plan, params, m=len(x) if m is None else m, rng=rng)
+    plan = plan_budget("pure", epsilon, 0.0, lda_ppd.LDAPPD().stage_weights(schema, params))
+    fit = lda_ppd.LDAPPD().fit(rows, schema, plan, params, m=len(x) if m is None else m, rng=rng)
     model, sampled = fit.stages[1].state, fit.stages[2].state
     assert isinstance(model, lda_ppd.LDAModel) and isinstance(sampled, lda_ppd.Synthesized)
     return model, sampled.x, sampled.labels
@@ -285,7 +285,7 @@ def _small_rows(n, rng):
 
 
 def _run(rows, params, rng, m, eps=2.0, notion="pure"):
-    s = lda_ppd.SYNTHESIZER
+    s = lda_ppd.LDAPPD()
     plan = plan_budget(notion, eps, 1e-6 if notion == "zcdp" else 0.0, s.stage_weights(SMALL, params))
     enc = s.encode(rows, SMALL, plan, params, rng)
     est = s.estimate(enc.state, plan, params, rng)

@@ -39,7 +39,7 @@ CHEAP = {
 
 
 def _synth(name: str):
-    return {"mst": mst.SYNTHESIZER, "aim": aim.SYNTHESIZER, "aim-target": aim.SYNTHESIZER}[name]
+    return {"mst": mst.MST(), "aim": aim.AIM(), "aim-target": aim.AIM()}[name]
 
 
 def _record(rng: np.random.Generator) -> dict:
@@ -217,9 +217,9 @@ def test_aims_rounds_spend_each_stage_exactly_and_never_more(batch):
     """Whatever the annealing does, the rounds' ρ's sum to each stage's share and never above
     it; with batches, no candidate is chosen twice between two estimates."""
     params = aim.AIMParams(rounds=8, round_iters=10, iters=30, batch=batch)
-    plan = plan_budget("zcdp", 1.0, 1e-6, aim.SYNTHESIZER.stage_weights(SCHEMA, params))
+    plan = plan_budget("zcdp", 1.0, 1e-6, aim.AIM().stage_weights(SCHEMA, params))
     rows = rows_of(_table(np.random.default_rng(5)), SCHEMA)
-    fit = aim.SYNTHESIZER.fit(rows, SCHEMA, plan, params, m=20, rng=np.random.default_rng(6))
+    fit = aim.AIM().fit(rows, SCHEMA, plan, params, m=20, rng=np.random.default_rng(6))
     for stage in ("select", "measure"):
         spent = math.fsum(m.rho for m in fit.measurements if m.stage == stage)
         assert spent <= plan.stage(stage).rho and spent == pytest.approx(plan.stage(stage).rho, rel=1e-9)
@@ -234,7 +234,7 @@ def test_aims_target_tables_are_measured_before_the_rounds_within_their_stage():
     """With a target, its p − 1 tables come first (stage ``target``, split evenly, summing to
     at most the stage's share) and the rounds follow."""
     plan = _plan("aim-target")
-    fit = aim.SYNTHESIZER.fit(
+    fit = aim.AIM().fit(
         rows_of(_table(np.random.default_rng(12)), SCHEMA),
         SCHEMA,
         plan,
@@ -250,7 +250,7 @@ def test_aims_target_tables_are_measured_before_the_rounds_within_their_stage():
 
 def test_mst_chooses_a_spanning_tree():
     plan = _plan("mst")
-    fit = mst.SYNTHESIZER.fit(
+    fit = mst.MST().fit(
         rows_of(_table(np.random.default_rng(8)), SCHEMA),
         SCHEMA,
         plan,

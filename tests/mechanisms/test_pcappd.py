@@ -80,7 +80,7 @@ def test_check_defects_and_weights():
     assert pcappd.defects(pcappd.PCAPPDParams()) == []
     assert "(5, 5): 91⅔ vs 85" in pcappd.defects(pcappd.PCAPPDParams(variant="paper"))[0]
     assert pcappd.stage_weights(schema, pcappd.PCAPPDParams()) == {"moments": 0.5, "rows": 0.5}
-    assert pcappd.SYNTHESIZER.notions == ("pure",) and pcappd.SYNTHESIZER.keeps_row_order
+    assert pcappd.PCAPPD().notions == ("pure",) and pcappd.PCAPPD().keeps_row_order
 
 
 # ---------------------------------------------------------------- moment sensitivity
@@ -212,14 +212,14 @@ def test_rows_sensitivity_is_valid_and_attained(k, rng):
 
 
 def _plan(params, eps=2.0):
-    return plan_budget("pure", eps, 0.0, pcappd.SYNTHESIZER.stage_weights(SMALL, params))
+    return plan_budget("pure", eps, 0.0, pcappd.PCAPPD().stage_weights(SMALL, params))
 
 
 def test_four_stages_release_one_valid_row_per_input_row(rng):
     rows = small_rows(150, rng)
     params = pcappd.PCAPPDParams(components=2)
     plan = _plan(params)
-    out, ms, facts = run(pcappd.SYNTHESIZER, rows, plan, params, rng)
+    out, ms, facts = run(pcappd.PCAPPD(), rows, plan, params, rng)
     assert out.bins.shape == rows.bins.shape
     assert np.all(out.bins >= 0) and np.all(out.bins < np.array(SMALL.n_bins))
     assert np.all((out.unit[:, :2] >= 0) & (out.unit[:, :2] <= 1)) and np.isnan(out.unit[:, 2:]).all()
@@ -241,7 +241,7 @@ def test_noise_free_limit_with_all_components_reproduces_the_rows(rng):
     and decoding returns every bin and the continuous values."""
     rows = small_rows(200, rng)
     params = pcappd.PCAPPDParams(components=design(SMALL).width)
-    out, _, _ = run(pcappd.SYNTHESIZER, rows, _plan(params, 1e12), params, rng)
+    out, _, _ = run(pcappd.PCAPPD(), rows, _plan(params, 1e12), params, rng)
     np.testing.assert_array_equal(out.bins, rows.bins)
     np.testing.assert_allclose(out.unit[:, :2], rows.unit[:, :2], atol=1e-6)
 
@@ -250,31 +250,31 @@ def test_sample_refuses_a_different_row_count_and_zcdp(rng):
     rows = small_rows(40, rng)
     params = pcappd.PCAPPDParams()
     with pytest.raises(ValueError, match=r"exactly one row per fitted input row.*remove synthetic_rows"):
-        run(pcappd.SYNTHESIZER, rows, _plan(params), params, rng, m=41)
-    zplan = plan_budget("zcdp", 1.0, 1e-6, pcappd.SYNTHESIZER.stage_weights(SMALL, params))
+        run(pcappd.PCAPPD(), rows, _plan(params), params, rng, m=41)
+    zplan = plan_budget("zcdp", 1.0, 1e-6, pcappd.PCAPPD().stage_weights(SMALL, params))
     with pytest.raises(ValueError, match=r"privacy\.accountant: pure"):
-        run(pcappd.SYNTHESIZER, rows, zplan, params, rng)
+        run(pcappd.PCAPPD(), rows, zplan, params, rng)
 
 
 def test_paper_variant_records_the_too_small_sensitivity(rng):
     """SMALL has p₁ = 3, p₂ = 2: the paper's s = 25 < 25.375, and √(kp) for the rows."""
     rows = small_rows(60, rng)
     params = pcappd.PCAPPDParams(variant="paper", components=2)
-    _, ms, _ = run(pcappd.SYNTHESIZER, rows, _plan(params), params, rng)
+    _, ms, _ = run(pcappd.PCAPPD(), rows, _plan(params), params, rng)
     assert ms[0].sensitivity == 25.0 and "below the exact maximum 25.375" in ms[0].defect
     assert ms[1].sensitivity == pytest.approx(math.sqrt(2 * 8)) and ms[1].defect is None
     numeric = Schema((Continuous("a", 0.0, 1.0), Ordinal("b", ("x", "y", "z"))))
     rows2 = MixedRows(
         np.zeros((30, 2), dtype=np.int32), np.column_stack([rng.random(30), np.full(30, np.nan)])
     )
-    enc = pcappd.SYNTHESIZER.encode(rows2, numeric, _plan(params), params, rng)
-    est = pcappd.SYNTHESIZER.estimate(enc.state, _plan(params), params, rng)
+    enc = pcappd.PCAPPD().encode(rows2, numeric, _plan(params), params, rng)
+    est = pcappd.PCAPPD().estimate(enc.state, _plan(params), params, rng)
     assert est.measurements[0].defect is None and est.measurements[0].sensitivity == 5.0
 
 
 def test_fit_in_one_call_on_a_box_schema(rng):
     """A [0, 1] matrix with two numerics and one-hot blocks of 3 and 2 is a schema
-    (``Continuous`` [0, 1], ``Nominal``): ``SYNTHESIZER.fit`` in one call with the plan of
+    (``Continuous`` [0, 1], ``Nominal``): ``PCAPPD.fit`` in one call with the plan of
     ``plan_budget``. The raw X̂ (``Fit.stages[2].state``) decodes to valid rows (step 7:
     one category per block, numerics in [0, 1]); U_k (p, k); ε within the plan; k > p
     refused before any noise."""
@@ -297,8 +297,8 @@ def test_fit_in_one_call_on_a_box_schema(rng):
     )
     rows = MixedRows(bins.astype(np.int32), unit)
     params = pcappd.PCAPPDParams(components=2)
-    plan = plan_budget("pure", 1.0, 0.0, pcappd.SYNTHESIZER.stage_weights(schema, params))
-    fit = pcappd.SYNTHESIZER.fit(rows, schema, plan, params, m=100, rng=rng)
+    plan = plan_budget("pure", 1.0, 0.0, pcappd.PCAPPD().stage_weights(schema, params))
+    fit = pcappd.PCAPPD().fit(rows, schema, plan, params, m=100, rng=rng)
     axes = fit.stages[1].state.axes
     raw, published = fit.stages[2].state, design(schema).encode(fit.rows)
     assert raw.shape == published.shape == (100, 7) and axes.shape == (7, 2)
@@ -306,4 +306,4 @@ def test_fit_in_one_call_on_a_box_schema(rng):
     assert np.all((published >= 0) & (published <= 1))
     assert math.fsum(m.epsilon for m in fit.measurements) <= 1.0
     with pytest.raises(ValueError, match=r"params\.components \(8\) must be at most the design width \(7\)"):
-        pcappd.SYNTHESIZER.fit(rows, schema, plan, pcappd.PCAPPDParams(components=8), m=100, rng=rng)
+        pcappd.PCAPPD().fit(rows, schema, plan, pcappd.PCAPPDParams(components=8), m=100, rng=rng)

@@ -221,12 +221,12 @@ def _box(x: np.ndarray) -> tuple[Schema, MixedRows]:
 
 
 def _fit(x, epsilon, rng, m=None, **kwargs):
-    """Alg 1 in one call: ``SYNTHESIZER.fit`` with the plan of ``plan_budget`` (⅓ each), m
+    """Alg 1 in one call: ``PrivatePCA.fit`` with the plan of ``plan_budget`` (⅓ each), m
     rows (default n)."""
     schema, rows = _box(x)
     params = pp.PrivatePCAParams(**kwargs)
-    plan = plan_budget("pure", epsilon, 0.0, pp.SYNTHESIZER.stage_weights(schema, params))
-    return pp.SYNTHESIZER.fit(rows, schema, plan, params, m=len(x) if m is None else m, rng=rng)
+    plan = plan_budget("pure", epsilon, 0.0, pp.PrivatePCA().stage_weights(schema, params))
+    return pp.PrivatePCA().fit(rows, schema, plan, params, m=len(x) if m is None else m, rng=rng)
 
 
 def test_noise_free_limit_recovers_the_subspace(rng):
@@ -288,7 +288,7 @@ def test_four_stages_on_a_mixed_schema(variant, rng):
     """Encode → estimate → sample → decode: m rows with valid bins, continuous values in
     [0, 1], NaN elsewhere; every stage's recorded ε within its plan share; public facts;
     defects exactly for the paper variant."""
-    synth, params = pp.SYNTHESIZER, pp.PrivatePCAParams(variant=variant, dims=2)
+    synth, params = pp.PrivatePCA(), pp.PrivatePCAParams(variant=variant, dims=2)
     plan = plan_budget("pure", 3.0, 0.0, synth.stage_weights(SCHEMA, params))
     synth.check(SCHEMA, params)
     enc = synth.encode(_rows(2000, rng), SCHEMA, plan, params, rng)
@@ -328,7 +328,7 @@ def test_params_are_validated(kwargs, message):
 
 def test_check_and_inputs_are_validated(rng):
     with pytest.raises(ValueError, match=r"params\.dims"):
-        pp.SYNTHESIZER.check(SCHEMA, pp.PrivatePCAParams(dims=6))  # design width is 5
+        pp.PrivatePCA().check(SCHEMA, pp.PrivatePCAParams(dims=6))  # design width is 5
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         pp.private_covariance(np.full((4, 2), 1.5), 1.0, rng)
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
@@ -499,7 +499,7 @@ def test_subroutine_choice_and_its_limit(rng):
     """'psmm' with too large a grid raises naming params.subroutine, the size and the
     limit; 'auto' falls back to PMM and says why in the facts (d' < 3, or grid size)."""
     x = _rows(2000, rng)
-    synth = pp.SYNTHESIZER
+    synth = pp.PrivatePCA()
     params = pp.PrivatePCAParams(dims=3, subroutine="psmm")
     plan = plan_budget("pure", 3.0, 0.0, synth.stage_weights(SCHEMA, params))
     enc = synth.encode(x, SCHEMA, plan, params, rng)
@@ -524,7 +524,7 @@ def test_four_stages_with_psmm(variant, rng):
     the noisy mean at ε₂n ≈ 2 inflates R to ≈ 7 and |L| to ≈ 2000 (see the report). One
     ``psmm_counts`` measurement in stage "measure", budgets within the plan, m rows with
     valid bins; the paper variant's defect list names the PSMM count sensitivity."""
-    synth, params = pp.SYNTHESIZER, pp.PrivatePCAParams(variant=variant, dims=3, subroutine="psmm")
+    synth, params = pp.PrivatePCA(), pp.PrivatePCAParams(variant=variant, dims=3, subroutine="psmm")
     plan = plan_budget("pure", 3.0, 0.0, {"covariance": 1.0, "mean": 1.0, "measure": 0.003})
     enc = synth.encode(_rows(500, rng), SCHEMA, plan, params, rng)
     est = synth.estimate(enc.state, plan, params, rng)
@@ -547,7 +547,7 @@ def test_four_stages_with_psmm(variant, rng):
 
 
 def test_fit_with_psmm_cells(rng):
-    """``SYNTHESIZER.fit`` with ``subroutine='psmm', psmm_cells=64`` on [0, 1]^4 data,
+    """``PrivatePCA.fit`` with ``subroutine='psmm', psmm_cells=64`` on [0, 1]^4 data,
     d' = 3, ε = 3, n = 300: the paper's δ would need thousands of cells; the public target
     coarsens δ to at most 64 cells. n rows in [0, 1]^4, one PSMM measurement; the default
     stays PMM. ``psmm_delta_for_cells`` is nearly the finest: the next step has more cells."""

@@ -102,7 +102,7 @@ def test_sensitivities_are_what_the_stages_record():
     public facts the same run publishes."""
     for notion in ("zcdp", "pure"):
         rows = rows_of(_table(np.random.default_rng(3), 25), SCHEMA)
-        fit = fg.SYNTHESIZER.fit(rows, SCHEMA, _plan(notion), PARAMS, m=25, rng=np.random.default_rng(0))
+        fit = fg.FactorGauss().fit(rows, SCHEMA, _plan(notion), PARAMS, m=25, rng=np.random.default_rng(0))
         measured = fit.measurements
         derived = fg.sensitivities(SCHEMA, PARAMS, 25, fit.facts)
         assert {m.name for m in measured} == set(derived)
@@ -129,7 +129,7 @@ def test_the_streaming_pass_sums_the_same_tables_as_memory(rng):
     n = 400
     bins = np.column_stack([rng.integers(0, k, n) for k in SCHEMA.n_bins]).astype(np.int32)
     plan = _plan("zcdp")
-    enc = fg.SYNTHESIZER.encode(fg.MixedRows(bins), SCHEMA, plan, PARAMS, rng).state
+    enc = fg.FactorGauss().encode(fg.MixedRows(bins), SCHEMA, plan, PARAMS, rng).state
     dither = rng.random(bins.shape)
     parts = [
         fg.chunk_moment_sum(bins[s], dither[s], enc.code, PARAMS) for s in (slice(0, 150), slice(150, n))
@@ -354,7 +354,7 @@ def test_candidates_raked_in_chunks_keep_the_marginals(monkeypatch, fit_rows):
     params = fg.FactorGaussParams(target="y")
     plan = plan_budget("zcdp", 1.0, 1e-6, fg.stage_weights(LINKED, params))
     rows = rows_of(real, LINKED)
-    fit = fg.SYNTHESIZER.fit(rows, LINKED, plan, params, m=4_000, rng=np.random.default_rng(0))
+    fit = fg.FactorGauss().fit(rows, LINKED, plan, params, m=4_000, rng=np.random.default_rng(0))
     tvd = [
         0.5
         * np.abs(

@@ -107,7 +107,7 @@ def _rows(n: int, rng) -> MixedRows:
 
 
 def _run(params: rg.RonGaussParams, rows: MixedRows, plan, m: int, rng):
-    s = rg.SYNTHESIZER
+    s = rg.RonGauss()
     encoded = s.encode(rows, SCHEMA, plan, params, rng)
     estimated = s.estimate(encoded.state, plan, params, rng)
     sampled = s.sample(estimated.state, params, m, rng)
@@ -167,15 +167,15 @@ def test_check_accepts_each_task():
 
 def test_paper_variant_refuses_zcdp(rng):
     params = rg.RonGaussParams(variant="paper")
-    plan = plan_budget("zcdp", 1.0, 1e-6, rg.SYNTHESIZER.stage_weights(SCHEMA, params))
+    plan = plan_budget("zcdp", 1.0, 1e-6, rg.RonGauss().stage_weights(SCHEMA, params))
     with pytest.raises(ValueError, match=re.escape("set privacy.accountant: pure")):
-        rg.SYNTHESIZER.encode(_rows(50, rng), SCHEMA, plan, params, rng)
+        rg.RonGauss().encode(_rows(50, rng), SCHEMA, plan, params, rng)
 
 
 def test_defects_list_the_paper_errors():
     for task in ("unsupervised", "regression", "classification"):
         assert rg.defects(rg.RonGaussParams(task=task)) == []
-    assert rg.SYNTHESIZER.defects(rg.RonGaussParams(variant="paper")) == [rg.LEMMA4_DEFECT]
+    assert rg.RonGauss().defects(rg.RonGaussParams(variant="paper")) == [rg.LEMMA4_DEFECT]
     assert rg.defects(rg.RonGaussParams(variant="paper", task="regression")) == [rg.LEMMA5_DEFECT]
     assert rg.defects(rg.RonGaussParams(variant="paper", task="classification")) == [
         rg.LEMMA4_DEFECT,
@@ -434,12 +434,12 @@ def _box(u: np.ndarray, y: np.ndarray | None, task: str) -> tuple[Schema, MixedR
 
 
 def _fit(u, y, task, *, epsilon, m, rng, **kwargs):
-    """``SYNTHESIZER.fit`` on ``_box``'s schema with the plan of ``plan_budget``; returns
+    """``RonGauss.fit`` on ``_box``'s schema with the plan of ``plan_budget``; returns
     the fit and the model (``Fit.stages[1].state``)."""
     schema, rows, params = _box(u, y, task)
     params = dataclasses.replace(params, **kwargs)
-    plan = plan_budget("pure", epsilon, 0.0, rg.SYNTHESIZER.stage_weights(schema, params))
-    fit = rg.SYNTHESIZER.fit(rows, schema, plan, params, m=m, rng=rng)
+    plan = plan_budget("pure", epsilon, 0.0, rg.RonGauss().stage_weights(schema, params))
+    fit = rg.RonGauss().fit(rows, schema, plan, params, m=m, rng=rng)
     return fit, fit.stages[1].state
 
 
@@ -538,7 +538,7 @@ def test_four_stages_return_valid_mixed_rows(kwargs, notion, names, rng):
     params = rg.RonGaussParams(**kwargs)
     rg.check(SCHEMA, params)
     plan = plan_budget(
-        notion, 2.0, 1e-6 if notion == "zcdp" else 0.0, rg.SYNTHESIZER.stage_weights(SCHEMA, params)
+        notion, 2.0, 1e-6 if notion == "zcdp" else 0.0, rg.RonGauss().stage_weights(SCHEMA, params)
     )
     encoded, estimated, out = _run(params, _rows(800, rng), plan, 300, rng)
     assert isinstance(out, MixedRows) and out.bins.shape == (300, 4) and out.unit.shape == (300, 4)
@@ -561,7 +561,7 @@ def test_classification_stage_reproduces_label_shares(rng):
     """ε = 1e6: the synthetic label column's shares are the data's up to rounding (1/m)."""
     params = rg.RonGaussParams(task="classification", label="region")
     rows = _rows(2000, rng)
-    plan = plan_budget("pure", 1e6, 0.0, rg.SYNTHESIZER.stage_weights(SCHEMA, params))
+    plan = plan_budget("pure", 1e6, 0.0, rg.RonGauss().stage_weights(SCHEMA, params))
     _, _, out = _run(params, rows, plan, 1000, rng)
     real = np.bincount(rows.bins[:, 2], minlength=4) / 2000
     np.testing.assert_allclose(np.bincount(out.bins[:, 2], minlength=4) / 1000, real, atol=1e-3 + 1e-9)

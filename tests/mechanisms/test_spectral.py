@@ -50,8 +50,8 @@ def test_anonymize_validates_the_method(rng):
 def test_not_dp_always_has_defects_and_spends_nothing(params):
     found = sa.defects(params)
     assert found and "no DP guarantee" in found[0]
-    assert sa.SYNTHESIZER.stage_weights(Schema((Continuous("x", 0.0, 1.0),)), params) == {}
-    assert sa.SYNTHESIZER.notions == ("pure",) and sa.SYNTHESIZER.keeps_row_order
+    assert sa.Spectral().stage_weights(Schema((Continuous("x", 0.0, 1.0),)), params) == {}
+    assert sa.Spectral().notions == ("pure",) and sa.Spectral().keeps_row_order
     assert sa.SpectralParams().method == "O" and sa.SpectralParams().sampler == "sphere"
 
 
@@ -294,7 +294,7 @@ def test_monte_carlo_agrees_with_theorems_1_and_2(rng):
 
 
 def _stages(rows, params, rng, m=None):
-    s = sa.SYNTHESIZER
+    s = sa.Spectral()
     plan = plan_budget("pure", 1.0, 0.0, s.stage_weights(SMALL, params))
     enc = s.encode(rows, SMALL, plan, params, rng)
     est = s.estimate(enc.state, plan, params, rng)

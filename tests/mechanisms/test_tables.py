@@ -18,9 +18,9 @@ from dprelease.mechanisms.tables import Noise, NoisyTable, combine, combined_cel
 from tests.mechanisms.small import SMALL, small_rows
 
 CASES = {
-    "factor_gauss": (factor_gauss.SYNTHESIZER, factor_gauss.FactorGaussParams(target="flag")),
-    "mst": (mst.SYNTHESIZER, mst.MSTParams(iters=30)),
-    "aim": (aim.SYNTHESIZER, aim.AIMParams(rounds=4, round_iters=10, iters=30, target="flag")),
+    "factor_gauss": (factor_gauss.FactorGauss(), factor_gauss.FactorGaussParams(target="flag")),
+    "mst": (mst.MST(), mst.MSTParams(iters=30)),
+    "aim": (aim.AIM(), aim.AIMParams(rounds=4, round_iters=10, iters=30, target="flag")),
 }
 COUNT_TABLES = ("histogram[", "pair[", "marginal[")
 

@@ -124,7 +124,7 @@ def test_streaming_passes_measure_within_the_same_sensitivities(tmp_path):
         rngs = noise_rngs(0, 7)
         with disable_run_logger():
             scan = engine.run(job.scan, functools.partial(Scan.combine, k=job.sample_rows))
-            steps = fg.SYNTHESIZER.streaming
+            steps = fg.FactorGauss().streaming
             enc = stream_encode.fn(steps, scan, schema, plan, PARAMS, rngs[0])
             est = stream_estimate.fn(steps, engine, job, enc.state, scan.fitted, plan, PARAMS, rngs[1])
         facts.update(enc.facts)
@@ -143,7 +143,7 @@ def test_sensitivities_are_what_the_stages_record():
     """The public derivation (``audit verify``'s) equals each measurement's recorded Δ."""
     for notion in ("zcdp", "pure"):
         plan = plan_budget(notion, 1.0, 1e-6 if notion == "zcdp" else 0.0, fg.STAGE_WEIGHTS)
-        fit = fg.SYNTHESIZER.fit(
+        fit = fg.FactorGauss().fit(
             rows_of(_table(np.random.default_rng(3), 25), SCHEMA),
             SCHEMA,
             plan,

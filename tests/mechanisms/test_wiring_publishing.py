@@ -22,6 +22,7 @@ from dprelease.mechanisms.publishing import (
     paper_class_moment_sensitivity,
     paper_moment_sensitivity,
 )
+from dprelease.mechanisms.registry import MECHANISMS
 from dprelease.mechanisms.schema import Continuous, Nominal, Ordinal, Schema
 from tests.wiring import compare, flow_stages, rows_of, worst
 
@@ -96,7 +97,8 @@ def _replace(table: pd.DataFrame, i: int, record: dict) -> pd.DataFrame:
 
 def _run(module, schema: Schema, params):
     plan = plan_budget("pure", 1.0, 0.0, module.stage_weights(schema, params))
-    stages = flow_stages(module.SYNTHESIZER.name, schema, plan, params)
+    (name,) = [n for n, m in MECHANISMS.items() if isinstance(params, m.params_type)]
+    stages = flow_stages(name, schema, plan, params)
     return lambda table: stages(rows_of(table, schema))
 
 
