@@ -424,35 +424,16 @@ def synthesize(
             columns and rules), or has too few rows for the mechanism.
     """
     from dprelease.bundle.published import Layout, publishable
-    from dprelease.engines.inputs import (
-        check_rows,
-        failing_rules,
-        read_input,
-        refuse_input,
-        resolve_mechanism,
-    )
-    from dprelease.engines.tables import rows_to_table, table_to_bins, table_to_rows
-    from dprelease.expectations.suite import validate_table
+    from dprelease.engines.road import fit_table
     from dprelease.mechanisms.primitives import release_streams
-    from dprelease.mechanisms.registry import MECHANISMS
 
     given = _as_spec(spec)
     source = frame_input(data)
-    with _private_folder() as tmp:
-        s = resolve_mechanism(given.with_data(_data_file(source, tmp)).model)
-        schema = s.public_schema()
-        table, _ = read_input(s)
-    refuse_input(failing_rules(validate_table(table, schema, "input")[1]))
-    check_rows(s, len(table))
-    p = s.privacy
-    plan = s.budget_plan()
-    streams = release_streams(seed)
-    rows = table_to_rows(table, table_to_bins(table, schema), schema)
-    m = s.synthetic_rows or len(table)
-    fitted = MECHANISMS[s.mechanism.name].fit(
-        rows, schema, plan, s.mechanism_params(), m=m, rng=streams.estimate
-    )
-    out = publishable(rows_to_table(fitted.rows, schema, rng=streams.decode), Layout.of(s))
+    if isinstance(source, Path):
+        given = given.with_data(source)
+    fitted = fit_table(given.model, None if isinstance(source, Path) else source, release_streams(seed))
+    s, p = fitted.spec, fitted.spec.privacy
+    out = publishable(fitted.fit.synthetic, Layout.of(s))
     out.attrs["dprelease"] = {
         "fit_for_publication": False,
         "source": "dprelease.synthesize",

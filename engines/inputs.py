@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from dprelease.engines.header import data_lines
 from dprelease.engines.tables import clip_to_bounds, map_unknown, read_table
@@ -61,13 +62,15 @@ def refuse_output(failures: list[dict]) -> None:
         raise DPReleaseError("internal error: the synthetic data breaks the schema:\n  " + "\n  ".join(lines))
 
 
-def read_input(spec: ReleaseSpec) -> tuple[pd.DataFrame, dict | None]:
-    """Read the table and apply the columns' declared policies (``out_of_bounds: clip``,
-    ``unknown: other``) before validation. Returns the table and, if any column declares
-    a policy, the per-column counts of changed cells: confidential, for ``internal/``
-    only (never a message, log or public file)."""
+def read_input(spec: ReleaseSpec, table: pa.Table | None = None) -> tuple[pd.DataFrame, dict | None]:
+    """Read the table (the spec's file, or ``table``, an Arrow table in memory: a DataFrame
+    the Python API was given, never written to disk) and apply the columns' declared
+    policies (``out_of_bounds: clip``, ``unknown: other``) before validation. Returns the
+    table and, if any column declares a policy, the per-column counts of changed cells:
+    confidential, for ``internal/`` only (never a message, log or public file)."""
     schema = spec.public_schema()
-    df = read_table(spec.data_path, schema, spec.missing_tokens(), spec.ignored_columns(), spec.one_hot())
+    source = spec.data_path if table is None else table
+    df = read_table(source, schema, spec.missing_tokens(), spec.ignored_columns(), spec.one_hot())
     clip, other = spec.clip_columns(), spec.other_tokens()
     if not (clip or other):
         return df, None

@@ -40,7 +40,7 @@ NUMERIC_NA = ["", "NA", "NaN", "nan", "null", "NULL"]
 
 
 def read_table(
-    path: Path,
+    path: Path | pa.Table,
     schema: Schema,
     missing: dict[str, str],
     ignored: Sequence[str] = (),
@@ -49,15 +49,20 @@ def read_table(
     """CSV (optionally gzipped) or Parquet. Categorical columns are read as text; a
     declared ``missing`` token replaces empty cells of its column; the ``ignored`` columns
     (declared ``id``, ``drop`` or ``derived``) must be in the header and are left out; a
-    ``one_hot`` group's indicators become its nominal column (``one_hot_categories``)."""
+    ``one_hot`` group's indicators become its nominal column (``one_hot_categories``).
+    ``path`` may be an Arrow table in memory, read as a Parquet file's table is."""
     numeric = [c.name for c in schema.columns if isinstance(c, Continuous) and c.calendar is None]
     text = [c.name for c in schema.columns if not isinstance(c, Continuous) or c.calendar is not None]
-    kind = input_format(path)
+    kind = "parquet" if isinstance(path, pa.Table) else input_format(path)
     try:
-        df = pd.read_parquet(path) if kind == "parquet" else _read_csv(path, numeric, text)
+        if isinstance(path, pa.Table):
+            df = path.to_pandas()
+        else:
+            df = pd.read_parquet(path) if kind == "parquet" else _read_csv(path, numeric, text)
     except Exception as e:  # parser errors may quote raw lines: report the kind only
+        where = "the table given" if isinstance(path, pa.Table) else f"dataset file '{path}'"
         raise DataError(
-            f"dataset file '{path}' could not be read ({type(e).__name__}); check that it "
+            f"{where} could not be read ({type(e).__name__}); check that it "
             "is a complete, well-formed file with one header row"
         ) from None
     check_columns(list(df.columns), schema, ignored=ignored, one_hot=one_hot)

@@ -28,7 +28,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import pandas as pd
@@ -41,8 +41,9 @@ from dprelease.bundle.published import Layout, publishable
 from dprelease.bundle.replicates import write_replicates
 from dprelease.bundle.tables import write_tables
 from dprelease.engines.inputs import InputRefused, check_rows, holdout_split
+from dprelease.engines.road import RoadStep, Spend, synthesise
 from dprelease.engines.runners import open_engine
-from dprelease.engines.tables import DataError, table_to_bins, table_to_rows
+from dprelease.engines.tables import DataError, table_to_bins
 from dprelease.engines.value_grid import on_value_grid
 from dprelease.flows.events import RunRecord
 from dprelease.flows.progress import rows_done, step_detail, step_reached
@@ -73,16 +74,12 @@ from dprelease.tasks.streaming import (
     stream_value_grid,
     streaming_steps,
 )
-from dprelease.tasks.synthesis import (
-    decode,
-    encode,
-    estimate_private_moments,
-    place_on_value_grid,
-    project_and_sample,
-)
+from dprelease.tasks.synthesis import TASKS
 from dprelease.tasks.validate import validate_input, validate_output
 
 __all__ = ["Outcome", "Run", "release_steps"]
+
+T = TypeVar("T")
 
 _log = logging.getLogger("dprelease.release")
 
@@ -177,51 +174,45 @@ def _rows_checked(r: Run, n: int, fitted: int | None = None) -> None:
         get_run_logger().warning(message)
 
 
+@dataclass(frozen=True)
+class _FlowSteps:
+    """``engines.road.Steps`` in a release: each step is its Prefect task (its function in a
+    rehearsal), announced to the progress display; each noisy step is inside the ledger's
+    spend bracket (the grid's stage, ``GRID_STAGE``, has its own)."""
+
+    r: Run
+
+    def run(self, step: RoadStep, fn: Callable[..., T], *args: object) -> T:
+        self.r.at(step)
+        return cast(T, self.r.task(TASKS[step])(*args))  # the task wraps ``fn``
+
+    def spending(self, step: Spend) -> AbstractContextManager[Callable[[tuple[Measurement, ...]], None]]:
+        if step == "grid":
+            return self.r.ledger.spending(self.r.rid, [GRID_STAGE], self.r.plan)
+        return self.r.spending(step)
+
+
 def _synthesise(r: Run, staging: Path, streams: Streams) -> _Fitted:
-    """The memory engine: input validation, the holdout split, type encoding, private
-    moment estimation, projection and sampling, decoding, the output's validation."""
+    """The memory engine: input validation, the holdout split, then the road
+    (``engines.road.synthesise``: type encoding, private moment estimation, projection and
+    sampling, decoding, the value grid), then the output's validation."""
     spec, internal = r.spec, staging / "internal"
-    schema, params, name = spec.public_schema(), spec.mechanism_params(), spec.mechanism.name
     r.at("validate_input")
     table = r.task(validate_input)(spec, internal)
     _rows_checked(r, len(table))  # n is public: too few rows, δ ≥ 1/n, noise ≥ n: before any noise
     train, holdout = holdout_split(table, spec.checks.holdout_fraction, streams.holdout)
-    train_bins = table_to_bins(train, schema)  # once: for encode and for the checks
-    m = spec.synthetic_rows or len(train)
-    r.at("encode")
-    with r.spending("encode") as record:
-        encoded = r.task(encode)(
-            name, table_to_rows(train, train_bins, schema), schema, r.plan, params, streams.encode
-        )
-        record(encoded.measurements)
-    r.at("estimate_private_moments")
-    with r.spending("estimate") as record:
-        moments = r.task(estimate_private_moments)(name, encoded.state, r.plan, params, streams.estimate)
-        record(moments.measurements)
-    r.at("project_and_sample")
-    with r.spending("sample") as record:
-        sampled = r.task(project_and_sample)(name, moments.state, params, m, streams.sample)
-        record(sampled.measurements)
-    r.at("decode")
-    synthetic = r.task(decode)(name, sampled.state, schema, params, streams.decode)
-    stages = [encoded, moments, sampled]
-    if GRID_STAGE in {s.stage for s in r.plan.stages}:
-        r.at("place_on_value_grid")
-        with r.ledger.spending(r.rid, [GRID_STAGE], r.plan) as record:
-            grid, synthetic = r.task(place_on_value_grid)(train, synthetic, schema, r.plan, streams.grid)
-            record(grid.measurements)
-        stages.append(grid)
+    fit = synthesise(spec, r.plan, train, streams, _FlowSteps(r))
     r.at("validate_output")
-    r.task(validate_output)(synthetic, schema, internal)
+    r.task(validate_output)(fit.synthetic, spec.public_schema(), internal)
     return _Fitted(
         len(table),
         len(train),
-        m,
-        stages,
-        (train, train_bins),
+        fit.m,
+        list(fit.stages),
+        (train, fit.bins),
         holdout,
-        synthetic,
-        synthetic,
+        fit.synthetic,
+        fit.synthetic,
         {"name": "memory"},
     )
 

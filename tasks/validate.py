@@ -10,6 +10,7 @@ Great Expectations is imported on first use (``check_table``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -17,54 +18,47 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from dprelease.bundle.files import write_json
-from dprelease.engines.inputs import (
-    InputRefused,
-    InputValidationError,
-    failing_rules,
-    read_input,
-    refuse_input,
-    refuse_output,
-)
+from dprelease.engines.inputs import InputRefused
+from dprelease.engines.road import Report, checked_input, checked_output
 from dprelease.engines.tables import DataError
 from dprelease.mechanisms.schema import Schema
 from dprelease.spec import ReleaseSpec
 from dprelease.tasks.scrub import scrub_errors
 
-__all__ = ["check_table", "validate_input", "validate_output"]
+__all__ = ["validate_input", "validate_output"]
 
 
-def check_table(df: pd.DataFrame, schema: Schema, name: str, report: Path) -> list[dict]:
-    """Run the suite, write the report (with counts) to ``report``, return failures."""
-    from dprelease.expectations.suite import validate_table  # GX is heavy: import on first use
+def _to_internal(internal_dir: Path) -> Report:
+    """The road's reports as ``internal/<name>.json`` (confidential: with counts)."""
 
-    suite, records = validate_table(df, schema, name)
-    write_json(report, {"suite": suite, "results": records, "rows": len(df)})
-    get_run_logger().info("%s table checked against %d expectations", name, len(records))
-    return failing_rules(records)
+    def report(name: str, content: Mapping[str, object]) -> None:
+        write_json(internal_dir / f"{name}.json", dict(content))
+        if name.startswith("validation_"):
+            results = content.get("results")
+            n = len(results) if isinstance(results, list) else 0
+            get_run_logger().info(
+                "%s table checked against %d expectations", name.removeprefix("validation_"), n
+            )
+
+    return report
 
 
 @task(name="validate_input", cache_policy=NO_CACHE, persist_result=False)
 @scrub_errors
 def validate_input(spec: ReleaseSpec, internal_dir: Path) -> pd.DataFrame:
-    """Read the confidential table, apply the declared policies (counts to
-    ``internal/clipping.json``) and check it against the public schema. A refusal is raised
-    as ``InputRefused``: its message names no column or rule (``detail`` does)."""
-    schema = spec.public_schema()
+    """``engines.road.checked_input``: read the confidential table, apply the declared
+    policies (counts to ``internal/clipping.json``) and check it against the public schema.
+    A refusal is raised as ``InputRefused``: its message names no column or rule (``detail``
+    does)."""
     try:
-        df, changed = read_input(spec)
-        if df.empty:
-            raise InputValidationError(f"dataset file '{spec.data_path}' has no data rows")
-        if changed is not None:
-            write_json(internal_dir / "clipping.json", changed)
-        report = internal_dir / "validation_input.json"
-        refuse_input(check_table(df, schema, "input", report))
+        return checked_input(spec, report=_to_internal(internal_dir))
     except DataError as e:  # a data-dependent outcome: Prefect hears only that and where
         raise InputRefused.of(e, "validate_input") from None
-    return df
 
 
 @task(name="validate_output", cache_policy=NO_CACHE, persist_result=False)
 @scrub_errors
 def validate_output(synthetic: pd.DataFrame, schema: Schema, internal_dir: Path) -> None:
-    """The synthetic table must conform to the same public schema (a failure is a bug)."""
-    refuse_output(check_table(synthetic, schema, "output", internal_dir / "validation_output.json"))
+    """``engines.road.checked_output``: the synthetic table must conform to the same public
+    schema (a failure is a bug)."""
+    checked_output(synthetic, schema, _to_internal(internal_dir))
