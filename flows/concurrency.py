@@ -33,7 +33,7 @@ Failure modes:
   server *restart* loses the leases it keeps in memory (Prefect's default lease storage)
   but not the count: run the server with
   ``PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE=prefect.server.concurrency.lease_storage.filesystem``
-  (docs/operator/index.md); this applies to the deployment's own ``concurrency_limit`` too;
+  (docs/operator/outage.md); this applies to the deployment's own ``concurrency_limit`` too;
 * the server is unreachable while a release holds the slot: the lease renewal fails and
   giving the slot back fails, with warnings; the release goes on and its outcome stands
   (``raise_on_lease_renewal_failure=False``); the ledger still refuses any overlap that
