@@ -10,6 +10,7 @@ from importlib import metadata
 
 from dprelease._version import __version__, commit
 from dprelease.bundle.format import BUNDLE_FORMAT
+from dprelease.bundle.release_doc import Columns, ReleaseDocument
 from dprelease.mechanisms.accounting import BudgetPlan, account
 from dprelease.mechanisms.accuracy import expected_error
 from dprelease.mechanisms.errors import BudgetError
@@ -198,85 +199,84 @@ def release_document(
     }
 
 
-def readme(doc: dict) -> str:
-    t = doc["privacy"]["ledger"]["totals"]
-    dp = doc["differentially_private"]
+def readme(doc: ReleaseDocument) -> str:
+    """``public/README.txt``: the release in plain words, from its document."""
+    t = doc.privacy.ledger.totals
+    dp = doc.differentially_private
     kind = "differentially private" if dp else "NOT differentially private"
+    cols = doc.columns or Columns()
+    record = doc.privacy.record
     lines = [
-        f"{kind} synthetic data: release {doc['release_id']} of '{doc['dataset']}'",
+        f"{kind} synthetic data: release {doc.release_id} of '{doc.dataset}'",
         "",
-        f"Mechanism: {doc['mechanism']['name']}. Privacy: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP"
+        f"Mechanism: {doc.mechanism.name}. Privacy: ({t.epsilon:.6g}, {t.delta:.3g})-DP"
         f"{'' if dp else ' as the paper claims, NOT as a guarantee,'}"
-        f" under the replace-one neighbour relation ({doc['privacy']['accountant']} accounting).",
-        f"Rows: {doc['privacy']['synthetic_rows']} synthetic rows. "
+        f" under the replace-one neighbour relation ({doc.privacy.accountant} accounting).",
+        f"Rows: {doc.privacy.synthetic_rows} synthetic rows. "
         + (
             ROW_ORDER_NOTE
-            if doc["mechanism"]["rows_correspond_to_input_rows"]
+            if doc.mechanism.rows_correspond_to_input_rows
             else "Freshly sampled; no row corresponds to a person in the input."
         ),
         NEIGHBOUR_STATEMENT,
         "",
         *(
-            f"{name:<18} the synthetic data ({out['format']}), the public schema's columns and types"
-            for name, out in doc["outputs"].items()
+            f"{name:<18} the synthetic data ({out.format}), the public schema's columns and types"
+            for name, out in doc.outputs.items()
         ),
-        *(
-            [f"Left out of the release (type: drop): {', '.join(doc['columns']['dropped'])}."]
-            if doc.get("columns", {}).get("dropped")
-            else []
-        ),
+        *([f"Left out of the release (type: drop): {', '.join(cols.dropped)}."] if cols.dropped else []),
         *(
             f"One-hot group {name} ({', '.join(columns)}): modelled as one category, at most one set per row."
-            for name, columns in doc.get("columns", {}).get("one_hot", {}).items()
+            for name, columns in cols.one_hot.items()
         ),
         *(
             f"Derived column {name} = {formula}: computed from the synthetic values, never modelled."
-            for name, formula in doc.get("columns", {}).get("derived", {}).items()
+            for name, formula in cols.derived.items()
         ),
         *(
-            [f"Identifiers {', '.join(doc['columns']['identifiers'])}: {IDENTIFIERS_STATEMENT}"]
-            if doc.get("columns", {}).get("identifiers")
+            [f"Identifiers {', '.join(cols.identifiers)}: {IDENTIFIERS_STATEMENT}"]
+            if cols.identifiers
             else []
         ),
         *(
             [
-                f"tables/            the {doc['tables']['count']} noisy count tables the mechanism measured, "
-                f"with standard errors and {doc['tables']['level']:.0%} intervals (tables/index.json "
+                f"tables/            the {doc.tables.count} noisy count tables the mechanism measured, "
+                f"with standard errors and {doc.tables.level:.0%} intervals (tables/index.json "
                 "says how); `dprelease query` answers a count with its interval from them",
                 "report.html        a report built from these files only: what the release protects, what "
                 "it can answer, a picture of every measured table",
             ]
-            if doc.get("tables")
+            if doc.tables
             else []
         ),
         "release.json       schema, mechanism, parameters, budget ledger, software versions",
         "budget_plan.json   the budget split fixed before the data was read",
         "manifest.json      sha256 of every file above",
     ]
-    policy = (doc["privacy"].get("ledger_record") or {}).get("policy")
-    if policy:  # bundles from before issue 32 lack it
-        lines += ["", f"Privacy unit: {policy['privacy_unit']}.", f"Budget policy: {policy['covers']}."]
-    head = (doc["privacy"].get("ledger_record") or {}).get("chain_head")
+    if record.policy:  # bundles from before issue 32 lack it
+        policy = record.policy
+        lines += ["", f"Privacy unit: {policy.privacy_unit}.", f"Budget policy: {policy.covers}."]
+    head = record.chain_head
     if head:  # bundles from before issue 38 lack it
         lines += [
             "",
-            f"Budget ledger: its chain head was row {head['seq']}, sha256 {head['hash']}, when this bundle "
+            f"Budget ledger: its chain head was row {head.seq}, sha256 {head.hash}, when this bundle "
             "was sealed; `dprelease audit verify` checks the bundle against it.",
         ]
-    void = ((doc["privacy"].get("ledger_record") or {}).get("dataset_guarantee") or {}).get("void_since")
+    void = record.dataset_guarantee.void_since if record.dataset_guarantee else None
     if void:
         lines += [
             "",
-            f"DATASET GUARANTEE VOID: release '{void['release_id']}' of this dataset (from {void['time']}) "
+            f"DATASET GUARANTEE VOID: release '{void.release_id}' of this dataset (from {void.time}) "
             "was not differentially private, so no composed guarantee covers the dataset's releases since.",
         ]
-    if not doc["randomness"]["fit_for_publication"]:
+    if not doc.randomness.fit_for_publication:
         lines.insert(0, "NOT FIT FOR PUBLICATION: made with a fixed (insecure) seed.")
     if not dp:
         lines[:0] = [
             "NOT DIFFERENTIALLY PRIVATE: a paper-literal variant for comparison only "
             "(privacy.allow_non_dp). Do not publish. Defects:",
-            *(f"  - {d}" for d in doc["privacy"]["ledger"]["defects"]),
+            *(f"  - {d}" for d in doc.privacy.ledger.defects),
             "",
         ]
     return "\n".join(lines) + "\n"

@@ -21,6 +21,7 @@ __all__ = [
     "PRIVATE_DIR",
     "PUBLIC_DIR",
     "is_private",
+    "json_text",
     "make_dir",
     "set_modes",
     "sha256",
@@ -85,11 +86,17 @@ def _default(o: object) -> object:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+def json_text(obj: object) -> str:
+    """``obj`` as the bundle's JSON files hold it: indented by 2, keys in their order, numpy
+    values as numbers, a final newline (``release.json``'s bytes: ``bundle.release_doc``)."""
+    return json.dumps(obj, indent=2, sort_keys=False, default=_default) + "\n"
+
+
 def write_json(path: Path, obj: object) -> None:
-    """``obj`` as indented JSON into ``path`` (``write_text``: the folder's audience); a
-    missing folder is created."""
+    """``obj`` as indented JSON (``json_text``) into ``path`` (``write_text``: the folder's
+    audience); a missing folder is created."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=_default) + "\n")
+    write_text(path, json_text(obj))
 
 
 def sha256(path: Path) -> str:

@@ -11,7 +11,12 @@ found; a newer bundle is refused, naming the version that made it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dprelease.mechanisms.errors import BundleFormatError
+
+if TYPE_CHECKING:
+    from dprelease.bundle.release_doc import ReleaseDocument
 
 __all__ = ["BUNDLE_FORMAT", "BUNDLE_FORMATS", "BundleFormatError", "bundle_format", "check_bundle_format"]
 
@@ -24,22 +29,23 @@ BUNDLE_FORMATS = {
 }
 
 
-def bundle_format(doc: dict) -> int:
-    """The format a ``release.json`` states (1 when it states none)."""
-    found = doc.get("bundle_format", 1)
+def bundle_format(doc: ReleaseDocument) -> int:
+    """The format a ``release.json`` states (1 when it states none; 0 when what it states
+    is not a format number)."""
+    found = 1 if doc.bundle_format is None else doc.bundle_format
     return found if isinstance(found, int) and not isinstance(found, bool) else 0
 
 
-def check_bundle_format(doc: dict, where: str) -> int:
+def check_bundle_format(doc: ReleaseDocument, where: str) -> int:
     """The bundle's format, or ``BundleFormatError`` when it is newer than this code checks
     (or not a format number at all)."""
     from dprelease._version import __version__
 
     found = bundle_format(doc)
     if not 1 <= found <= BUNDLE_FORMAT:
-        made_by = doc.get("software", {}).get("versions", {}).get("dprelease", "an unknown version")
+        made_by = doc.made_by or "an unknown version"
         raise BundleFormatError(
-            f"the bundle {where} states bundle_format {doc.get('bundle_format')!r} (made by dprelease "
+            f"the bundle {where} states bundle_format {doc.bundle_format!r} (made by dprelease "
             f"{made_by}); this dprelease {__version__} checks formats 1 to {BUNDLE_FORMAT} and cannot tell "
             f"what it would be accepting. Nothing was checked: audit it with dprelease {made_by} or later"
         )

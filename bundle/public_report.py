@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dprelease.bundle.release_doc import Columns, ReleaseDocument
 from dprelease.bundle.tables import INDEX
 from dprelease.mechanisms.accuracy import describe
 
@@ -47,28 +48,30 @@ def _e(value: object) -> str:
     return html.escape(str(value))
 
 
-def _plain_privacy(doc: dict) -> str:
-    t = doc["privacy"]["ledger"]["totals"]
-    eps, delta = float(t["epsilon"]), float(t["delta"])
-    policy = (doc["privacy"].get("ledger_record") or {}).get("policy") or {}
-    unit = policy.get("privacy_unit", "one row of the input table")
+def _plain_privacy(doc: ReleaseDocument) -> str:
+    priv = doc.privacy
+    t = priv.ledger.totals
+    eps, delta = float(t.epsilon), float(t.delta)
+    policy = priv.record.policy
+    unit = "one row of the input table" if policy is None else policy.privacy_unit
     return (
         f"<p>This release is <b>({eps:.4g}, {delta:.3g})-differentially private</b> "
-        f"({_e(doc['privacy']['accountant'])} accounting). In plain words: whether or not any one "
+        f"({_e(priv.accountant)} accounting). In plain words: whether or not any one "
         f"privacy unit ({_e(unit)}) was replaced by another, every file published here would have "
         f"been about as likely, within a factor of e<sup>ε</sup> = {math.exp(eps):.3g}, except with a "
         f"probability of at most δ = {delta:.3g}. An observer who sees all of it learns little more "
         "about any one person than they would have without that person's record.</p>"
-        f"<p class=note>{_e(doc['privacy']['statement'])} "
-        f"{_e(policy.get('covers', ''))}</p>"
-        f"<p>Counts are of <b>the {doc['privacy']['rows_fitted']:,} rows the mechanism was fitted on</b> "
-        f"(of {doc['privacy']['input_rows_n_public']:,} input rows; n is public under replace-one), "
-        f"and the synthetic table has {doc['privacy']['synthetic_rows']:,} rows.</p>"
+        f"<p class=note>{_e(priv.statement)} "
+        f"{_e('' if policy is None else policy.covers)}</p>"
+        f"<p>Counts are of <b>the {priv.rows_fitted:,} rows the mechanism was fitted on</b> "
+        f"(of {priv.input_rows_n_public:,} input rows; n is public under replace-one), "
+        f"and the synthetic table has {priv.synthetic_rows:,} rows.</p>"
     )
 
 
-def _fit_for(doc: dict, index: dict) -> str:
-    modelled = list(doc["columns"]["modelled"])
+def _fit_for(doc: ReleaseDocument, index: dict) -> str:
+    cols = doc.columns or Columns()
+    modelled = list(cols.modelled)
     measured: dict[frozenset[str], list[str]] = {}
     for t in index["tables"]:
         for pair in combinations(t["columns"], 2):
@@ -80,21 +83,20 @@ def _fit_for(doc: dict, index: dict) -> str:
     def names(ps: list[frozenset[str]]) -> str:
         return ", ".join(" × ".join(_e(c) for c in sorted(p, key=modelled.index)) for p in ps) or "none"
 
-    cols = doc["columns"]
     cannot = [
         *(
             f"{_e(n)} = {_e(f)} (derived: computed from the synthetic values)"
-            for n, f in cols["derived"].items()
+            for n, f in cols.derived.items()
         ),
-        *(f"{_e(n)} (an identifier: fresh values, linked to nothing)" for n in cols["identifiers"]),
-        *(f"{_e(n)} (dropped: not released)" for n in cols["dropped"]),
+        *(f"{_e(n)} (an identifier: fresh values, linked to nothing)" for n in cols.identifiers),
+        *(f"{_e(n)} (dropped: not released)" for n in cols.dropped),
     ]
     return (
         f"<p><b>Measured directly</b> ({len(direct)} of {len(pairs)} column pairs): their joint counts were "
         f"measured with noise and published in tables/; counts over them have exact intervals.</p>"
         f"<p class=note>{names(direct)}</p>"
         f"<p><b>Inferred by the model, never measured</b> ({len(inferred)} pairs): the synthetic rows' "
-        f"association between these columns comes from the {_e(doc['mechanism']['name'])} model's "
+        f"association between these columns comes from the {_e(doc.mechanism.name)} model's "
         "assumptions, not from the data. A deterministic link between two of them (a code and its label, "
         "a total and its parts) is not preserved; check such a pair before relying on it. A count over "
         "them gets an interval from the model's replicates (method: model) where the release published "
@@ -105,13 +107,12 @@ def _fit_for(doc: dict, index: dict) -> str:
     )
 
 
-def _advice(doc: dict) -> str:
+def _advice(doc: ReleaseDocument) -> str:
     """The noisy tables' advice (``mechanisms.advice``): where the release smooths what the
     data holds, because the schema did not declare it."""
-    advice = doc.get("advice") or []
-    if not advice:
+    if not doc.advice:
         return ""
-    items = "".join(f"<li>{_e(a['message'])}</li>" for a in advice)
+    items = "".join(f"<li>{_e(a.message)}</li>" for a in doc.advice)
     return (
         "<p><b>Shapes the release does not keep</b>: the noisy one-way tables show a value the data "
         "holds many times inside a cell (its synthetic values are spread over the cell), or an end of "
@@ -120,10 +121,10 @@ def _advice(doc: dict) -> str:
     )
 
 
-def _accuracy(doc: dict) -> str:
+def _accuracy(doc: ReleaseDocument) -> str:
     rows = "".join(
-        f"<tr><td>{_e(a['statistic'])}</td><td>{_e(describe(a))}</td></tr>"
-        for a in doc["privacy"]["accuracy"]
+        f"<tr><td>{_e(a.statistic)}</td><td>{_e(describe(a.as_mapping()))}</td></tr>"
+        for a in doc.privacy.accuracy or ()
     )
     return (
         "<p>The error the noise alone puts on each statistic before any post-processing (from its "
@@ -234,7 +235,7 @@ def _widest(index: dict) -> str:
 
 def render_public_report(folder: Path) -> str:
     """The report of the published files in ``folder`` (a bundle's ``public/`` or a copy)."""
-    doc = json.loads((folder / "release.json").read_text(encoding="utf-8"))
+    doc = ReleaseDocument.from_file(folder / "release.json")
     index = json.loads((folder / INDEX).read_text(encoding="utf-8"))
     n = int(index["rows_fitted"])
     pictures = _tables(folder, index, n)
@@ -248,15 +249,15 @@ def render_public_report(folder: Path) -> str:
     body = "".join(f"<h2>{_e(title)}</h2>{content}" for title, content in sections)
     flag = (
         ""
-        if doc["randomness"]["fit_for_publication"]
+        if doc.randomness.fit_for_publication
         else "<p><b>NOT FIT FOR PUBLICATION</b> (made with a fixed seed).</p>"
     )
     return (
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
-        f"<title>Release {_e(doc['release_id'])}: public report</title><style>{_CSS}</style></head><body>"
-        f"<h1>Release {_e(doc['release_id'])} of '{_e(doc['dataset'])}': "
+        f"<title>Release {_e(doc.release_id)}: public report</title><style>{_CSS}</style></head><body>"
+        f"<h1>Release {_e(doc.release_id)} of '{_e(doc.dataset)}': "
         "what it protects and what it can answer</h1>"
         f"{flag}<p class=note>Built from the published files only (release.json, tables/); "
         "`dprelease query` answers any count with its interval, and `dprelease audit verify --public` "
-        f"re-checks every number. Mechanism: {_e(doc['mechanism']['name'])}.</p>{body}</body></html>"
+        f"re-checks every number. Mechanism: {_e(doc.mechanism.name)}.</p>{body}</body></html>"
     )

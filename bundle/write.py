@@ -30,9 +30,10 @@ import io
 import os
 import shutil
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -49,6 +50,7 @@ from dprelease.bundle.files import (
     write_json,
     write_text,
 )
+from dprelease.bundle.release_doc import ReleaseDocument
 from dprelease.mechanisms.errors import DPReleaseError
 
 __all__ = [
@@ -127,7 +129,7 @@ def write_bundle_files(
     staging: Path,
     dest: Path,
     synthetic: pd.DataFrame | None,
-    document: dict,
+    document: ReleaseDocument | Mapping[str, Any],
     *,
     publish: bool = True,
     seal: Callable[[str | None, str], None] | None = None,
@@ -143,17 +145,20 @@ def write_bundle_files(
     itself 0755 (so that ``public/`` can be served).
     An OSError (disk full, not writable) becomes a ``DPReleaseError`` naming the folder and
     the reason; the partial ``public/`` is removed, and the flow's failure record takes
-    ``internal/`` and removes the staging folder."""
+    ``internal/`` and removes the staging folder.
+    ``document`` (``release.json``) is written through ``ReleaseDocument.to_json``: the
+    bytes ``write_json`` gives the mapping ``release_document`` built."""
     public, internal = staging / "public", staging / "internal"
+    doc = ReleaseDocument.from_json(document) if isinstance(document, Mapping) else document
     try:
         if publish:
             if synthetic is not None:
                 writers = {"csv": write_csv, "parquet": write_parquet}
-                for name, out in document["outputs"].items():
-                    writers[out["format"]](synthetic, public / name)
-            write_json(public / "release.json", document)
-            write_text(public / "README.txt", readme(document))
-            if document.get("tables"):
+                for name, out in doc.outputs.items():
+                    writers[out.format](synthetic, public / name)
+            doc.write(public / "release.json")
+            write_text(public / "README.txt", readme(doc))
+            if doc.tables:
                 from dprelease.bundle.public_report import REPORT, render_public_report  # it reads tables/
 
                 write_text(public / REPORT, render_public_report(public))
@@ -162,7 +167,7 @@ def write_bundle_files(
         else:
             os.replace(public / "budget_plan.json", internal / "budget_plan.json")
             shutil.rmtree(public)
-            write_json(internal / "release.json", document)
+            doc.write(internal / "release.json")
         _manifest(internal)
         set_modes(internal, private=True)
         os.chmod(staging, PUBLIC_DIR)  # before the seal: a recovery may move it into place as it is

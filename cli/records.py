@@ -4,6 +4,8 @@ what was spent: a bundle's checks and arithmetic, and the ledger's releases and 
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -17,6 +19,9 @@ from dprelease.mechanisms.accuracy import describe
 from dprelease.mechanisms.errors import DPReleaseError
 
 if TYPE_CHECKING:
+    from dprelease.bundle.parts import Part
+    from dprelease.bundle.privacy_doc import Room
+    from dprelease.bundle.release_doc import Discovered, ReleaseDocument
     from dprelease.ledger.summary import DatasetAccount
     from dprelease.mechanisms.lifetime import Headroom
 
@@ -130,155 +135,171 @@ def audit_show(
         print(json.dumps(_shown(doc), indent=2))
         return
     out = Console()
-    priv, book = doc["privacy"], doc["privacy"]["ledger"]
-    key = "rho" if priv["accountant"] == "zcdp" else "epsilon"
+    priv, book = doc.privacy, doc.privacy.ledger
+    key = priv.unit
     out.print(  # the bundle is not trusted: every string from it is printed escaped
-        f"[bold]release {shown(doc['release_id'])}[/bold] of '{shown(doc['dataset'])}': "
-        f"{shown(doc['status'])}, mechanism {shown(doc['mechanism']['name'])}, "
-        f"{shown(priv['accountant'])} accounting, replace-one neighbours, "
-        f"n = {shown(str(priv['input_rows_n_public']))} (public)"
+        f"[bold]release {shown(doc.release_id)}[/bold] of '{shown(doc.dataset)}': "
+        f"{shown(doc.status)}, mechanism {shown(doc.mechanism.name)}, "
+        f"{shown(priv.accountant)} accounting, replace-one neighbours, "
+        f"n = {shown(str(priv.input_rows_n_public))} (public)"
     )
-    if not doc["differentially_private"]:
-        out.print("[bold red]NOT differentially private:[/bold red] " + shown("; ".join(book["defects"])))
-    if not doc["randomness"]["fit_for_publication"]:
+    if not doc.differentially_private:
+        out.print("[bold red]NOT differentially private:[/bold red] " + shown("; ".join(book.defects)))
+    if not doc.randomness.fit_for_publication:
         out.print("[bold red]made with --insecure-seed: not fit for publication[/bold red]")
     stages = Table(title="stages")
     for col in ("stage", "weight", f"{key} allocated", f"{key} spent"):
         stages.add_column(col, overflow="fold")
-    for st in book["stages"]:
-        stages.add_row(
-            shown(st["stage"]),
-            f"{st['weight']:g}",
-            f"{st[key + '_allocated']:.6g}",
-            f"{st[key + '_spent']:.6g}",
-        )
+    for st in book.stages:
+        stages.add_row(shown(st.stage), f"{st.weight:g}", f"{st.allocated(key):.6g}", f"{st.spent(key):.6g}")
     out.print(stages)
-    if doc.get("discovered"):
-        _discovered(out, doc["discovered"])
-    accuracy = {a["statistic"]: a for a in priv.get("accuracy") or []}
-    for stage in dict.fromkeys(r["stage"] for r in book["measurements"]):
+    if doc.discovered:
+        _discovered(out, doc.discovered)
+    accuracy = {a.statistic: a.as_mapping() for a in priv.accuracy or ()}
+    for stage in dict.fromkeys(r.stage for r in book.measurements):
         rows = Table(title=f"measurements of stage '{shown(stage)}'", box=box.SIMPLE_HEAD, pad_edge=False)
-        names = [r["statistic"] for r in book["measurements"] if r["stage"] == stage]
+        names = [r.statistic for r in book.measurements if r.stage == stage]
         rows.add_column("statistic", overflow="fold", min_width=max(map(len, names)))  # names whole
         rows.add_column("noise, scale (expected error)", overflow="fold", max_width=18)
         for col in ("sensitivity", key):
             rows.add_column(col, overflow="fold")
         rows.add_column("dim", no_wrap=True)
-        for r in book["measurements"]:
-            if r["stage"] == stage:
+        for r in book.measurements:
+            if r.stage == stage:
                 rows.add_row(
-                    shown(r["statistic"]),
-                    f"{shown(r['mechanism'])} {r['noise_scale']:.6g} "
-                    f"({shown(describe(accuracy.get(r['statistic'])))})",
-                    f"{r['sensitivity']:.6g} {shown(r['sensitivity_norm'])}",
-                    f"{(r[key] or 0.0):.4g}",
-                    shown(str(r["dimension"])),
+                    shown(r.statistic),
+                    f"{shown(r.mechanism)} {r.noise_scale:.6g} "
+                    f"({shown(describe(accuracy.get(r.statistic)))})",
+                    f"{r.sensitivity:.6g} {shown(r.sensitivity_norm)}",
+                    f"{(r.share(key) or 0.0):.4g}",
+                    shown(str(r.dimension)),
                 )
         out.print(rows)
     out.print(
         "expected error: E|noise| per entry, and for a count table the total variation the noise "
         "alone moves it by (before post-processing); from the noise scale only, no data"
     )
-    t = book["totals"]
-    out.print(f"total: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP; {shown(t['conversion'])}")
-    record = priv.get("ledger_record") or {}
-    void = (record.get("dataset_guarantee") or {}).get("void_since")
-    if void:
+    t = book.totals
+    out.print(f"total: ({t.epsilon:.6g}, {t.delta:.3g})-DP; {shown(t.conversion)}")
+    record = priv.record
+    guarantee = record.dataset_guarantee
+    void = guarantee.void_since if guarantee else None
+    if guarantee and void:
         out.print(
-            f"[bold red]dataset guarantee VOID since release '{shown(void['release_id'])}' "
-            f"({shown(void['time'][:19])}):[/bold red] {shown(record['dataset_guarantee']['statement'])}"
+            f"[bold red]dataset guarantee VOID since release '{shown(void.release_id)}' "
+            f"({shown(void.time[:19])}):[/bold red] {shown(guarantee.statement)}"
         )
-    life, period = record.get("lifetime"), record.get("period")
+    life, period = record.lifetime, record.period
     if period:
-        this, total = period["this_period"], period["all_time"]
+        this, total = period.this_period, period.all_time
         out.print(
-            f"period budget of '{shown(doc['dataset'])}': epsilon {period['epsilon']:g}, delta "
-            f"{period['delta']:g} per {shown(period['length'])} (UTC calendar periods); in period "
-            f"{shown(this['period'])} spent with this release {this['spent_epsilon']:.6g} over "
-            f"{shown(str(this['releases_counted']))} release(s) ({shown(this['rule'])}); "
+            f"period budget of '{shown(doc.dataset)}': epsilon {period.epsilon:g}, delta "
+            f"{period.delta:g} per {shown(period.length)} (UTC calendar periods); in period "
+            f"{shown(this.period)} spent with this release {this.spent_epsilon:.6g} over "
+            f"{shown(str(this.releases_counted))} release(s) ({shown(this.rule)}); "
             + _room(this).replace("lifetime budget", "period budget")
-            + f"; it resets at {shown(this['resets'][:16])}Z. All time: epsilon "
-            f"{total['spent_epsilon']:.6g} over {shown(str(total['releases_counted']))} release(s) in "
-            f"{shown(str(total['periods']))} period(s)"
+            + f"; it resets at {shown(this.resets[:16])}Z. All time: epsilon "
+            f"{total.spent_epsilon:.6g} over {shown(str(total.releases_counted))} release(s) in "
+            f"{shown(str(total.periods))} period(s)"
             + (
                 f"; periods declared disjoint, per person all time: epsilon "
-                f"{total['per_person_epsilon']:.6g} (the largest period's)"
-                if period.get("disjoint")
+                f"{total.per_person_epsilon:.6g} (the largest period's)"
+                if period.disjoint
                 else ""
             )
         )
     elif life:
         out.print(
-            f"lifetime budget of '{shown(doc['dataset'])}': epsilon {life['epsilon']:g}, "
-            f"delta {life['delta']:g}; spent with this release {life['spent_epsilon']:.6g} over "
-            f"{shown(str(life['releases_counted']))} release(s) ({shown(life['rule'])}); " + _room(life)
+            f"lifetime budget of '{shown(doc.dataset)}': epsilon {life.epsilon:g}, "
+            f"delta {life.delta:g}; spent with this release {life.spent_epsilon:.6g} over "
+            f"{shown(str(life.releases_counted))} release(s) ({shown(life.rule)}); " + _room(life)
         )
     else:
-        out.print(f"no lifetime budget is set for '{shown(doc['dataset'])}'")
-    head = record.get("chain_head")
+        out.print(f"no lifetime budget is set for '{shown(doc.dataset)}'")
+    head = record.chain_head
     if head:  # bundles from before issue 38 name the ledger's URL instead
         out.print(
-            f"ledger: chain head row {shown(str(head['seq']))}, sha256 {shown(head['hash'])} when the bundle "
-            f"was sealed; {len(record.get('rows', []))} row(s) of this release (`audit verify` checks both)"
+            f"ledger: chain head row {shown(str(head.seq))}, sha256 {shown(head.hash)} when the bundle "
+            f"was sealed; {len(record.rows)} row(s) of this release (`audit verify` checks both)"
         )
 
 
-def _discovered(out: Console, discovered: dict) -> None:
+def _discovered(out: Console, discovered: Mapping[str, Discovered]) -> None:
     """A ``schema`` discovery's published values (``discovery.schema``)."""
     table = Table(title="published: discovered under DP")
     for col in ("column", "values", "rule"):
         table.add_column(col, overflow="fold")
     for name, found in discovered.items():
-        if found["kind"] == "bounds":
-            values = f"bounds [{found['bounds'][0]:g}, {found['bounds'][1]:g}]"
-            rule = f"private quantiles {found['quantile_level']:.3g} and {1 - found['quantile_level']:.3g}"
+        if found.kind == "bounds":
+            lower, upper = found.bounds or (math.nan, math.nan)
+            level = math.nan if found.quantile_level is None else found.quantile_level
+            values = f"bounds [{lower:g}, {upper:g}]"
+            rule = f"private quantiles {level:.3g} and {1 - level:.3g}"
         else:
-            values = ", ".join(found["categories"]) or "(none passed the threshold)"
-            if found.get("withheld"):
-                values += f" ({found['withheld']} more withheld: a spec cannot declare them)"
-            rule = f"partition selection, threshold {found['threshold']:.4g}, delta {found['delta']:.3g}"
+            values = ", ".join(found.categories or ()) or "(none passed the threshold)"
+            if found.withheld:
+                values += f" ({found.withheld} more withheld: a spec cannot declare them)"
+            rule = (
+                f"partition selection, threshold {found.threshold or 0.0:.4g}, delta {found.delta or 0.0:.3g}"
+            )
         table.add_row(shown(name), shown(values), shown(rule))
     out.print(table)
 
 
-def _shown(doc: dict) -> dict:
-    """What ``audit show`` prints, as ``public/release.json`` records it."""
-    priv, book = doc["privacy"], doc["privacy"]["ledger"]
-    record = priv.get("ledger_record") or {}
+def _part(value: Part | None) -> dict | None:
+    return None if value is None else value.as_mapping()
+
+
+def _shown(doc: ReleaseDocument) -> dict:
+    """What ``audit show --json`` prints, as ``public/release.json`` records it."""
+    priv, book = doc.privacy, doc.privacy.ledger
+    record = priv.record
     return {
-        "release_id": doc["release_id"],
-        "dataset": doc["dataset"],
-        "status": doc["status"],
-        "mechanism": doc["mechanism"]["name"],
-        "accountant": priv["accountant"],
-        "input_rows_n_public": priv["input_rows_n_public"],
-        "differentially_private": doc["differentially_private"],
-        "defects": book["defects"],
-        "fit_for_publication": doc["randomness"]["fit_for_publication"],
-        "stages": book["stages"],
-        "measurements": book["measurements"],
-        "accuracy": priv.get("accuracy"),
-        "totals": book["totals"],
-        "lifetime": record.get("lifetime"),
-        "dataset_guarantee": record.get("dataset_guarantee"),
-        "chain_head": record.get("chain_head"),
-        **({"discovered": doc["discovered"]} if doc.get("discovered") else {}),
+        "release_id": doc.release_id,
+        "dataset": doc.dataset,
+        "status": doc.status,
+        "mechanism": doc.mechanism.name,
+        "accountant": priv.accountant,
+        "input_rows_n_public": priv.input_rows_n_public,
+        "differentially_private": doc.differentially_private,
+        "defects": list(book.defects),
+        "fit_for_publication": doc.randomness.fit_for_publication,
+        "stages": [s.as_mapping() for s in book.stages],
+        "measurements": [r.as_mapping() for r in book.measurements],
+        "accuracy": None if priv.accuracy is None else [a.as_mapping() for a in priv.accuracy],
+        "totals": book.totals.as_mapping(),
+        "lifetime": _part(record.lifetime),
+        "dataset_guarantee": _part(record.dataset_guarantee),
+        "chain_head": _part(record.chain_head),
+        **({"discovered": {k: v.as_mapping() for k, v in doc.discovered.items()}} if doc.discovered else {}),
     }
 
 
-def _room(life: dict) -> str:
+def _room(life: Room) -> str:
     """What the lifetime budget still admits, as a steward can act on it."""
-    if life.get("used_up"):  # bundles from before issue 30 lack it
+    if life.used_up:  # bundles from before issue 30 lack it
         return "the lifetime budget is used up: no further release of this dataset fits in it"
-    if life.get("used_up") is False and life["next_epsilon_max"] <= 0 < life["next_epsilon_at_delta"]:
+    if life.used_up is False and life.next_epsilon_max <= 0 < life.next_epsilon_at_delta:
         return (
-            f"no release at delta {life['next_epsilon_at_delta']:g} fits any more, but the lifetime budget "
+            f"no release at delta {life.next_epsilon_at_delta:g} fits any more, but the lifetime budget "
             "is not used up: a pure-DP release, or one at a smaller delta, can still fit"
         )
-    rho = "" if life.get("rho_left") is None else f", rho left {life['rho_left']:.6g}"
-    at = life["next_epsilon_at_delta"]
-    return f"the next release can take epsilon up to {life['next_epsilon_max']:.6g}" + (
+    rho = "" if life.rho_left is None else f", rho left {life.rho_left:.6g}"
+    at = life.next_epsilon_at_delta
+    return f"the next release can take epsilon up to {life.next_epsilon_max:.6g}" + (
         f" at delta {at:g}{rho}" if at > 0 else " (pure DP)"
+    )
+
+
+def _room_of(room: Headroom) -> Room:
+    """The ledger's headroom as a bundle states it."""
+    from dprelease.bundle.privacy_doc import Room
+
+    return Room(
+        next_epsilon_max=room.epsilon,
+        next_epsilon_at_delta=room.delta,
+        rho_left=room.rho,
+        used_up=room.used_up,
     )
 
 
@@ -350,14 +371,7 @@ def ledger_show(
             continue
         budget = "no budget policy (no lifetime or period budget)"
         if life is not None and room is not None:
-            budget = f"lifetime epsilon {life[0]:g} (delta {life[1]:g}); " + _room(
-                {
-                    "next_epsilon_max": room.epsilon,
-                    "next_epsilon_at_delta": room.delta,
-                    "rho_left": room.rho,
-                    "used_up": room.used_up,
-                }
-            )
+            budget = f"lifetime epsilon {life[0]:g} (delta {life[1]:g}); " + _room(_room_of(room))
         screen.print(
             f"{shown(name)}: spent epsilon {spend.epsilon:.6g} at delta {spend.delta:g} "
             f"({shown(spend.rule)}); {budget}"
@@ -414,14 +428,7 @@ def _print_periods(screen: Console, name: str, account: DatasetAccount, room: He
             f"{budget.delta:g} ({shown(p.spent.rule)})"
         )
     now = "" if any(p.period == account.current for p in account.periods) else ": nothing spent yet"
-    room_text = _room(
-        {
-            "next_epsilon_max": room.epsilon,
-            "next_epsilon_at_delta": room.delta,
-            "rho_left": room.rho,
-            "used_up": room.used_up,
-        }
-    ).replace("lifetime budget", "period budget")
+    room_text = _room(_room_of(room)).replace("lifetime budget", "period budget")
     screen.print(f"  current period {account.current}{now}; {room_text}")
     total = f"  all time: spent epsilon {spend.epsilon:.6g} at delta {spend.delta:g} ({shown(spend.rule)})"
     if budget.disjoint and account.per_person is not None:
@@ -451,19 +458,20 @@ def ledger_migrate(
     """Bring a ledger written by an older dprelease to this version's format, once, after a
     backup: no row changes; the format is stamped and the step is a row of the hash chain.
     A release refuses an older ledger until this has run (docs/operator/upgrade.md)."""
-    from dprelease.ledger import FORMAT, migrate
+    from dprelease.ledger import FORMAT, LedgerRow, migrate
 
     try:
-        row = migrate(ledger, out=out)
+        migrated = migrate(ledger, out=out)
     except DPReleaseError as e:
         fail(str(e), "pass --ledger with the releases' database, or --out with their folder.", exit_code(e))
-    if row is None:
+    if migrated is None:
         console.print(f"the ledger is in format {FORMAT} already: nothing to do")
         return
-    d = row["detail"]
+    row = LedgerRow.from_mapping(migrated)
+    d = row.detail or {}
     console.print(
         f"migrated the ledger from format {d['from_format']} to {d['to_format']}: no row changed; the step "
-        f"is row {row['seq']} of the hash chain (dprelease {d['software']['dprelease']}). Anchor the new "
+        f"is row {row.seq} of the hash chain (dprelease {d['software']['dprelease']}). Anchor the new "
         "chain head (`dprelease ledger show`) where you keep the old one",
         soft_wrap=True,
     )

@@ -4,10 +4,13 @@ budget by stage, the gates' noisy values, the (ε, δ) statement and the quality
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 
+from dprelease.bundle.release_doc import ReleaseDocument
 from dprelease.checks.verdict import quality_line
 from dprelease.cli.console import console, shown
 
@@ -17,44 +20,41 @@ __all__ = ["print_summary"]
 def print_summary(bundle: Path) -> None:
     """Print a published bundle's summary from its ``public/release.json`` (and the
     steward's quality line from ``internal/utility.json``); the bundle's path last, on stdout."""
-    import json
-
-    doc = json.loads((bundle / "public" / "release.json").read_text())
-    chosen = doc["mechanism"].get("chosen_by")
+    doc = ReleaseDocument.from_file(bundle / "public" / "release.json")
+    chosen = doc.mechanism.chosen_by
     if chosen is not None:  # the flow chose after its ledger pre-check: the CLI hears it here
-        name, reason = shown(chosen["mechanism"]), shown(chosen["reason"])
+        name, reason = shown(chosen.mechanism), shown(chosen.reason)
         console.print(f"mechanism auto chose [bold]{name}[/bold]: {reason}")
-    t = doc["privacy"]["ledger"]["totals"]
-    table = Table(title=f"release {shown(doc['release_id'])}", show_header=True)
+    book = doc.privacy.ledger
+    t = book.totals
+    table = Table(title=f"release {shown(doc.release_id)}", show_header=True)
     for col in ("stage", "statistics", "spent", "allocated"):
         table.add_column(col)
-    key = "rho" if doc["privacy"]["accountant"] == "zcdp" else "epsilon"
-    for s in doc["privacy"]["ledger"]["stages"]:
-        count = sum(r["stage"] == s["stage"] for r in doc["privacy"]["ledger"]["measurements"])
-        table.add_row(
-            s["stage"], str(count), f"{key}={s[key + '_spent']:.6g}", f"{key}={s[key + '_allocated']:.6g}"
-        )
+    key = doc.privacy.unit
+    for s in book.stages:
+        count = sum(r.stage == s.stage for r in book.measurements)
+        table.add_row(s.stage, str(count), f"{key}={s.spent(key):.6g}", f"{key}={s.allocated(key):.6g}")
     console.print(table)
-    for g in (doc.get("checks") or {}).get("gates", []):
-        bound = " and ".join(f"{k} {g[k]:g}" for k in ("min", "max") if g[k] is not None)
+    for g in doc.gates:
+        bound = " and ".join(f"{k} {v:g}" for k, v in (("min", g.min), ("max", g.max)) if v is not None)
         console.print(
-            f"gate {g['gate']} ({bound}): noisy value {g['noisy_value']:.4g} "
-            f"(noise s.d. {g['noise_sd']:.2g}), " + ("[green]passed" if g["passed"] else "[red]failed")
+            f"gate {g.gate} ({bound}): noisy value {g.noisy_value:.4g} "
+            f"(noise s.d. {g.noise_sd:.2g}), " + ("[green]passed" if g.passed else "[red]failed")
         )
     console.print(
-        f"privacy: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP, replace-one neighbours; "
-        f"{doc['privacy']['synthetic_rows']} synthetic rows"
+        f"privacy: ({t.epsilon:.6g}, {t.delta:.3g})-DP, replace-one neighbours; "
+        f"{doc.privacy.synthetic_rows} synthetic rows"
     )
-    console.print(f"engine: {_engine(doc.get('engine') or {'name': 'memory'})}")
-    for advice in doc.get("advice") or []:  # from the noisy tables: what the schema could declare
-        console.print(f"[yellow]advice:[/yellow] {shown(advice['message'])}", soft_wrap=True)
-    if not doc["randomness"]["fit_for_publication"]:
+    console.print(f"engine: {_engine(doc.engine or {'name': 'memory'})}")
+    for advice in doc.advice or ():  # from the noisy tables: what the schema could declare
+        console.print(f"[yellow]advice:[/yellow] {shown(advice.message)}", soft_wrap=True)
+    if not doc.randomness.fit_for_publication:
         console.print("[bold red]made with --insecure-seed: not fit for publication[/bold red]")
     _quality(bundle)
     print(f"bundle: {bundle}")
 
 
-def _engine(engine: dict) -> str:
+def _engine(engine: Mapping[str, Any]) -> str:
     """The engine that ran (issue 42: a spec without ``engine:`` ran in memory, and nothing
     said so): its name, and for a streaming engine its chunks and workers.
 

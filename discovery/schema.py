@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from dprelease.bundle.files import PRIVATE_DIR, PUBLIC_DIR, make_dir, sha256, write_json
 from dprelease.bundle.format import BUNDLE_FORMAT
 from dprelease.bundle.ledger_record import LEDGER_RECORD, write_ledger_record
+from dprelease.bundle.release_doc import DISCOVERY_KIND, ReleaseDocument
 from dprelease.bundle.staging import check_out
 from dprelease.bundle.write import io_error
 from dprelease.engines.header import DataError, input_format
@@ -60,7 +61,7 @@ from dprelease.spec.text import text_problem
 __all__ = ["DISCOVERABLE", "Discovery", "discover"]
 
 DISCOVERABLE = ("continuous", "integer", "nominal")
-MECHANISM = "schema_discovery"
+MECHANISM = DISCOVERY_KIND
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,7 @@ def _write_bundle(bundle: Path, doc: dict, ledger_url: str) -> tuple[Path, Path]
     (``write_ledger_record``), each with its manifest; returns both manifests."""
     public = make_dir(make_dir(bundle, PUBLIC_DIR) / "public", PUBLIC_DIR)
     internal = make_dir(bundle / "internal", PRIVATE_DIR)
-    write_json(public / "release.json", doc)
+    ReleaseDocument.from_json(doc).write(public / "release.json")  # the bytes write_json gives
     write_ledger_record(internal, ledger_url)
     for folder, name in ((public, "release.json"), (internal, LEDGER_RECORD)):
         write_json(folder / "manifest.json", {"algorithm": "sha256", "files": {name: sha256(folder / name)}})

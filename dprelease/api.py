@@ -196,25 +196,24 @@ class Release:
 
     @classmethod
     def _of(cls, bundle: Path, ledger_url: str) -> Release:
+        from dprelease.bundle.release_doc import ReleaseDocument
         from dprelease.ledger import show
 
-        doc = json.loads((bundle / "public" / "release.json").read_text(encoding="utf-8"))
-        priv = doc["privacy"]
-        totals = priv["ledger"]["totals"]
-        account = show(ledger_url, dataset=doc["dataset"]).accounts[doc["dataset"]]
+        doc = ReleaseDocument.from_file(bundle / "public" / "release.json")
+        priv, totals = doc.privacy, doc.privacy.ledger.totals
         return cls(
             bundle,
-            doc["release_id"],
-            doc["dataset"],
-            priv["accountant"],
-            shown_up(totals["epsilon"]),
-            shown_up(totals["delta"]),
-            None if totals.get("rho") is None else shown_up(totals["rho"]),
-            priv["statement"],
-            priv.get("accuracy") or [],
-            doc["randomness"]["fit_for_publication"],
-            account,
-            doc,
+            doc.release_id,
+            doc.dataset,
+            priv.accountant,
+            shown_up(totals.epsilon),
+            shown_up(totals.delta),
+            None if totals.rho is None else shown_up(totals.rho),
+            priv.statement,
+            [a.as_mapping() for a in priv.accuracy or ()],
+            doc.randomness.fit_for_publication,
+            show(ledger_url, dataset=doc.dataset).accounts[doc.dataset],
+            doc.as_mapping(),
         )
 
     @functools.cached_property

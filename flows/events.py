@@ -207,13 +207,13 @@ def attempt_facts(ledger: Ledger, release_id: str) -> dict[str, Any]:
     """The ledger's state of the attempt (public): its status (``reserved`` while open, and
     then charged its whole plan; ``failed`` once closed, charged the stages spent; None when
     it never reserved), the stages it spent, and those it planned."""
-    attempt = ledger.attempt(release_id)
-    if attempt is None:
+    found = ledger.state(release_id)
+    if found is None:
         return {"ledger_status": None, "stages_spent": [], "stages_planned": []}
-    rows = ledger.entries(release_id=release_id)
-    reserved = [r for r in rows if r["kind"] == "release" and r["status"] == "reserved"]
-    plan = [stage for stage, *_ in (reserved[-1]["detail"] or {}).get("plan", [])] if reserved else []
-    return {"ledger_status": attempt["status"], "stages_spent": attempt["spent"], "stages_planned": plan}
+    (state, spent), rows = found, ledger.rows(release_id=release_id)
+    reserved = [r for r in rows if r.kind == "release" and r.status == "reserved"]
+    plan = [stage for stage, *_ in reserved[-1].detail_of("plan") or []] if reserved else []
+    return {"ledger_status": state.status, "stages_spent": spent, "stages_planned": plan}
 
 
 def _for_people(epsilon: float, delta: float | None) -> str:

@@ -185,10 +185,11 @@ def _report_dead_run(flow_run: Any, state: Any, what: str) -> None:
     ledger, no_ledger = _ledger(params, out)
     try:
         recovered = recover(out, ledger, rid) if rid is not None else []
-        attempt = ledger.attempt(rid) if ledger is not None and rid is not None else None
-        dataset = spec.dataset.name if spec is not None else (attempt or {}).get("dataset")
-        status = None if attempt is None else attempt["status"]
-        sealed_by_it = attempt is not None and (attempt["detail"] or {}).get("flow_run_id") == str(run.id)
+        found = ledger.state(rid) if ledger is not None and rid is not None else None
+        attempt = None if found is None else found[0]
+        dataset = spec.dataset.name if spec is not None else None if attempt is None else attempt.dataset
+        status = None if attempt is None else attempt.status
+        sealed_by_it = attempt is not None and attempt.detail_of("flow_run_id") == str(run.id)
         if rid is not None and status in ("released", "gated") and sealed_by_it and os.path.isdir(out / rid):
             _report_sealed(out, rid, dataset, ledger, status == "released", params, run)
             return

@@ -1,9 +1,10 @@
 """The budget ledger: an append-only, hash-chained record of every release's privacy
 spend, in a real database (SQLite by default, PostgreSQL by URL).
 
-``ledger.store.Ledger`` reads and writes it; ``ledger.charges`` says what a release costs
-(pure functions of its rows); ``ledger.windows`` the one rule for the window an attempt is
-charged to; ``ledger.decision`` whether a reservation is admitted (the rerun rule,
+``ledger.store.Ledger`` reads and writes it (each row a ``ledger.row.LedgerRow``);
+``ledger.charges`` says what a release costs (pure functions of its rows);
+``ledger.windows`` the one rule for the window an attempt is charged to;
+``ledger.decision`` whether a reservation is admitted (the rerun rule,
 ``ledger.identity``'s schema binding, ``ledger.policy``'s budget policy); ``ledger.chain``
 checks the hash chain; ``ledger.url`` reads the ledger's URL as its driver does and rebuilds
 what may be shown; ``ledger.database`` holds the tables, the connection and the write lock;
@@ -18,6 +19,7 @@ from dprelease.ledger.database import FIELDS, LOCK_WAIT, row_hash
 from dprelease.ledger.errors import BudgetRefused, LedgerError, LedgerLocked, NoLedger
 from dprelease.ledger.facts import budget_facts, ledger_facts
 from dprelease.ledger.format import FORMAT, LedgerFormatError
+from dprelease.ledger.row import LedgerRow
 from dprelease.ledger.store import Ledger
 from dprelease.ledger.summary import DatasetAccount, LedgerSummary, migrate, show
 from dprelease.ledger.url import (
@@ -42,6 +44,7 @@ __all__ = [
     "LedgerError",
     "LedgerFormatError",
     "LedgerLocked",
+    "LedgerRow",
     "LedgerSummary",
     "LedgerURL",
     "NoLedger",

@@ -7,7 +7,6 @@ lock) share, so that they decide alike. In order: the rerun rule on the release_
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -18,21 +17,22 @@ from dprelease.ledger.charges import Policy, rerun_refusal
 from dprelease.ledger.database import ENTRIES
 from dprelease.ledger.identity import checked_reason, holders, schema_detail, schema_refusal
 from dprelease.ledger.policy import budget_refusal, declared_policy
+from dprelease.ledger.row import LedgerRow
 from dprelease.mechanisms.accounting import BudgetPlan
 from dprelease.mechanisms.periods import PeriodBudget
 
 __all__ = ["Asked", "Decision", "decide", "read_rows"]
 
 
-def read_rows(conn: Connection, kinds: tuple[str, ...] | None = None, **where) -> list[dict]:
-    """Rows in chain order, ``detail`` decoded: of ``kinds`` (all when None), with the
-    columns ``where`` names equal to its values."""
+def read_rows(conn: Connection, kinds: tuple[str, ...] | None = None, **where) -> list[LedgerRow]:
+    """Rows in chain order: of ``kinds`` (all when None), with the columns ``where`` names
+    equal to its values."""
     q = select(ENTRIES).order_by(ENTRIES.c.seq)
     if kinds is not None:
         q = q.where(ENTRIES.c.kind.in_(kinds))
     for k, v in where.items():
         q = q.where(ENTRIES.c[k] == v)
-    return [{**r._asdict(), "detail": json.loads(r.detail)} for r in conn.execute(q)]
+    return [LedgerRow.from_mapping(r._asdict()) for r in conn.execute(q)]
 
 
 @dataclass(frozen=True)
@@ -72,8 +72,8 @@ class Decision:
 
     reason: str | None
     policy: Policy | None
-    mine: list[dict]
-    read: list[dict]
+    mine: list[LedgerRow]
+    read: list[LedgerRow]
     schema: dict
 
 
@@ -84,7 +84,7 @@ def decide(conn: Connection, asked: Asked, at: datetime) -> Decision:
     if reason is not None:
         return Decision(reason, None, mine, mine, {})
     rows = read_rows(conn, ("release", "budget"), dataset=asked.dataset)
-    held: list[dict] = []
+    held: list[LedgerRow] = []
     record: dict = {}
     if asked.schema is not None:
         held = holders(conn, asked.schema)

@@ -23,16 +23,23 @@ def ledger_facts(ledger: Ledger, dataset: str, release_id: str) -> dict:
     bundle; the rows of this release (seq and hash, for ``audit verify`` to find and
     compare); and the dataset's lifetime account with this release included (its whole
     plan is charged while it runs)."""
-    rows = ledger.entries(release_id=release_id)
+    rows = ledger.rows(release_id=release_id)
     lifetime = ledger.lifetime(dataset)
     void = ledger.void_since(dataset)
     seq, digest = ledger.head()
     doc: dict[str, Any] = {
         "chain_head": {"seq": seq, "hash": digest},
         "rows": [
-            {k: r[k] for k in ("seq", "hash", "kind", "status", "stage", "statistic")}
+            {
+                "seq": r.seq,
+                "hash": r.hash,
+                "kind": r.kind,
+                "status": r.status,
+                "stage": r.stage,
+                "statistic": r.statistic,
+            }
             for r in rows
-            if r["kind"] != "release" or r["status"] == "reserved"
+            if r.kind != "release" or r.status == "reserved"
         ],
         "dataset_guarantee": {
             "void_since": void,

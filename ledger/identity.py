@@ -18,12 +18,11 @@ default ledger) or ``--ledger`` still starts an empty one.
 
 from __future__ import annotations
 
-import json
-
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from dprelease.ledger.database import ENTRIES
+from dprelease.ledger.row import LedgerRow
 from dprelease.mechanisms.errors import DPReleaseError
 
 __all__ = ["NEW_DATASET", "checked_reason", "holders", "schema_detail", "schema_refusal"]
@@ -47,7 +46,7 @@ def checked_reason(new_dataset: str | None) -> str | None:
     return reason
 
 
-def holders(conn: Connection, fingerprint: str) -> list[dict]:
+def holders(conn: Connection, fingerprint: str) -> list[LedgerRow]:
     """The ``reserved`` rows (any dataset) that recorded ``fingerprint``, chain order,
     ``detail`` decoded (found by text, then checked field by field)."""
     q = (
@@ -56,15 +55,17 @@ def holders(conn: Connection, fingerprint: str) -> list[dict]:
         .where(ENTRIES.c.detail.contains(f'"schema": "{fingerprint}"', autoescape=True))
         .order_by(ENTRIES.c.seq)
     )
-    rows = [{**r._asdict(), "detail": json.loads(r.detail)} for r in conn.execute(q)]
-    return [r for r in rows if r["detail"].get("schema") == fingerprint]
+    rows = [LedgerRow.from_mapping(r._asdict()) for r in conn.execute(q)]
+    return [r for r in rows if r.detail_of("schema") == fingerprint]
 
 
-def schema_refusal(dataset: str, fingerprint: str, held: list[dict], new_dataset: str | None) -> str | None:
+def schema_refusal(
+    dataset: str, fingerprint: str, held: list[LedgerRow], new_dataset: str | None
+) -> str | None:
     """Why a release of ``dataset`` with ``fingerprint`` is refused (None: it is not):
     ``held`` (``holders``) shows other dataset names with it and none of ``dataset``'s,
     and the steward did not declare ``new_dataset``."""
-    names = list(dict.fromkeys(r["dataset"] for r in held))
+    names = list(dict.fromkeys(r.dataset for r in held))
     if new_dataset or not names or dataset in names:
         return None
     others = ", ".join(f"'{n}'" for n in names)
@@ -80,10 +81,10 @@ def schema_refusal(dataset: str, fingerprint: str, held: list[dict], new_dataset
     )
 
 
-def schema_detail(fingerprint: str, own: list[dict], new_dataset: str | None) -> dict:
+def schema_detail(fingerprint: str, own: list[LedgerRow], new_dataset: str | None) -> dict:
     """The ``reserved`` row's record of the schema: the fingerprint; the one the dataset's
     last fingerprinted reservation recorded, when it differs; the steward's declaration."""
-    before = [r["detail"]["schema"] for r in own if r["status"] == "reserved" and r["detail"].get("schema")]
+    before = [r.detail_of("schema") for r in own if r.status == "reserved" and r.detail_of("schema")]
     return {
         "schema": fingerprint,
         **({"schema_before": before[-1]} if before and before[-1] != fingerprint else {}),

@@ -11,14 +11,13 @@ reads the rows as before.
 
 from __future__ import annotations
 
-import json
-
 from sqlalchemy.engine import Engine
 
 from dprelease.ledger import format as ledger_format
 from dprelease.ledger.chain import chain_problems
 from dprelease.ledger.database import transaction
 from dprelease.ledger.errors import LedgerError
+from dprelease.ledger.row import LedgerRow
 
 __all__ = ["migrate"]
 
@@ -51,4 +50,4 @@ def migrate(engine: Engine, shown: str) -> dict | None:
                 "rows_changed": 0,
             },
         )
-    return {**row, "detail": json.loads(row["detail"])}
+    return LedgerRow.from_mapping(row).as_mapping()  # as Ledger.entries gives it: detail decoded

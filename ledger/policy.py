@@ -23,6 +23,7 @@ from dprelease.ledger.charges import (
     stored,
     void_since,
 )
+from dprelease.ledger.row import LedgerRow
 from dprelease.ledger.windows import composed, in_window
 from dprelease.mechanisms.accounting import BudgetPlan
 from dprelease.mechanisms.errors import BudgetError
@@ -56,14 +57,14 @@ def plan_charge(plan: BudgetPlan) -> Charge:
 
 
 def budget_refusal(
-    rows: list[dict],
+    rows: list[LedgerRow],
     dataset: str,
     release_id: str,
     plan: BudgetPlan,
     declared: Policy | None,
     at: datetime,
     not_dp: bool = False,
-) -> tuple[str | None, Policy | None, list[dict]]:
+) -> tuple[str | None, Policy | None, list[LedgerRow]]:
     """The budget policy's decision on ``rows``, the dataset's release and budget rows, for a
     release reserved at ``at``: (reason to refuse or None, a policy to record or None, the
     rows the decision used, which the caller checks against the hash chain; none when no
@@ -83,7 +84,7 @@ def budget_refusal(
     limit = held or declared
     if limit is None:
         return None, None, []  # no policy: the decision read nothing of the dataset
-    void = void_since([r for r in rows if r["release_id"] != release_id])
+    void = void_since([r for r in rows if r.release_id != release_id])
     if void is not None:
         return (
             f"dataset '{dataset}' has had a release that was not differentially private "
@@ -109,7 +110,7 @@ def budget_refusal(
 
 
 def _over_budget(
-    rows: list[dict],
+    rows: list[LedgerRow],
     dataset: str,
     release_id: str,
     plan: BudgetPlan,
@@ -123,16 +124,12 @@ def _over_budget(
     this = plan_charge(plan)
     # a dead open attempt of this release_id, closed by the reservation; it spent no stage (the
     # rerun rule, decided first, admits no other), so these release rows price it right
-    closing = abandoned([r for r in rows if r["release_id"] == release_id])
+    closing = abandoned([r for r in rows if r.release_id == release_id])
     now = at.isoformat()
-    before_rows = [*rows, *([{**closing, "time": now}] if closing else [])]
-    reserved = {
-        "release_id": release_id,
-        "kind": "release",
-        "status": "reserved",
-        "time": now,
-        **stored(this),
-    }
+    before_rows = [*rows, *([LedgerRow.from_mapping({**closing, "time": now})] if closing else [])]
+    reserved = LedgerRow.from_mapping(
+        {"release_id": release_id, "kind": "release", "status": "reserved", "time": now, **stored(this)}
+    )
     earlier = in_window(before_rows, period, at)
     try:
         before = composed(earlier, budget[1])
@@ -142,7 +139,9 @@ def _over_budget(
     if after.epsilon <= budget[0]:
         return None
     others = len({a.release_id for a in earlier} - {release_id})
-    running = sum((last_state(list(a.rows)) or {}).get("status") == "reserved" for a in earlier)
+    running = sum(
+        1 for a in earlier if (last := last_state(a.rows)) is not None and last.status == "reserved"
+    )
     where = "" if period is None else f" in period {period.label(at)}"
     return (
         f"{policy_name(limit, dataset)} would be exceeded{where}: {others} earlier "

@@ -34,9 +34,9 @@ import socket
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import insert, inspect, select, text
-from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from dprelease.ledger import database
@@ -52,6 +52,7 @@ from dprelease.ledger.charges import (
     listing,
     same_release,
     spent_charge,
+    spent_stages,
     stored,
     void_since,
 )
@@ -60,6 +61,7 @@ from dprelease.ledger.decision import Asked, decide, read_rows
 from dprelease.ledger.errors import BudgetRefused, LedgerError, NoLedger
 from dprelease.ledger.migrate import migrate
 from dprelease.ledger.policy import declared_policy, plan_charge, policy_detail
+from dprelease.ledger.row import LedgerRow
 from dprelease.ledger.url import PASSWORD_ENV, parse_url
 from dprelease.ledger.windows import attempts, composed, in_window, latest_attempt, window_spends
 from dprelease.mechanisms.accounting import BudgetPlan
@@ -132,24 +134,25 @@ class Ledger:
 
     # reading -------------------------------------------------------------------------
 
-    def entries(
+    def rows(
         self,
         *,
         dataset: str | None = None,
         release_id: str | None = None,
         kinds: tuple[str, ...] | None = None,
-    ) -> list[dict]:
-        """Rows in chain order (of ``kinds`` only, when given), ``detail`` decoded."""
+    ) -> list[LedgerRow]:
+        """Rows in chain order (of ``kinds`` only, when given)."""
         where = {k: v for k, v in (("dataset", dataset), ("release_id", release_id)) if v is not None}
         return self._select(kinds, **where)
 
-    @staticmethod
-    def _read(conn: Connection, kinds: tuple[str, ...] | None = None, **where) -> list[dict]:
-        return read_rows(conn, kinds, **where)
+    def entries(self, **where: Any) -> list[dict]:
+        """``rows`` (``dataset``, ``release_id``, ``kinds``) as dicts (``LedgerRow.as_mapping``:
+        every column, ``detail`` decoded)."""
+        return [r.as_mapping() for r in self.rows(**where)]
 
-    def _select(self, kinds: tuple[str, ...] | None, **where) -> list[dict]:
+    def _select(self, kinds: tuple[str, ...] | None, **where) -> list[LedgerRow]:
         with self.engine.connect() as conn:
-            return self._read(conn, kinds=kinds, **where)
+            return read_rows(conn, kinds, **where)
 
     def lifetime(self, dataset: str) -> tuple[float, float] | None:
         """The dataset's lifetime (ε, δ), or None when none was declared (or a period was)."""
@@ -224,7 +227,7 @@ class Ledger:
     def releases(self, dataset: str | None = None) -> list[dict]:
         """One dict per release_id (``charges.listing``): dataset, release_id, status, what
         it is charged (epsilon, delta, rho), times, and its stage rows (measurements nested)."""
-        return listing(self.entries(dataset=dataset))
+        return listing(self.rows(dataset=dataset))
 
     def head(self) -> tuple[int, str]:
         """(seq, hash) of the last row: publish it elsewhere to anchor the chain."""
@@ -303,7 +306,7 @@ class Ledger:
         with self._txn() as t:
             broken, upto = tail_problems(t)
             decided = decide(t.conn, asked, datetime.fromisoformat(t.time))
-            broken += read_rows_problems(t, [r["seq"] for r in decided.read], upto)
+            broken += read_rows_problems(t, [r.seq for r in decided.read], upto)
             if broken:
                 raise BudgetRefused(
                     f"the ledger's hash chain is broken ({'; '.join(broken[:3])}): a ledger that may have "
@@ -357,12 +360,11 @@ class Ledger:
         if not stages:
             return []
         with self._txn() as t:
-            mine = self._read(t.conn, release_id=release_id)
+            mine = read_rows(t.conn, release_id=release_id)
             last = last_state(mine)
-            if last is None or last["status"] != "reserved":
+            if last is None or last.status != "reserved":
                 raise LedgerError(f"release '{release_id}' has no open reservation in the ledger")
-            done = {r["stage"] for r in mine if r["kind"] == "stage" and r["status"] == "spent"}
-            twice = sorted(set(stages) & done)
+            twice = sorted(set(stages) & set(spent_stages(mine)))
             if twice:
                 raise BudgetRefused(
                     f"release '{release_id}' already spent stage(s) {twice}; their noise is never "
@@ -406,11 +408,11 @@ class Ledger:
         """A non-DP release's synthesis is about to start: write its ``unprotected`` stage
         row (once), from which the attempt costs ``Charge.void()``."""
         with self._txn() as t:
-            mine = self._read(t.conn, release_id=release_id)
+            mine = read_rows(t.conn, release_id=release_id)
             last = last_state(mine)
-            if last is None or last["status"] != "reserved" or last["accountant"] != "void":
+            if last is None or last.status != "reserved" or last.accountant != "void":
                 raise LedgerError(f"release '{release_id}' has no open non-DP reservation in the ledger")
-            if any(r["kind"] == "stage" and r["stage"] == UNPROTECTED for r in mine):
+            if any(r.kind == "stage" and r.stage == UNPROTECTED for r in mine):
                 return None
             return t.append(
                 **same_release(last),
@@ -426,9 +428,8 @@ class Ledger:
         if not measurements:
             return []
         with self._txn() as t:
-            mine = self._read(t.conn, release_id=release_id)
-            spent = {r["stage"] for r in mine if r["kind"] == "stage" and r["status"] == "spent"}
-            unspent = sorted({m.stage for m in measurements if m.draws_noise} - spent)
+            mine = read_rows(t.conn, release_id=release_id)
+            unspent = sorted({m.stage for m in measurements if m.draws_noise} - set(spent_stages(mine)))
             if unspent:  # the flow checks `spends` before a step: this is the last line of defence
                 raise LedgerError(f"internal error: noise drawn for stage(s) {unspent} not recorded as spent")
             return [
@@ -463,9 +464,9 @@ class Ledger:
             raise ValueError(f"status {status!r} must be one of {STATES[1:]} (failed after a seal)")
         open_states = ("released", "gated") if after_seal else ("reserved",)
         with self._txn() as t:
-            mine = self._read(t.conn, release_id=release_id)
+            mine = read_rows(t.conn, release_id=release_id)
             last = last_state(mine)
-            if last is None or last["status"] not in open_states:
+            if last is None or last.status not in open_states:
                 raise LedgerError(f"release '{release_id}' has no open reservation in the ledger")
             return t.append(
                 **same_release(last),
@@ -475,17 +476,17 @@ class Ledger:
                 detail=detail,
             )
 
-    def attempt(self, release_id: str) -> dict | None:
-        """The attempt's state row (None: the ledger does not know it) with ``spent``, the
-        stages it recorded as spent."""
-        mine = self.entries(release_id=release_id)
+    def state(self, release_id: str) -> tuple[LedgerRow, list[str]] | None:
+        """The attempt's state row (None: the ledger does not know it) and the stages it
+        recorded as spent; ``attempt`` as a dict."""
+        mine = self.rows(release_id=release_id)
         last = last_state(mine)
-        if last is None:
-            return None
-        return {
-            **last,
-            "spent": sorted({r["stage"] for r in mine if r["kind"] == "stage" and r["status"] == "spent"}),
-        }
+        return None if last is None else (last, spent_stages(mine))
+
+    def attempt(self, release_id: str) -> dict | None:
+        """``state`` as one dict: the row's columns (``detail`` decoded) and ``spent``."""
+        found = self.state(release_id)
+        return None if found is None else {**found[0].as_mapping(), "spent": found[1]}
 
     def settle(self, release_id: str, *, by: str, reason: str, evidence: str) -> dict:
         """Close a dead attempt that is still ``reserved`` as ``failed``, charged what its

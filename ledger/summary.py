@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dprelease.ledger import database
+from dprelease.ledger.charges import by_release, charge_of, listing
+from dprelease.ledger.row import LedgerRow
 from dprelease.ledger.store import Ledger
 from dprelease.ledger.url import ledger_url
 from dprelease.mechanisms.lifetime import Headroom, LifetimeSpend
@@ -171,12 +173,16 @@ def show(
     """
     url = ledger_url(None if ledger is None else str(ledger), out)
     with Ledger(url, create=False) as led:
-        releases = led.releases(dataset)
+        rows = led.rows(dataset=dataset)
+        releases = listing(rows)
+        groups = by_release(rows)
         accounts = {}
-        for name in dict.fromkeys(r["dataset"] for r in releases):
+        for name in dict.fromkeys(g[0].dataset for g in groups.values()):
+            mine = [g for g in groups.values() if g[0].dataset == name]
             life, budget = led.lifetime(name), led.period_budget(name)
             # no policy: compose at the releases' summed δ, where basic composition holds
-            deltas = [r["delta"] for r in releases if r["dataset"] == name and r["delta"] is not None]
+            charges = [charge_of(g) for g in mine]
+            deltas = [c.delta for c in charges if not c.is_void]
             delta = life[1] if life else budget.delta if budget else math.fsum(deltas)
             periods = () if budget is None else _periods(led, name, budget)
             accounts[name] = DatasetAccount(
@@ -189,7 +195,7 @@ def show(
                 periods,
                 None if budget is None else budget.length.label(database.now()),
                 None if budget is None else led.all_time_guarantee(name, budget),
-                _schema_events(r for r in releases if r["dataset"] == name),
+                _schema_events(mine),
             )
         return LedgerSummary(led.url, releases, accounts, led.verify_chain(), led.head(), led.format.format)
 
@@ -199,15 +205,20 @@ def _periods(led: Ledger, dataset: str, budget: PeriodBudget) -> tuple[PeriodAcc
     return tuple(PeriodAccount(k, spend, n) for k, (spend, n) in led.period_spends(dataset, budget).items())
 
 
-def _schema_events(releases: Iterable[dict]) -> tuple[dict, ...]:
-    """The reservations that declared a new dataset or recorded a changed schema."""
+def _schema_events(releases: Iterable[list[LedgerRow]]) -> tuple[dict, ...]:
+    """The reservations that declared a new dataset or recorded a changed schema, among
+    ``releases`` (each a release_id's rows)."""
     out = []
-    for r in releases:
-        for e in r["events"]:
-            d = e["detail"]
-            if e["status"] == "reserved" and ("new_dataset" in d or "schema_before" in d):
+    for mine in releases:
+        for e in mine:
+            d = e.detail or {}
+            if (
+                e.kind == "release"
+                and e.status == "reserved"
+                and ("new_dataset" in d or "schema_before" in d)
+            ):
                 keys = [k for k in ("new_dataset", "schema_before", "schema") if k in d]
-                out.append({"release_id": e["release_id"], "time": e["time"], **{k: d[k] for k in keys}})
+                out.append({"release_id": e.release_id, "time": e.time, **{k: d[k] for k in keys}})
     return tuple(out)
 
 

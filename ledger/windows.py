@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from dprelease.ledger.charges import charge_of
+from dprelease.ledger.row import LedgerRow
 from dprelease.mechanisms.lifetime import Charge, LifetimeSpend, compose_lifetime
 from dprelease.mechanisms.periods import Period
 
@@ -39,33 +40,33 @@ class Attempt:
 
     release_id: str
     reserved: datetime
-    rows: tuple[dict, ...]
+    rows: tuple[LedgerRow, ...]
 
     @property
     def charge(self) -> Charge:
         """What it costs its dataset: its plan while open, else what its closing row says."""
-        return charge_of(list(self.rows))
+        return charge_of(self.rows)
 
 
-def attempts(rows: Iterable[dict]) -> list[Attempt]:
+def attempts(rows: Iterable[LedgerRow]) -> list[Attempt]:
     """The attempts among ``rows`` (chain order), in the order of their reservations. A
     release_id's rows before its first reservation (refusals) belong to no attempt and
     cost nothing; a refusal after one changes nothing (``charge_of`` reads states only)."""
-    open_: dict[str, list[dict]] = {}
-    started: list[list[dict]] = []
+    open_: dict[str, list[LedgerRow]] = {}
+    started: list[list[LedgerRow]] = []
     for r in rows:
-        rid = r["release_id"]
+        rid = r.release_id
         if not rid:
             continue
-        if r["kind"] == "release" and r["status"] == "reserved":
+        if r.kind == "release" and r.status == "reserved":
             open_[rid] = [r]
             started.append(open_[rid])
         elif rid in open_:
             open_[rid].append(r)
-    return [Attempt(g[0]["release_id"], datetime.fromisoformat(g[0]["time"]), tuple(g)) for g in started]
+    return [Attempt(str(g[0].release_id), datetime.fromisoformat(g[0].time), tuple(g)) for g in started]
 
 
-def in_window(rows: Iterable[dict], period: Period | None, at: datetime) -> list[Attempt]:
+def in_window(rows: Iterable[LedgerRow], period: Period | None, at: datetime) -> list[Attempt]:
     """The attempts charged to the window that holds ``at``; every attempt when ``period``
     is None (a lifetime)."""
     every = attempts(rows)
@@ -80,7 +81,9 @@ def composed(chosen: list[Attempt], delta: float) -> LifetimeSpend:
     return compose_lifetime([a.charge for a in chosen], delta)
 
 
-def window_spends(rows: Iterable[dict], period: Period, delta: float) -> dict[str, tuple[LifetimeSpend, int]]:
+def window_spends(
+    rows: Iterable[LedgerRow], period: Period, delta: float
+) -> dict[str, tuple[LifetimeSpend, int]]:
     """Each window's composed charges at ``delta`` and how many release_ids have an attempt
     in it, by window label (``Period.label``), in time order."""
     groups: dict[datetime, list[Attempt]] = {}
@@ -92,7 +95,7 @@ def window_spends(rows: Iterable[dict], period: Period, delta: float) -> dict[st
     }
 
 
-def latest_attempt(rows: Iterable[dict]) -> Attempt | None:
+def latest_attempt(rows: Iterable[LedgerRow]) -> Attempt | None:
     """The last attempt among ``rows`` (one release_id's): the one a bundle belongs to."""
     every = attempts(rows)
     return every[-1] if every else None

@@ -27,9 +27,11 @@ import json
 import math
 import re
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from dprelease.bundle.release_doc import ReleaseDocument
 from dprelease.ledger import Ledger, budget_facts
 from dprelease.mechanisms.errors import DPReleaseError
 from dprelease.mechanisms.gates import GateResult
@@ -110,7 +112,7 @@ def _account(ledger: Ledger, dataset: str, release_id: str) -> str:
 
 def release_artifacts(
     release_id: str,
-    document: dict,
+    document: ReleaseDocument | Mapping[str, Any],
     where: dict[str, str],
     gates: list[GateResult],
     *,
@@ -122,7 +124,9 @@ def release_artifacts(
     to the bundle (its public folder, or its internal one when a gate stopped it: a
     ``file://`` URL on ``where['host']`` unless ``where['url']`` names it), the budget table
     and a summary (with ``ledger``: ``dataset``'s account under its budget policy and the
-    chain head). ``where``: ``bundle_location``."""
+    chain head). ``where``: ``bundle_location``. ``document``: the release's, or the mapping
+    the flow built (read as a ``ReleaseDocument``)."""
+    doc = ReleaseDocument.from_json(document) if isinstance(document, Mapping) else document
     out: list[dict[str, Any]] = []
     if gates:
         out.append(
@@ -143,21 +147,31 @@ def release_artifacts(
             f"Bundle of release {release_id}",
         )
     )
-    led = document["privacy"]["ledger"]
-    columns = ("stage", "statistic", "mechanism", "sensitivity", "noise_scale", "rho", "epsilon")
+    priv = doc.privacy
+    led = priv.ledger
     out.append(
         _table(
             f"{release_id}-budget",
-            [{k: r[k] for k in columns} for r in led["measurements"]],
+            [
+                {
+                    "stage": r.stage,
+                    "statistic": r.statistic,
+                    "mechanism": r.mechanism,
+                    "sensitivity": r.sensitivity,
+                    "noise_scale": r.noise_scale,
+                    "rho": r.rho,
+                    "epsilon": r.epsilon,
+                }
+                for r in led.measurements
+            ],
             f"Budget ledger of release {release_id}",
         )
     )
-    t = led["totals"]
-    zcdp = document["privacy"]["accountant"] == "zcdp"
-    key, unit = ("rho", "ρ, zCDP") if zcdp else ("epsilon", "ε, pure DP")
+    t = led.totals
+    key = priv.unit
+    unit = "ρ, zCDP" if key == "rho" else "ε, pure DP"
     rows = "\n".join(
-        f"| {s['stage']} | {s['weight']:g} | {s[f'{key}_spent']:.6g} | {s[f'{key}_allocated']:.6g} |"
-        for s in led["stages"]
+        f"| {s.stage} | {s.weight:g} | {s.spent(key):.6g} | {s.allocated(key):.6g} |" for s in led.stages
     )
     located = f"- bundle: `{where['path']}` on host `{where['host']}`\n"
     if "url" in where:
@@ -169,10 +183,10 @@ def release_artifacts(
             f"{release_id}-summary",
             f"# Release `{release_id}`\n\n"
             f"- status: {status}\n"
-            f"- mechanism: `{document['mechanism']['name']}`\n"
-            f"- privacy: ({t['epsilon']:.6g}, {t['delta']:.3g})-DP, "
-            f"{document['privacy']['accountant']} accounting, replace-one neighbours\n"
-            f"- synthetic rows: {document['privacy']['synthetic_rows']}\n"
+            f"- mechanism: `{doc.mechanism.name}`\n"
+            f"- privacy: ({t.epsilon:.6g}, {t.delta:.3g})-DP, "
+            f"{priv.accountant} accounting, replace-one neighbours\n"
+            f"- synthetic rows: {priv.synthetic_rows}\n"
             f"{located}\n"
             f"| stage | weight | spent ({unit}) | allocated ({unit}) |\n|---|---|---|---|\n{rows}\n",
             f"Summary of release {release_id}",

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dprelease.bundle.ledger_record import LEDGER_RECORD, recorded_ledger
+from dprelease.bundle.release_doc import ReleaseDocument
 
 __all__ = ["LedgerChoice", "choose_ledger"]
 
@@ -30,7 +31,7 @@ class LedgerChoice:
         return None if self.url is None else shown_url(self.url)
 
 
-def choose_ledger(bundle: Path, doc: dict, given: str | None) -> LedgerChoice:
+def choose_ledger(bundle: Path, doc: ReleaseDocument, given: str | None) -> LedgerChoice:
     """The ledger to cross-check, and where it came from (always said: a copied bundle may
     name a ledger that is not the one the auditor means): ``given`` (``--ledger``); else the
     SQLite file the bundle's internal record names (``internal/ledger.json``; a bundle from
@@ -63,10 +64,10 @@ def choose_ledger(bundle: Path, doc: dict, given: str | None) -> LedgerChoice:
     return LedgerChoice(None, f"{said}no ledger.db beside the bundle; pass --ledger URL")
 
 
-def _recorded(bundle: Path, doc: dict) -> tuple[str | None, str]:
+def _recorded(bundle: Path, doc: ReleaseDocument) -> tuple[str | None, str]:
     """The ledger URL the bundle records, and where: its internal record, else (a bundle
     from before issue 38) the URL its release.json published."""
     recorded = recorded_ledger(bundle)
     if recorded is not None:
         return recorded, f"the bundle's internal/{LEDGER_RECORD}"
-    return (doc["privacy"].get("ledger_record") or {}).get("url"), "the bundle's release.json"
+    return doc.privacy.record.url, "the bundle's release.json"

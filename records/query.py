@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dprelease.bundle.release_doc import ReleaseDocument
 from dprelease.bundle.replicates import read_replicates
 from dprelease.mechanisms.calendar import to_units
 from dprelease.mechanisms.queries import FULL, PARTIAL, Condition, QueryError, answer, coverage
@@ -153,15 +154,15 @@ def _number(column: Continuous, value: Any, open_end: float) -> float:
         raise QueryError(f"column '{column.name}' is numeric: '{value}' is not a number") from None
 
 
-def _synthetic(folder: Path, doc: dict, conds: list[Condition]) -> pd.DataFrame:
+def _synthetic(folder: Path, doc: ReleaseDocument, conds: list[Condition]) -> pd.DataFrame:
     """The published synthetic rows' queried columns."""
-    outputs = doc.get("outputs") or {}
-    name = next((n for n, o in outputs.items() if o.get("format") == "parquet"), None)
+    outputs = doc.outputs
+    name = next((n for n, o in outputs.items() if o.format == "parquet"), None)
     cols = [c.column for c in conds]
     if name is not None:
         frame = pd.read_parquet(folder / name, columns=cols)
     else:
-        name = next((n for n, o in outputs.items() if o.get("format") == "csv"), "synthetic.csv")
+        name = next((n for n, o in outputs.items() if o.format == "csv"), "synthetic.csv")
         frame = pd.read_csv(folder / name, usecols=cols, keep_default_na=False, na_values=[""], dtype=str)
     return frame
 
@@ -282,16 +283,16 @@ def answer_where(pub: Published, where: Mapping[str, Any], level: float = 0.9) -
     )
 
 
-def published_folder(bundle: Path) -> tuple[dict, Path]:
+def published_folder(bundle: Path) -> tuple[ReleaseDocument, Path]:
     """release.json and the folder of the published files (a bundle's ``public/`` or a copy)."""
     doc, folder = load_document(bundle)
     if folder.name == "internal":
         raise QueryError(
-            f"release '{doc['release_id']}' published nothing (a gate stopped it): nothing to query"
+            f"release '{doc.release_id}' published nothing (a gate stopped it): nothing to query"
         )
-    if not doc.get("tables"):
+    if not doc.tables:
         raise QueryError(
-            f"release '{doc['release_id']}' publishes no noisy tables (made before they were published, "
+            f"release '{doc.release_id}' publishes no noisy tables (made before they were published, "
             "or by a mechanism that measures none): its counts have no interval"
         )
     return doc, folder
@@ -308,7 +309,7 @@ def run_query(bundle: Path, where: Mapping[str, Any], level: float = 0.9) -> Que
     pub = Published(
         schema, tables, int(index["rows_fitted"]), index["target"], _synthetic(folder, doc, conds)
     )
-    if doc.get("replicates"):
+    if doc.replicates:
         replicates, cells = read_replicates(folder, names)
         checks = tuple(HeldOut(**h) for h in replicates["checks"])
         pub = replace(pub, replicate_cells=cells, replicate_names=names, checks=checks)

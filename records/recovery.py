@@ -37,7 +37,7 @@ from pathlib import Path
 from dprelease.bundle.files import sha256
 from dprelease.bundle.staging import Staging, owner_of, stale_stagings
 from dprelease.bundle.write import write_failure_record
-from dprelease.ledger import Ledger
+from dprelease.ledger import Ledger, LedgerRow
 from dprelease.mechanisms.errors import ProcessDied, SettleRefused
 
 __all__ = [
@@ -84,13 +84,16 @@ class Recovered:
         )
 
 
-def sealed_matches(folder: Path, dest: Path, detail: dict) -> bool:
+def sealed_matches(folder: Path, dest: Path, closing: LedgerRow) -> bool:
     """``folder`` (a staging folder, or the bundle itself) is exactly what the ledger's
-    closing row ``detail`` sealed for the bundle at ``dest``: the same destination and the
-    sha256 of both manifests (no ``public/`` for a gated release)."""
-    if detail.get("bundle") != str(dest.resolve()):
+    ``closing`` row sealed (its ``detail``) for the bundle at ``dest``: the same destination
+    and the sha256 of both manifests (no ``public/`` for a gated release)."""
+    if closing.detail_of("bundle") != str(dest.resolve()):
         return False
-    public, internal = detail.get("public_manifest_sha256"), detail.get("internal_manifest_sha256")
+    public, internal = (
+        closing.detail_of("public_manifest_sha256"),
+        closing.detail_of("internal_manifest_sha256"),
+    )
     try:
         ok = internal is not None and sha256(folder / "internal" / "manifest.json") == internal
         if public is None:
@@ -106,25 +109,24 @@ def published_by_run(ledger: Ledger, out: Path, release_id: str, flow_run_id: st
     in place (a folder of a run that died between the seal and the rename is moved into
     place first). A retry of that run then has nothing left to do. None otherwise."""
     recover(out, ledger, release_id)
-    attempt = ledger.attempt(release_id)
+    found = ledger.state(release_id)
     dest = out / release_id
-    if attempt is None or attempt["status"] != "released" or dest.is_symlink():
+    if found is None or found[0].status != "released" or dest.is_symlink():
         return None
-    detail = attempt["detail"] or {}
-    if detail.get("flow_run_id") != flow_run_id or not sealed_matches(dest, dest, detail):
+    if found[0].detail_of("flow_run_id") != flow_run_id or not sealed_matches(dest, dest, found[0]):
         return None
     return dest
 
 
 def _recover_one(stage: Staging, ledger: Ledger | None, out: Path) -> Recovered:
-    attempt = ledger.attempt(stage.release_id) if ledger is not None else None
-    status = attempt["status"] if attempt else None
-    spent = tuple(attempt["spent"]) if attempt else ()
+    found = ledger.state(stage.release_id) if ledger is not None else None
+    status = found[0].status if found else None
+    spent = tuple(found[1]) if found else ()
     if (
-        attempt is not None
+        found is not None
         and status in ("released", "gated")
         and not os.path.lexists(stage.dest)
-        and sealed_matches(stage.path, stage.dest, attempt["detail"] or {})
+        and sealed_matches(stage.path, stage.dest, found[0])
     ):
         os.replace(stage.path, stage.dest)
         return Recovered(stage.release_id, "published", stage.dest, status, spent)
@@ -186,12 +188,13 @@ def settle(
     host, which this machine cannot ask). Refused (``SettleRefused``) when the attempt is
     not ``reserved``, while its staging folder is locked, while its pid lives on this host,
     or when no evidence holds."""
-    attempt = ledger.attempt(release_id)
-    if attempt is None:
+    found = ledger.state(release_id)
+    if found is None:
         raise SettleRefused(f"release '{release_id}' is not in this ledger; check --ledger / --out")
-    if attempt["status"] != "reserved":
+    attempt = found[0]
+    if attempt.status != "reserved":
         raise SettleRefused(
-            f"release '{release_id}' is already closed ({attempt['status']} at {attempt['time']}); "
+            f"release '{release_id}' is already closed ({attempt.status} at {attempt.time}); "
             "there is nothing to settle"
         )
     recovered = recover(out, ledger, release_id)
@@ -202,8 +205,7 @@ def settle(
                 f"release '{release_id}' is running (its staging folder '{running[0].path}' is locked by "
                 f"pid {owner.get('pid', 'unknown')} on {owner.get('host', 'unknown')}); wait for it to end"
             )
-    detail = attempt["detail"] or {}
-    host, pid = detail.get("host"), detail.get("pid")
+    host, pid = attempt.detail_of("host"), attempt.detail_of("pid")
     records = (
         sorted((out / "failures").glob(f"{release_id}-*/failure.json")) if (out / "failures").is_dir() else []
     )
@@ -225,7 +227,7 @@ def settle(
                 "wait for it, or stop it, then settle"
             )
     else:
-        last = datetime.fromisoformat(ledger.entries(release_id=release_id)[-1]["time"])
+        last = datetime.fromisoformat(ledger.rows(release_id=release_id)[-1].time)
         age = datetime.now(UTC) - (last if last.tzinfo else last.replace(tzinfo=UTC))
         if age < timedelta(hours=stale_after):
             raise SettleRefused(

@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dprelease.bundle.privacy_doc import MeasurementRow
+from dprelease.bundle.release_doc import ReleaseDocument
 from dprelease.bundle.tables import INDEX
 from dprelease.mechanisms.advice import advise
 from dprelease.mechanisms.axes import Axis
@@ -55,16 +57,16 @@ def load_tables(folder: Path) -> tuple[dict, list[NoisyTable]]:
     return index, tables
 
 
-def published_tables(folder: Path, doc: dict) -> list[Check]:
+def published_tables(folder: Path, doc: ReleaseDocument) -> list[Check]:
     """The checks of the module doc; none for a release that published no tables (made
     before they were, or gated)."""
-    if not doc.get("tables") or not (folder / INDEX).is_file():
+    if not doc.tables or not (folder / INDEX).is_file():
         return []
     try:
         index, tables = load_tables(folder)
     except (OSError, ValueError, KeyError) as e:
         return [Check("tables", "tables/index.json and its files", False, f"{type(e).__name__}: {e}")]
-    recorded = {(r["stage"], r["statistic"]): r for r in doc["privacy"]["ledger"]["measurements"]}
+    recorded = {(r.stage, r.statistic): r for r in doc.privacy.ledger.measurements}
     schema = _schema(doc)
     out = []
     for entry, table in zip(index["tables"], tables, strict=True):
@@ -82,46 +84,47 @@ def published_tables(folder: Path, doc: dict) -> list[Check]:
     return out
 
 
-def published_advice(folder: Path, doc: dict, schema: Schema) -> list[Check]:
+def published_advice(folder: Path, doc: ReleaseDocument, schema: Schema) -> list[Check]:
     """``release.json``'s ``advice`` is exactly what the published tables give
     (``mechanisms.advice``: post-processing of public tables, nothing else); none for a
     bundle made before advice was published."""
-    if "advice" not in doc or not (folder / INDEX).is_file():
+    if not doc.has("advice") or not (folder / INDEX).is_file():
         return []
     try:
         index, tables = load_tables(folder)
     except (OSError, ValueError, KeyError) as e:
         return [Check("advice", "release.json advice", False, f"{type(e).__name__}: {e}")]
     derived = [a.as_dict() for a in advise(tables, schema, int(index["rows_fitted"]))]
-    same = derived == doc["advice"]
+    held = [a.as_mapping() for a in doc.advice or ()]
+    same = doc.advice is not None and derived == held
     detail = (
         f"{len(derived)} item(s), re-derived from tables/"
         if same
-        else f"release.json holds {len(doc['advice'])} item(s), tables/ give {len(derived)}"
+        else f"release.json holds {len(held)} item(s), tables/ give {len(derived)}"
     )
     return [Check("advice", "release.json advice", same, detail)]
 
 
-def _schema(doc: dict) -> dict[str, int]:
+def _schema(doc: ReleaseDocument) -> dict[str, int]:
     """Declared cells per column of the published schema."""
     from dprelease.records.audit import public_spec
 
     return {c.name: c.n_bins for c in public_spec(doc).public_schema().columns}
 
 
-def _entry_problems(entry: dict, table: NoisyTable, recorded: dict, cells: dict[str, int]) -> list[str]:
+def _entry_problems(
+    entry: dict, table: NoisyTable, recorded: dict[tuple[str, str], MeasurementRow], cells: dict[str, int]
+) -> list[str]:
     row = recorded.get((table.stage, table.name))
     if row is None:
         return [f"no measurement {table.stage}/{table.name} in the ledger"]
     problems = []
-    if row["mechanism"] != table.mechanism or not math.isclose(
-        row["noise_scale"], table.scale, rel_tol=1e-12
-    ):
+    if row.mechanism != table.mechanism or not math.isclose(row.noise_scale, table.scale, rel_tol=1e-12):
         problems.append(
-            f"noise {table.mechanism} {table.scale:g}, recorded {row['mechanism']} {row['noise_scale']:g}"
+            f"noise {table.mechanism} {table.scale:g}, recorded {row.mechanism} {row.noise_scale:g}"
         )
-    if row["dimension"] != table.values.size:
-        problems.append(f"{table.values.size} cells, recorded dimension {row['dimension']}")
+    if row.dimension != table.values.size:
+        problems.append(f"{table.values.size} cells, recorded dimension {row.dimension}")
     for a in table.axes:
         if cells.get(a.column) != len(a.groups):
             problems.append(
@@ -160,11 +163,11 @@ def _file_problems(
     return problems
 
 
-def published_replicates(folder: Path, doc: dict) -> list[Check]:
+def published_replicates(folder: Path, doc: ReleaseDocument) -> list[Check]:
     """The checks of ``replicates/`` (see the module doc); none for a release without them."""
     from dprelease.bundle.replicates import read_replicates
 
-    if not doc.get("replicates"):
+    if not doc.replicates:
         return []
     try:
         spec_columns = _schema(doc)
@@ -173,8 +176,8 @@ def published_replicates(folder: Path, doc: dict) -> list[Check]:
     except (OSError, ValueError, KeyError) as e:
         return [Check("replicates", "replicates/ and its index", False, f"{type(e).__name__}: {e}")]
     problems = []
-    if index["rows"] != doc["privacy"]["rows_fitted"] or cells.shape[0] != index["replicates"]:
-        fitted = doc["privacy"]["rows_fitted"]
+    fitted = doc.privacy.rows_fitted
+    if index["rows"] != fitted or cells.shape[0] != index["replicates"]:
         problems.append(f"{index['replicates']} replicates of {index['rows']} rows; {fitted} fitted")
     for j, (name, k) in enumerate(spec_columns.items()):
         if cells.size and int(cells[..., j].max()) >= k:

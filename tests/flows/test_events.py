@@ -11,7 +11,6 @@ import pytest
 import dprelease.flows.delivery as delivery
 import dprelease.flows.events as events
 import dprelease.flows.hooks as hooks
-import dprelease.flows.pipeline as pipeline
 import dprelease.flows.release as release_module
 from dprelease.flows.release import release
 from dprelease.ledger import Ledger
@@ -135,13 +134,14 @@ def test_a_hostile_release_id_never_names_a_folder(tmp_path, emitted):
 def test_an_unexpected_message_never_reaches_a_log(where, tmp_path, monkeypatch, caplog, emitted):
     """A library error quoting a value (here 'age=4242') is logged by Prefect only by type;
     its text stays in the failure record's internal/traceback.txt."""
+    import dprelease.engines.road as road
     import dprelease.mechanisms.factor_gauss as fg
     from dprelease.tasks.scrub import UnexpectedError
 
     def leak(*args, **kwargs):
         raise ValueError("cannot handle age=4242")
 
-    module, name = (fg, "measure_moments") if where == "task" else (pipeline, "table_to_rows")
+    module, name = (fg, "measure_moments") if where == "task" else (road, "table_to_rows")
     monkeypatch.setattr(module, name, real_run_only(getattr(module, name), leak))  # data-dependent
     spec = write_spec(tmp_path, adult_rows(300), checks={"enabled": False})
     out = tmp_path / "out"

@@ -7,6 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dprelease.bundle.files import sha256
+from dprelease.bundle.release_doc import ReleaseDocument
 from dprelease.checks.gates import GateError
 from dprelease.cli.main import app
 from dprelease.engines.inputs import InputRefused
@@ -51,6 +52,8 @@ def test_demo_release_end_to_end(tmp_path):
 
     doc = json.loads((public / "release.json").read_text())
     text = (public / "release.json").read_text()
+    typed = ReleaseDocument.from_json(text)  # issue 41: written through it, read back byte for byte
+    assert typed.to_json() == text and typed.as_mapping() == doc and not typed.extra
     assert "adult.csv" not in text and str(DEMO_DIR) not in text  # no data path
     ledger = doc["privacy"]["ledger"]
     assert ledger["totals"]["epsilon"] <= 1.0 and ledger["totals"]["delta"] == 1e-6

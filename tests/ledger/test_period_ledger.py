@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 import dprelease.ledger.database as database
+from dprelease.bundle.release_doc import ReleaseDocument
 from dprelease.cli.main import app
 from dprelease.ledger import BudgetRefused, Ledger, show
 from dprelease.ledger.facts import ledger_facts
@@ -251,7 +252,7 @@ def test_a_rerun_across_a_boundary_is_charged_to_the_window_that_admits_it(url, 
         assert facts["period"]["this_period"]["period"] == "2026-12"
         assert facts["period"]["this_period"]["spent_epsilon"] == spends["2026-12"][0]
         doc = {"dataset": "d", "release_id": "r", "privacy": {"ledger_record": facts}}
-        assert all(c.ok for c in period_checks(led, doc))
+        assert all(c.ok for c in period_checks(led, ReleaseDocument.from_json(doc)))
     account = show(url).accounts["d"]
     assert [(p.period, p.spent.epsilon) for p in account.periods] == [
         ("2026-11", november),

@@ -40,6 +40,7 @@ from sqlalchemy import create_engine, text
 
 import dprelease.ledger.database as database
 import dprelease.ledger.store as store
+from dprelease.bundle.release_doc import ReleaseDocument
 from dprelease.ledger import BudgetRefused, Ledger, budget_facts, ledger_facts, show
 from dprelease.mechanisms.accounting import BudgetPlan, plan_budget, zcdp_epsilon
 from dprelease.mechanisms.errors import BudgetError
@@ -454,7 +455,7 @@ class LedgerMachine(RuleBasedStateMachine):
         assert facts["period"]["all_time"]["per_person_epsilon"] == account.per_person.epsilon
         assert facts["period"]["all_time"]["periods"] == len(model)
         doc = {"dataset": DATASET, "release_id": latest.rid, "privacy": {"ledger_record": facts}}
-        checks = period_checks(self.led, doc)
+        checks = period_checks(self.led, ReleaseDocument.from_json(doc))
         assert [c.name for c in checks] == ["period budget", "release's period", "period account"]
         assert all(c.ok for c in checks), checks
         assert f"compose to epsilon {ledger[mine][0]:.6g}" in checks[-1].detail

@@ -11,13 +11,16 @@ from pathlib import Path
 import pytest
 
 from dprelease.bundle.ledger_record import write_ledger_record
+from dprelease.bundle.release_doc import ReleaseDocument
 from dprelease.ledger import Ledger
 from dprelease.records.ledger_choice import choose_ledger
 
 MARK = "PW-MARKER-7f3a"
 
 
-def _bundle(tmp_path: Path, internal: str | None = None, published: str | None = None) -> tuple[Path, dict]:
+def _bundle(
+    tmp_path: Path, internal: str | None = None, published: str | None = None
+) -> tuple[Path, ReleaseDocument]:
     """``<tmp>/out/r`` with an internal record naming ``internal``, and the release.json
     ``privacy.ledger_record`` of a bundle that published ``published`` (before issue 38)."""
     bundle = tmp_path / "out" / "r"
@@ -25,7 +28,7 @@ def _bundle(tmp_path: Path, internal: str | None = None, published: str | None =
     if internal is not None:
         write_ledger_record(bundle / "internal", internal)
     record = {"rows": []} if published is None else {"url": published, "rows": []}
-    return bundle, {"privacy": {"ledger_record": record}}
+    return bundle, ReleaseDocument.from_json({"privacy": {"ledger_record": record}})
 
 
 def _ledger(path: Path) -> str:
