@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.abc
 import os
+import subprocess
 import sys
 import uuid
 
@@ -21,16 +22,31 @@ HEAVY = ("prefect", "great_expectations")
 
 class _UnitTier(importlib.abc.MetaPathFinder):
     """In the unit tier, importing Prefect or GX skips the test module (or the test) that
-    asked: the tier is, by construction, every test that runs without them."""
+    asked, and so does starting a Python process (``_no_python_process``): the tier is, by
+    construction, every test that runs without them."""
 
     def find_spec(self, name: str, path: object, target: object = None) -> None:
         if name.split(".")[0] in HEAVY:
             pytest.skip(f"imports {name.split('.')[0]}: not in the unit tier", allow_module_level=True)
 
 
+_POPEN = subprocess.Popen.__init__
+
+
+def _no_python_process(self: subprocess.Popen, args: object, *rest: object, **kwargs: object) -> None:
+    """In the unit tier, starting Python (the CLI, a Prefect server, a worker) skips the test:
+    those processes import Prefect and GX (other programs, e.g. ``lscpu``, run as usual)."""
+    first = args if isinstance(args, str | os.PathLike) else next(iter(args), "")  # type: ignore[call-overload]
+    name = os.path.basename(str(first))
+    if name.startswith(("python", "dprelease", "prefect")) or str(first) == sys.executable:
+        pytest.skip(f"starts {name}: not in the unit tier")
+    _POPEN(self, args, *rest, **kwargs)  # type: ignore[arg-type]
+
+
 if os.environ.get("DPRELEASE_UNIT") == "1":
     assert not any(m in sys.modules for m in HEAVY), "the unit tier started with Prefect or GX imported"
     sys.meta_path.insert(0, _UnitTier())
+    subprocess.Popen.__init__ = _no_python_process  # type: ignore[method-assign]
 
 
 def pytest_collectreport(report: pytest.CollectReport) -> None:
