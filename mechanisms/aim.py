@@ -55,7 +55,6 @@ from dprelease.mechanisms.primitives import Measurement, exponential_mechanism, 
 from dprelease.mechanisms.schema import Schema, check_target
 from dprelease.mechanisms.synthesizer import (
     Facts,
-    HistogramNoise,
     MixedRows,
     Sensitivity,
     Stage,
@@ -443,7 +442,4 @@ class AIM(Synthesizer[AIMParams, Workload, Measured, Sampled]):
             out[_name(schema.names, index, t)] = Sensitivity("measure", h1, h2, tight=True)
         return out
 
-    def histograms(
-        self, schema: Schema, params: AIMParams, plan: BudgetPlan, n: int | None
-    ) -> list[HistogramNoise]:
-        return histograms(schema, params, plan, n)
+    histograms = staticmethod(histograms)

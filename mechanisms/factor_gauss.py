@@ -82,7 +82,6 @@ from dprelease.mechanisms.synthesizer import (
     Facts,
     HistogramNoise,
     MixedRows,
-    Sensitivity,
     Stage,
     Streaming,
     Synthesizer,
@@ -395,11 +394,8 @@ class FactorGauss(Synthesizer[FactorGaussParams, Encoded, Measured, Sampled]):
     leaves_out = True
     streaming = FactorGaussStreaming()
 
-    def stage_weights(self, schema: Schema, params: FactorGaussParams) -> dict[str, float]:
-        return stage_weights(schema, params)
-
-    def check(self, schema: Schema, params: FactorGaussParams) -> None:
-        check(schema, params)
+    stage_weights = staticmethod(stage_weights)
+    check = staticmethod(check)
 
     def encode(
         self,
@@ -437,10 +433,7 @@ class FactorGauss(Synthesizer[FactorGaussParams, Encoded, Measured, Sampled]):
     ) -> MixedRows:
         return state.draws.draw(state.m, rng)
 
-    def sensitivities(
-        self, schema: Schema, params: FactorGaussParams, n: int, facts: Facts | None = None
-    ) -> dict[str, Sensitivity]:
-        return sensitivities(schema, params, n, facts)
+    sensitivities = staticmethod(sensitivities)
 
     def histograms(
         self, schema: Schema, params: FactorGaussParams, plan: BudgetPlan, n: int | None

@@ -415,8 +415,7 @@ class LDAPPD(Synthesizer[LDAPPDParams, Encoded, LDAModel, Synthesized]):
     notions = ("pure",)
     spends = {"encode": ("class_counts",), "estimate": ("moments",)}
 
-    def stage_weights(self, schema: Schema, params: LDAPPDParams) -> dict[str, float]:
-        return stage_weights(schema, params)
+    stage_weights = staticmethod(stage_weights)
 
     def encode(
         self,
@@ -443,13 +442,6 @@ class LDAPPD(Synthesizer[LDAPPDParams, Encoded, LDAModel, Synthesized]):
     ) -> MixedRows:
         return _decode(state, schema, params)
 
-    def sensitivities(
-        self, schema: Schema, params: LDAPPDParams, n: int, facts: Facts | None = None
-    ) -> dict[str, Sensitivity]:
-        return sensitivities(schema, params, n, facts)
-
-    def defects(self, params: LDAPPDParams) -> list[str]:
-        return defects(params)
-
-    def check(self, schema: Schema, params: LDAPPDParams) -> None:
-        check(schema, params)
+    sensitivities = staticmethod(sensitivities)
+    defects = staticmethod(defects)
+    check = staticmethod(check)

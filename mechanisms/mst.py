@@ -44,7 +44,6 @@ from dprelease.mechanisms.primitives import Measurement, exponential_mechanism, 
 from dprelease.mechanisms.schema import Schema
 from dprelease.mechanisms.synthesizer import (
     Facts,
-    HistogramNoise,
     MixedRows,
     Sensitivity,
     Stage,
@@ -281,7 +280,4 @@ class MST(Synthesizer[MSTParams, Workload, Measured, Sampled]):
             out[pair_name(schema.names, i, j)] = Sensitivity("measure", h1, h2, tight=True)
         return out
 
-    def histograms(
-        self, schema: Schema, params: MSTParams, plan: BudgetPlan, n: int | None
-    ) -> list[HistogramNoise]:
-        return histograms(schema, params, plan, n)
+    histograms = staticmethod(histograms)

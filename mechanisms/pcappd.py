@@ -260,14 +260,9 @@ class PCAPPD(Synthesizer[PCAPPDParams, Encoded, PrincipalAxes, np.ndarray]):
     spends = {"estimate": ("moments",), "sample": ("rows",)}
     keeps_row_order = True
 
-    def stage_weights(self, schema: Schema, params: PCAPPDParams) -> dict[str, float]:
-        return stage_weights(schema, params)
-
-    def defects(self, params: PCAPPDParams) -> list[str]:
-        return defects(params)
-
-    def check(self, schema: Schema, params: PCAPPDParams) -> None:
-        check(schema, params)
+    stage_weights = staticmethod(stage_weights)
+    defects = staticmethod(defects)
+    check = staticmethod(check)
 
     def encode(
         self,
@@ -324,7 +319,4 @@ class PCAPPD(Synthesizer[PCAPPDParams, Encoded, PrincipalAxes, np.ndarray]):
         """Step 7 via ``Design.decode``: argmax per block, numerics clipped, de-normalised."""
         return design(schema).decode(state)
 
-    def sensitivities(
-        self, schema: Schema, params: PCAPPDParams, n: int, facts: Facts | None = None
-    ) -> dict[str, Sensitivity]:
-        return sensitivities(schema, params, n, facts)
+    sensitivities = staticmethod(sensitivities)

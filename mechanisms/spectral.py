@@ -266,8 +266,7 @@ class Spectral(Synthesizer[SpectralParams, Encoded, Spectrum, Anonymized]):
     spends = {}
     keeps_row_order = True
 
-    def stage_weights(self, schema: Schema, params: SpectralParams) -> dict[str, float]:
-        return stage_weights(schema, params)
+    stage_weights = staticmethod(stage_weights)
 
     def encode(
         self,
@@ -308,5 +307,4 @@ class Spectral(Synthesizer[SpectralParams, Encoded, Spectrum, Anonymized]):
     ) -> dict[str, Sensitivity]:
         return {}  # measures nothing: not DP
 
-    def defects(self, params: SpectralParams) -> list[str]:
-        return defects(params)
+    defects = staticmethod(defects)

@@ -203,11 +203,8 @@ class DPFM(Synthesizer[DPFMParams, Encoded, Factored, Latent]):
     spends = {"encode": ("thresholds",), "estimate": ("loadings",), "sample": ("scores",)}
     keeps_row_order = True
 
-    def stage_weights(self, schema: Schema, params: DPFMParams) -> dict[str, float]:
-        return stage_weights(schema, params)
-
-    def defects(self, params: DPFMParams) -> list[str]:
-        return defects(params)
+    stage_weights = staticmethod(stage_weights)
+    defects = staticmethod(defects)
 
     def check(self, schema: Schema, params: DPFMParams) -> None:
         _check(schema, params)
@@ -241,7 +238,4 @@ class DPFM(Synthesizer[DPFMParams, Encoded, Factored, Latent]):
     ) -> MixedRows:
         return decode_latent(state.latent, schema, state.code, params)
 
-    def sensitivities(
-        self, schema: Schema, params: DPFMParams, n: int, facts: Facts | None = None
-    ) -> dict[str, Sensitivity]:
-        return sensitivities(schema, params, n, facts)
+    sensitivities = staticmethod(sensitivities)

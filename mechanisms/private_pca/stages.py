@@ -299,7 +299,4 @@ class PrivatePCA(Synthesizer[PrivatePCAParams, Encoded, Measured, Lifted]):
     ) -> MixedRows:
         return design(schema).decode(state.y)
 
-    def sensitivities(
-        self, schema: Schema, params: PrivatePCAParams, n: int, facts: Facts | None
-    ) -> dict[str, Sensitivity]:
-        return sensitivities(schema, params, n, facts)
+    sensitivities = staticmethod(sensitivities)

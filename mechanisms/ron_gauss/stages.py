@@ -149,11 +149,8 @@ class RonGauss(Synthesizer[RonGaussParams, Encoded, RonGaussModel, Sample]):
     def stage_weights(self, schema: Schema, params: RonGaussParams) -> dict[str, float]:
         return stage_weights(params.task, params.variant)
 
-    def defects(self, params: RonGaussParams) -> list[str]:
-        return defects(params)
-
-    def check(self, schema: Schema, params: RonGaussParams) -> None:
-        check(schema, params)
+    defects = staticmethod(defects)
+    check = staticmethod(check)
 
     def encode(
         self,
@@ -246,10 +243,7 @@ class RonGauss(Synthesizer[RonGaussParams, Encoded, RonGaussModel, Sample]):
         unit_rows = np.insert(rows.require_unit(), j, unit, axis=1)
         return MixedRows(np.insert(rows.bins, j, bins, axis=1), unit_rows)
 
-    def sensitivities(
-        self, schema: Schema, params: RonGaussParams, n: int, facts: Facts | None = None
-    ) -> dict[str, Sensitivity]:
-        return sensitivities(schema, params, n, facts)
+    sensitivities = staticmethod(sensitivities)
 
     def histograms(
         self, schema: Schema, params: RonGaussParams, plan: BudgetPlan, n: int | None
