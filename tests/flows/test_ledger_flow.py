@@ -7,7 +7,6 @@ import sqlite3
 import pytest
 from typer.testing import CliRunner
 
-import dprelease.flows.pipeline as pipeline
 from dprelease.cli.main import app
 from dprelease.engines.inputs import InputRefused
 from dprelease.flows.release import release
@@ -16,6 +15,7 @@ from dprelease.mechanisms.accounting import zcdp_rho
 from dprelease.mechanisms.lifetime import Charge, compose_lifetime
 from dprelease.records.audit import verify_bundle
 from dprelease.tasks.scrub import UnexpectedError
+from dprelease.tasks.synthesis import TASKS
 from tests.helpers import adult_rows, in_rehearsal, real_run_only, write_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_harness")]
@@ -81,7 +81,8 @@ def test_a_crash_after_noise_keeps_the_spend_and_a_rerun_never_redraws(tmp_path,
     def crash(*args, **kwargs):
         raise MemoryError("simulated crash while sampling")
 
-    monkeypatch.setattr(pipeline, "project_and_sample", real_run_only(pipeline.project_and_sample, crash))
+    step = TASKS["project_and_sample"]  # the flow runs the road's steps through these tasks
+    monkeypatch.setitem(TASKS, "project_and_sample", real_run_only(step, crash))
     with pytest.raises(UnexpectedError, match=r"\(MemoryError\)"):
         release(str(spec), str(out), release_id="crash")
     monkeypatch.undo()
